@@ -1,0 +1,49 @@
+# ctxweb — `make run` and `make test` work on a fresh clone with nothing but Python 3.11.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: venv run serve test lint worker beat migrate demo bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is needed ($(PYTHON) not found); set PYTHON=/path/to/python3.11"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+migrate: venv
+	$(BIN)/python manage.py migrate --noinput
+
+demo: migrate
+	$(BIN)/python manage.py ctx demo
+
+run: demo
+	@echo ""
+	@echo "  ctxweb is starting on http://$(HOST):$(PORT)/"
+	@echo "  Sign in as demo / demo  (API docs: http://$(HOST):$(PORT)/api/docs/)"
+	@echo ""
+	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py runserver $(HOST):$(PORT)
+
+test: venv
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+
+worker: venv
+	$(BIN)/celery -A ctxweb worker --loglevel=INFO
+
+beat: venv
+	$(BIN)/celery -A ctxweb beat --loglevel=INFO
+
+bench: venv
+	$(BIN)/python bench/ingest.py
+
+clean:
+	rm -rf $(VENV) db.sqlite3 staticfiles test-artifacts .pytest_cache

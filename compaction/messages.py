@@ -1,0 +1,202 @@
+"""Validation and normalisation of incoming messages (the REST body, an import, a hook upload).
+
+Everything that reaches storage has been through ``normalize_message``: roles are known, content
+is a string or a list of well-formed blocks, and OpenAI-style ``tool_calls`` / ``tool_call_id``
+have become Anthropic-style ``tool_use`` / ``tool_result`` blocks, so the rest of ctxweb speaks one
+shape.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .types import ROLES
+
+BLOCK_TYPES = ("text", "tool_use", "tool_result", "image", "thinking", "redacted_thinking", "document")
+CLIENT_ID_MAX = 200
+
+
+class MessageError(ValueError):
+    """One message is malformed; ``code`` is machine-readable, ``str()`` is for people."""
+
+    def __init__(self, detail: str, *, code: str = "invalid_message", index: int | None = None) -> None:
+        self.detail = detail if index is None else f"messages[{index}]: {detail}"
+        super().__init__(self.detail)
+        self.code = code
+        self.index = index
+
+
+@dataclass
+class NormalizedMessage:
+    role: str
+    content: str | list[dict[str, Any]]
+    client_id: str | None = None
+    created_at: datetime | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tool_use_ids(self) -> list[str]:
+        return tool_use_ids(self.content)
+
+    @property
+    def tool_result_ids(self) -> list[str]:
+        return tool_result_ids(self.content)
+
+
+def tool_use_ids(content: str | list[dict[str, Any]]) -> list[str]:
+    if isinstance(content, str):
+        return []
+    return [b["id"] for b in content if b.get("type") == "tool_use"]
+
+
+def tool_result_ids(content: str | list[dict[str, Any]]) -> list[str]:
+    if isinstance(content, str):
+        return []
+    return [b["tool_use_id"] for b in content if b.get("type") == "tool_result"]
+
+
+def normalize_batch(payload: Any, *, max_messages: int) -> list[NormalizedMessage]:
+    """A body that is one message or a list of them → normalised messages, or ``MessageError``."""
+    items = payload if isinstance(payload, list) else [payload]
+    if isinstance(payload, dict) and isinstance(payload.get("messages"), list):
+        items = payload["messages"]
+    if not items:
+        raise MessageError("send one message or a non-empty list of messages", code="empty_batch")
+    if len(items) > max_messages:
+        raise MessageError(
+            f"a batch holds at most {max_messages} messages; this one has {len(items)}", code="too_many_messages"
+        )
+    normalized = [normalize_message(item, index=i if len(items) > 1 else None) for i, item in enumerate(items)]
+    seen: set[str] = set()
+    for i, msg in enumerate(normalized):
+        if msg.client_id is not None:
+            if msg.client_id in seen:
+                raise MessageError(f"client_id {msg.client_id!r} appears twice in this batch", code="duplicate_client_id", index=i)
+            seen.add(msg.client_id)
+    return normalized
+
+
+def normalize_message(raw: Any, *, index: int | None = None) -> NormalizedMessage:
+    def fail(detail: str, code: str = "invalid_message") -> MessageError:
+        return MessageError(detail, code=code, index=index)
+
+    if not isinstance(raw, dict):
+        raise fail(f"a message is a JSON object, not {_kind(raw)}")
+    role = raw.get("role")
+    if not isinstance(role, str) or role not in ROLES:
+        raise fail(f"role must be one of {', '.join(ROLES)}; got {role!r}", "invalid_role")
+
+    content = raw.get("content", None)
+    if content is None:
+        content = ""
+    if isinstance(content, str):
+        pass
+    elif isinstance(content, list):
+        content = [_normalize_block(block, fail, f"content[{i}]") for i, block in enumerate(content)]
+    else:
+        raise fail(f"content must be a string or a list of content blocks, not {_kind(content)}", "invalid_content")
+
+    tool_calls = raw.get("tool_calls")
+    if tool_calls:
+        if role != "assistant":
+            raise fail("only assistant messages carry tool_calls", "invalid_content")
+        content = _with_tool_calls(content, tool_calls, fail)
+    tool_call_id = raw.get("tool_call_id")
+    if tool_call_id is not None:
+        if not isinstance(tool_call_id, str) or not tool_call_id:
+            raise fail("tool_call_id must be a non-empty string", "invalid_content")
+        if not isinstance(content, str):
+            raise fail("a message with tool_call_id carries its result as string content", "invalid_content")
+        content = [{"type": "tool_result", "tool_use_id": tool_call_id, "content": content}]
+    if role == "tool" and not tool_result_ids(content):
+        raise fail("a tool message carries tool_result blocks (or tool_call_id with string content)", "invalid_content")
+
+    client_id = raw.get("client_id")
+    if client_id is not None and (not isinstance(client_id, str) or not client_id or len(client_id) > CLIENT_ID_MAX):
+        raise fail(f"client_id must be a non-empty string of at most {CLIENT_ID_MAX} characters", "invalid_client_id")
+
+    created_at = raw.get("created_at")
+    parsed_at = None
+    if created_at is not None:
+        if not isinstance(created_at, str):
+            raise fail("created_at must be an ISO 8601 string", "invalid_created_at")
+        try:
+            parsed_at = datetime.fromisoformat(created_at)
+        except ValueError:
+            raise fail(f"created_at {created_at!r} is not an ISO 8601 date-time", "invalid_created_at") from None
+
+    metadata = raw.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise fail("metadata must be a JSON object", "invalid_metadata")
+    return NormalizedMessage(role=role, content=content, client_id=client_id, created_at=parsed_at, metadata=metadata)
+
+
+def _normalize_block(block: Any, fail, where: str) -> dict[str, Any]:  # noqa: ANN001 - local error factory
+    if not isinstance(block, dict):
+        raise fail(f"{where} must be a content block object, not {_kind(block)}", "invalid_content")
+    kind = block.get("type")
+    if kind not in BLOCK_TYPES:
+        raise fail(f"{where}.type must be one of {', '.join(BLOCK_TYPES)}; got {kind!r}", "invalid_content")
+    if kind == "text" and not isinstance(block.get("text"), str):
+        raise fail(f"{where}: a text block needs a string 'text'", "invalid_content")
+    if kind == "tool_use":
+        if not _nonempty_str(block.get("id")) or not _nonempty_str(block.get("name")):
+            raise fail(f"{where}: a tool_use block needs string 'id' and 'name'", "invalid_content")
+        if not isinstance(block.get("input", {}), dict):
+            raise fail(f"{where}: tool_use 'input' must be an object", "invalid_content")
+    if kind == "tool_result":
+        if not _nonempty_str(block.get("tool_use_id")):
+            raise fail(f"{where}: a tool_result block needs a string 'tool_use_id'", "invalid_content")
+        inner = block.get("content", "")
+        if isinstance(inner, list):
+            for j, part in enumerate(inner):
+                if not isinstance(part, dict) or part.get("type") not in ("text", "image", "document"):
+                    raise fail(f"{where}.content[{j}] must be a text, image or document block", "invalid_content")
+                if part.get("type") == "text" and not isinstance(part.get("text"), str):
+                    raise fail(f"{where}.content[{j}]: a text block needs a string 'text'", "invalid_content")
+        elif inner is not None and not isinstance(inner, str):
+            raise fail(f"{where}: tool_result 'content' must be a string or a list of blocks", "invalid_content")
+        if "is_error" in block and not isinstance(block["is_error"], bool):
+            raise fail(f"{where}: tool_result 'is_error' must be true or false", "invalid_content")
+    if kind == "image" and not isinstance(block.get("source"), dict):
+        raise fail(f"{where}: an image block needs a 'source' object", "invalid_content")
+    if kind == "thinking" and not isinstance(block.get("thinking", ""), str):
+        raise fail(f"{where}: a thinking block needs a string 'thinking'", "invalid_content")
+    return block
+
+
+def _with_tool_calls(content: str | list[dict[str, Any]], tool_calls: Any, fail) -> list[dict[str, Any]]:  # noqa: ANN001
+    if not isinstance(tool_calls, list):
+        raise fail("tool_calls must be a list", "invalid_content")
+    blocks: list[dict[str, Any]] = []
+    if isinstance(content, str):
+        if content:
+            blocks.append({"type": "text", "text": content})
+    else:
+        blocks.extend(content)
+    for i, call in enumerate(tool_calls):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not _nonempty_str(call.get("id")) or not _nonempty_str(fn.get("name")):
+            raise fail(f"tool_calls[{i}] needs 'id' and 'function': {{'name', 'arguments'}}", "invalid_content")
+        arguments = fn.get("arguments", "{}")
+        try:
+            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except json.JSONDecodeError:
+            parsed = {"_raw": arguments}
+        if not isinstance(parsed, dict):
+            parsed = {"_value": parsed}
+        blocks.append({"type": "tool_use", "id": call["id"], "name": fn["name"], "input": parsed})
+    return blocks
+
+
+def _nonempty_str(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )

@@ -1,0 +1,69 @@
+"""Known models and their context windows. The database's ModelProfile rows start from this table
+and win over it; an unknown model falls back to 128,000 tokens (seed 001)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FALLBACK_CONTEXT_WINDOW = 128_000
+FALLBACK_MAX_OUTPUT = 8_192
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    provider: str
+    context_window: int
+    max_output_tokens: int
+    calibration: float = 1.0
+
+
+# Claude counts come to more than cl100k's: see docs/TOKEN_COUNTING.md for how CLAUDE_CALIBRATION
+# was measured on real Claude Code transcripts.
+CLAUDE_CALIBRATION = 1.0
+
+KNOWN_MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec("claude-opus-4-5", "anthropic", 200_000, 64_000, CLAUDE_CALIBRATION),
+    ModelSpec("claude-sonnet-4-5", "anthropic", 200_000, 64_000, CLAUDE_CALIBRATION),
+    ModelSpec("claude-haiku-4-5", "anthropic", 200_000, 64_000, CLAUDE_CALIBRATION),
+    ModelSpec("claude-opus-4-1", "anthropic", 200_000, 32_000, CLAUDE_CALIBRATION),
+    ModelSpec("claude-opus-4", "anthropic", 200_000, 32_000, CLAUDE_CALIBRATION),
+    ModelSpec("claude-sonnet-4", "anthropic", 200_000, 64_000, CLAUDE_CALIBRATION),
+    ModelSpec("claude-3-7-sonnet", "anthropic", 200_000, 64_000, CLAUDE_CALIBRATION),
+    ModelSpec("claude-3-5-sonnet", "anthropic", 200_000, 8_192, CLAUDE_CALIBRATION),
+    ModelSpec("claude-3-5-haiku", "anthropic", 200_000, 8_192, CLAUDE_CALIBRATION),
+    ModelSpec("claude-3-opus", "anthropic", 200_000, 4_096, CLAUDE_CALIBRATION),
+    ModelSpec("claude-3-haiku", "anthropic", 200_000, 4_096, CLAUDE_CALIBRATION),
+    ModelSpec("gpt-4o", "openai", 128_000, 16_384),
+    ModelSpec("gpt-4o-mini", "openai", 128_000, 16_384),
+    ModelSpec("gpt-4.1", "openai", 1_047_576, 32_768),
+    ModelSpec("gpt-4.1-mini", "openai", 1_047_576, 32_768),
+    ModelSpec("gpt-4-turbo", "openai", 128_000, 4_096),
+    ModelSpec("gpt-4", "openai", 8_192, 8_192),
+    ModelSpec("gpt-5", "openai", 400_000, 128_000),
+    ModelSpec("gpt-5-mini", "openai", 400_000, 128_000),
+    ModelSpec("o3", "openai", 200_000, 100_000),
+    ModelSpec("o4-mini", "openai", 200_000, 100_000),
+)
+
+
+def canonical_model_name(name: str) -> str:
+    """'anthropic/claude-3.5-sonnet' → 'claude-3-5-sonnet'; provider prefixes and dots in versions go."""
+    bare = name.strip().lower().rsplit("/", 1)[-1]
+    if bare.startswith("claude"):
+        bare = bare.replace(".", "-")
+    return bare
+
+
+def best_match(name: str, candidates: list[str] | tuple[str, ...]) -> str | None:
+    """The longest candidate that is the model name or a dash-separated prefix of it
+    ('claude-sonnet-4-5-20250929' → 'claude-sonnet-4-5')."""
+    bare = canonical_model_name(name)
+    hits = [c for c in candidates if bare == c or bare.startswith(c + "-")]
+    return max(hits, key=len) if hits else None
+
+
+def spec_for(name: str) -> ModelSpec | None:
+    by_name = {spec.name: spec for spec in KNOWN_MODELS}
+    match = best_match(name, tuple(by_name))
+    return by_name[match] if match else None

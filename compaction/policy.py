@@ -1,0 +1,144 @@
+"""Compaction policy: thresholds, reserves, keep-recent rules, and the presets named after the seeds.
+
+The four requirement documents ctxweb grew from disagree on numbers; each becomes a preset
+rather than one hard-coded choice. ``default`` is ctxweb's own, documented in docs/POLICIES.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from .types import Level, Thresholds
+
+DEFAULT_PRESERVE_PATTERNS: tuple[str, ...] = (r"^## Decision:", r"^ADR-\d+", r"error|fail|critical")
+
+
+@dataclass(frozen=True)
+class Policy:
+    remind: float = 0.60
+    compact: float = 0.70
+    summarize: float = 0.85
+    handoff: float = 0.95
+    # Share of the window kept free for the model's reply (seed 001: 15 %).
+    output_reserve: float = 0.10
+    # Never compact the newest N user turns, nor the newest T tokens of tool output.
+    keep_recent_turns: int = 2
+    protect_tool_tokens: int = 40_000
+    # Summarizing keeps a tail: the newest messages that fit tail_fraction of the window,
+    # and at least keep_recent_messages of them (seed 004: 10).
+    tail_fraction: float = 0.30
+    keep_recent_messages: int = 6
+    summary_budget: int = 1_000
+    min_saving_tokens: int = 500
+    revert_hours: int = 24
+    prune_days: int = 30
+    context_doc_max_lines: int = 500
+    auto: bool = True
+    summarizer_model: str = "claude-haiku-4-5"
+    preserve_patterns: tuple[str, ...] = field(default=DEFAULT_PRESERVE_PATTERNS)
+
+    @property
+    def thresholds(self) -> Thresholds:
+        return Thresholds(self.remind, self.compact, self.summarize, self.handoff)
+
+    def protected_tool_tokens(self, context_window: int) -> int:
+        """The tool-output tokens never pruned: the policy's figure, capped at 20 % of the window."""
+        return min(self.protect_tool_tokens, int(context_window * 0.20))
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["preserve_patterns"] = list(self.preserve_patterns)
+        return data
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> Policy:
+        names = {f.name for f in fields(cls)}
+        picked = {k: v for k, v in values.items() if k in names}
+        if "preserve_patterns" in picked:
+            picked["preserve_patterns"] = tuple(picked["preserve_patterns"] or ())
+        return cls(**picked)
+
+
+PRESETS: dict[str, Policy] = {
+    "default": Policy(),
+    # Seed 000 (adk-v2): raw < 70 % ≤ compact < 85 % ≤ summarize < 95 % ≤ handoff; summary < 500
+    # tokens; revert within 24 h; archive after 30 days; project context ≤ 500 lines.
+    "adk": Policy(
+        remind=0.70, compact=0.70, summarize=0.85, handoff=0.95, summary_budget=500,
+        revert_hours=24, prune_days=30, context_doc_max_lines=500,
+    ),
+    # Seed 001 (KAI SDK): summarize the head at 65 %, 15 % reserved for output, the tail fits 30 %
+    # of the window. It has no reversible step and no handoff, so those sit at the top.
+    "kai": Policy(
+        remind=0.65, compact=0.65, summarize=0.65, handoff=1.0, output_reserve=0.15, tail_fraction=0.30,
+    ),
+    # Seed 002 (GSD): one checkpoint compaction above 90 % (90k of a 100k limit).
+    "gsd": Policy(remind=0.90, compact=0.90, summarize=0.90, handoff=1.0),
+    # Seed 004 (brainchain): remind 70 %, compress (prune + summarize old messages) 85 %,
+    # compact (summary + reset into a linked new session) 95 %; keep 10 recent messages.
+    "brainchain": Policy(
+        remind=0.70, compact=0.85, summarize=0.85, handoff=0.95, keep_recent_messages=10,
+    ),
+}
+
+
+def preset(name: str) -> Policy:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
+
+
+def with_preset(policy: Policy, name: str) -> Policy:
+    """The preset's numbers, keeping the switches a preset does not decide (auto, model)."""
+    return replace(preset(name), auto=policy.auto, summarizer_model=policy.summarizer_model)
+
+
+def level_for(fraction: float, thresholds: Thresholds) -> Level:
+    if fraction >= thresholds.handoff:
+        return Level.HANDOFF
+    if fraction >= thresholds.summarize:
+        return Level.SUMMARIZE
+    if fraction >= thresholds.compact:
+        return Level.COMPACT
+    if fraction >= thresholds.remind:
+        return Level.REMIND
+    return Level.OK
+
+
+def validate(values: dict[str, Any]) -> dict[str, str]:
+    """Field name → what is wrong with it. Empty when the values make a usable policy."""
+    errors: dict[str, str] = {}
+    order = ("remind", "compact", "summarize", "handoff")
+    for name in order:
+        value = values.get(name)
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value <= 1:
+            errors[name] = "Must be a fraction of the window above 0 and at most 1 (e.g. 0.7 for 70 %)."
+    if not errors:
+        for lower, upper in zip(order, order[1:], strict=False):
+            if values[lower] > values[upper]:
+                errors[upper] = f"Must be at least the {lower} threshold ({values[lower]:g})."
+    reserve = values.get("output_reserve")
+    if reserve is not None and not 0 <= reserve < 0.5:
+        errors["output_reserve"] = "Reserve a share of the window from 0 up to (not including) 0.5."
+    tail = values.get("tail_fraction")
+    if tail is not None and not 0 < tail < 1:
+        errors["tail_fraction"] = "The kept tail is a share of the window above 0 and below 1."
+    if tail is not None and values.get("summarize") is not None and "tail_fraction" not in errors:
+        if isinstance(values["summarize"], int | float) and tail >= values["summarize"]:
+            errors["tail_fraction"] = "The kept tail must be smaller than the summarize threshold, or summarizing frees nothing."
+    for name, low, high in (
+        ("summary_budget", 50, 20_000),
+        ("keep_recent_messages", 0, 1_000),
+        ("keep_recent_turns", 0, 100),
+        ("protect_tool_tokens", 0, 1_000_000),
+        ("min_saving_tokens", 0, 1_000_000),
+        ("revert_hours", 1, 24 * 365),
+        ("prune_days", 1, 3650),
+        ("context_doc_max_lines", 10, 1_000_000),
+    ):
+        value = values.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
+            errors[name] = f"Must be a whole number from {low:,} to {high:,}."
+    return errors

@@ -1,0 +1,101 @@
+"""Value types shared by the engine. Dataclasses in, dataclasses out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Level(str, Enum):
+    OK = "ok"
+    REMIND = "remind"
+    COMPACT = "compact"
+    SUMMARIZE = "summarize"
+    HANDOFF = "handoff"
+
+    @property
+    def rank(self) -> int:
+        return LEVEL_ORDER.index(self)
+
+    def __ge__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, Level):
+            return NotImplemented
+        return self.rank >= other.rank
+
+    def __gt__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, Level):
+            return NotImplemented
+        return self.rank > other.rank
+
+    def __le__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, Level):
+            return NotImplemented
+        return self.rank <= other.rank
+
+    def __lt__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, Level):
+            return NotImplemented
+        return self.rank < other.rank
+
+
+LEVEL_ORDER: tuple[Level, ...] = (Level.OK, Level.REMIND, Level.COMPACT, Level.SUMMARIZE, Level.HANDOFF)
+
+ROLES = ("user", "assistant", "tool", "system")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Fractions of the context window at which each level starts."""
+
+    remind: float
+    compact: float
+    summarize: float
+    handoff: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"remind": self.remind, "compact": self.compact, "summarize": self.summarize, "handoff": self.handoff}
+
+
+@dataclass
+class Msg:
+    """One stored message as the engine sees it."""
+
+    seq: int
+    role: str
+    content: str | list[dict[str, Any]]
+    tokens: int
+    state: str = "active"
+    created_at: str | None = None
+    flags: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The context-window breakdown of one session (the STATUS of the contract)."""
+
+    model: str
+    context_window: int
+    system_prompt: int
+    tool_definitions: int
+    messages: int
+    summary: int
+    reserved_output: int
+    level: Level
+    thresholds: Thresholds
+
+    @property
+    def used(self) -> int:
+        return self.system_prompt + self.tool_definitions + self.messages + self.summary
+
+    @property
+    def free(self) -> int:
+        return self.context_window - self.used - self.reserved_output
+
+    @property
+    def fraction(self) -> float:
+        return self.used / self.context_window if self.context_window else 1.0
+
+    @property
+    def usage_percent(self) -> float:
+        return round(self.fraction * 100, 2)

@@ -1,0 +1,82 @@
+"""The context-window breakdown of a session and what it means for the user."""
+
+from __future__ import annotations
+
+from .policy import Policy, level_for
+from .types import Level, Thresholds, Usage
+
+RECOMMENDATIONS: dict[Level, str] = {
+    Level.OK: "Plenty of room. Nothing to do.",
+    Level.REMIND: "Context at {pct:.0f}%. Still room; no need to hurry, but keep replies and tool output lean.",
+    # Seed 000's StateManager warnings: warning, critical, emergency.
+    Level.COMPACT: "Context at {pct:.0f}%. Consider compaction: old tool output and repeats can be folded away, reversibly.",
+    Level.SUMMARIZE: "Context at {pct:.0f}%. Summarization recommended: older turns become a checkpoint.",
+    Level.HANDOFF: "Context limit reached ({pct:.0f}%). Create a handoff document and continue in a fresh session.",
+}
+
+
+def compute_usage(
+    *,
+    model: str,
+    context_window: int,
+    system_prompt: int,
+    tool_definitions: int,
+    messages: int,
+    summary: int,
+    policy: Policy,
+) -> Usage:
+    thresholds: Thresholds = policy.thresholds
+    used = system_prompt + tool_definitions + messages + summary
+    fraction = used / context_window if context_window > 0 else 1.0
+    return Usage(
+        model=model,
+        context_window=context_window,
+        system_prompt=system_prompt,
+        tool_definitions=tool_definitions,
+        messages=messages,
+        summary=summary,
+        reserved_output=int(context_window * policy.output_reserve),
+        level=level_for(fraction, thresholds),
+        thresholds=thresholds,
+    )
+
+
+def recommendation(usage: Usage) -> str:
+    return RECOMMENDATIONS[usage.level].format(pct=usage.usage_percent)
+
+
+def usage_warnings(usage: Usage) -> list[str]:
+    warnings: list[str] = []
+    if usage.free < 0:
+        warnings.append(
+            f"The context no longer leaves the {usage.reserved_output:,} tokens reserved for the reply "
+            f"({-usage.free:,} over)."
+        )
+    if usage.used > usage.context_window:
+        warnings.append("The context is larger than the model's window: a request would be refused.")
+    return warnings
+
+
+def render_bar(usage: Usage, *, width: int = 10) -> str:
+    """Seed 001's terminal rendering: one glyph per tenth, then the breakdown."""
+    filled = min(width, int(round(usage.fraction * width)))
+    bar = " ".join(["⛁"] * filled + ["⛶"] * (width - filled))
+    window = usage.context_window
+
+    def fmt(n: int) -> str:
+        return f"{n / 1000:.1f}k" if abs(n) >= 1000 else str(n)
+
+    def pct(n: int) -> str:
+        return f"{n / window * 100:.1f}%" if window else "-"
+
+    rows = [
+        f"{bar}  {usage.model} · {fmt(usage.used)}/{fmt(window)} tokens ({usage.usage_percent:.0f}%) · {usage.level.value}",
+        "",
+        f"  ⛁ System prompt:    {fmt(usage.system_prompt)} tokens ({pct(usage.system_prompt)})",
+        f"  ⛁ Tool definitions: {fmt(usage.tool_definitions)} tokens ({pct(usage.tool_definitions)})",
+        f"  ⛁ Messages:         {fmt(usage.messages)} tokens ({pct(usage.messages)})",
+        f"  ⛁ Summary:          {fmt(usage.summary)} tokens ({pct(usage.summary)})",
+        f"  ⛝ Reserved output:  {fmt(usage.reserved_output)} tokens ({pct(usage.reserved_output)})",
+        f"  ⛶ Free space:       {fmt(usage.free)} tokens ({pct(usage.free)})",
+    ]
+    return "\n".join(rows)

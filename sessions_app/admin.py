@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from compaction.policy import PRESETS
+
+from . import services
+from .models import (
+    AgentSession,
+    ApiKey,
+    Checkpoint,
+    Compaction,
+    CompactionPolicy,
+    HandoffDocument,
+    Membership,
+    Message,
+    MessageBackup,
+    ModelProfile,
+    Project,
+)
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["name", "created_by", "created_at"]
+    search_fields = ["name", "description"]
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "project", "role", "created_at"]
+    list_filter = ["role"]
+    search_fields = ["user__username", "project__name"]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["prefix", "user__username", "name"]
+    fields = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form, change: bool) -> None:  # noqa: ANN001
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        key, raw = services.apikey_create(user=obj.user, name=obj.name)
+        obj.pk = key.pk
+        obj.prefix, obj.key_hash, obj.created_at = key.prefix, key.key_hash, key.created_at
+        self.message_user(request, f"New API key for {obj.user} — copy it now, it is shown only once: {raw}",
+                          messages.WARNING)
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        for key in queryset:
+            services.apikey_revoke(key=key)
+        self.message_user(request, f"Revoked {queryset.count()} key(s).")
+
+
+@admin.register(ModelProfile)
+class ModelProfileAdmin(admin.ModelAdmin):
+    list_display = ["name", "provider", "context_window", "max_output_tokens", "calibration_factor",
+                    "calibration_samples", "updated_at"]
+    list_filter = ["provider"]
+    search_fields = ["name"]
+
+
+def _preset_action(name: str):  # noqa: ANN202 - an admin action function
+    def apply(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[CompactionPolicy]) -> None:
+        for policy in queryset:
+            services.policy_apply_preset(policy=policy, preset_name=name)
+        modeladmin.message_user(request, f"Applied the {name!r} preset to {queryset.count()} polic(ies).")
+
+    apply.__name__ = f"apply_preset_{name}"
+    apply.short_description = f"Apply the '{name}' preset"
+    return apply
+
+
+@admin.register(CompactionPolicy)
+class CompactionPolicyAdmin(admin.ModelAdmin):
+    list_display = ["project", "preset", "remind", "compact", "summarize", "handoff", "output_reserve", "auto"]
+    list_filter = ["preset", "auto"]
+    search_fields = ["project__name"]
+    actions = [_preset_action(name) for name in PRESETS]
+    fieldsets = [
+        (None, {"fields": ["project", "preset", "auto", "summarizer_model"]}),
+        ("Thresholds (fractions of the context window)", {"fields": ["remind", "compact", "summarize", "handoff",
+                                                                     "output_reserve"]}),
+        ("What is kept", {"fields": ["keep_recent_turns", "protect_tool_tokens", "tail_fraction",
+                                     "keep_recent_messages", "summary_budget", "min_saving_tokens",
+                                     "preserve_patterns"]}),
+        ("Retention", {"fields": ["revert_hours", "prune_days", "context_doc_max_lines"]}),
+    ]
+
+
+@admin.register(AgentSession)
+class AgentSessionAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "project", "external_id", "model", "status", "message_count", "last_activity_at"]
+    list_filter = ["status", "model", "project"]
+    search_fields = ["name", "external_id", "model"]
+    raw_id_fields = ["parent", "owner"]
+    readonly_fields = ["last_seq", "message_count", "active_message_count", "message_tokens", "summary_tokens",
+                       "system_tokens", "tool_tokens", "exact_tokens", "exact_upto_seq", "exact_counted_at"]
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = ["session", "seq", "role", "state", "tokens", "client_id", "created_at"]
+    list_filter = ["role", "state"]
+    search_fields = ["client_id", "session__name", "session__external_id"]
+    raw_id_fields = ["session", "compaction"]
+    list_select_related = ["session"]
+
+
+@admin.register(Compaction)
+class CompactionAdmin(admin.ModelAdmin):
+    list_display = ["id", "session", "level", "status", "trigger", "tokens_before", "tokens_after", "created_at"]
+    list_filter = ["status", "level", "trigger"]
+    search_fields = ["session__name", "session__external_id", "error"]
+    raw_id_fields = ["session", "requested_by"]
+
+
+@admin.register(MessageBackup)
+class MessageBackupAdmin(admin.ModelAdmin):
+    list_display = ["id", "compaction", "message", "state", "tokens", "created_at"]
+    raw_id_fields = ["compaction", "message", "previous_compaction"]
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(admin.ModelAdmin):
+    list_display = ["session", "version", "reason", "tokens", "lossy", "reverted", "created_at"]
+    list_filter = ["reason", "reverted"]
+    raw_id_fields = ["session", "compaction"]
+
+
+@admin.register(HandoffDocument)
+class HandoffDocumentAdmin(admin.ModelAdmin):
+    list_display = ["id", "session", "checkpoint", "continuation", "created_at"]
+    raw_id_fields = ["session", "checkpoint", "continuation", "created_by"]

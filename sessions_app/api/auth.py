@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from .. import services
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Bearer <api key>``; keys are per user, hashed at rest, revocable."""
+
+    keyword = "bearer"
+
+    def authenticate(self, request: Request):  # noqa: ANN201 - DRF contract: (user, auth) or None
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            return None
+        scheme, _, raw = header.partition(" ")
+        if scheme.lower() != self.keyword:
+            return None
+        raw = raw.strip()
+        if not raw:
+            raise exceptions.AuthenticationFailed("Bearer token missing.", code="invalid_api_key")
+        key = services.apikey_authenticate(raw)
+        if key is None:
+            raise exceptions.AuthenticationFailed("Invalid or revoked API key.", code="invalid_api_key")
+        return key.user, key
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="api"'
+
+
+class ApiKeyScheme(OpenApiAuthenticationExtension):
+    target_class = "sessions_app.api.auth.ApiKeyAuthentication"
+    name = "ApiKey"
+
+    def get_security_definition(self, auto_schema):  # noqa: ANN001, ANN201
+        return {"type": "http", "scheme": "bearer", "description": "A ctxweb API key (ctx_…)."}

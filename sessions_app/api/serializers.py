@@ -1,0 +1,118 @@
+"""Input parsing and output shaping. No rules here: those live in services and selectors."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ..models import AgentSession, Message, Project, SessionStatus
+
+
+class ProjectOut(serializers.ModelSerializer):
+    role = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Project
+        fields = ["id", "name", "description", "created_at", "role"]
+
+    def get_role(self, project: Project) -> str | None:
+        roles = self.context.get("roles", {})
+        return roles.get(project.pk)
+
+
+class ProjectIn(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class SessionOut(serializers.ModelSerializer):
+    context_window = serializers.IntegerField(source="context_window_override", allow_null=True)
+    parent = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = AgentSession
+        fields = [
+            "id", "project", "name", "external_id", "model", "context_window", "system_prompt", "tools",
+            "status", "parent", "auto_compact", "metadata", "last_seq", "message_count",
+            "active_message_count", "created_at", "updated_at", "last_activity_at",
+        ]
+
+
+class SessionListOut(serializers.ModelSerializer):
+    """The list view leaves out the (possibly large) system prompt and tool schemas."""
+
+    context_window = serializers.IntegerField(source="context_window_override", allow_null=True)
+
+    class Meta:
+        model = AgentSession
+        fields = [
+            "id", "project", "name", "external_id", "model", "context_window", "status", "parent",
+            "auto_compact", "last_seq", "message_count", "active_message_count", "created_at", "last_activity_at",
+        ]
+
+
+class SessionIn(serializers.Serializer):
+    project = serializers.IntegerField()
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    model = serializers.CharField(max_length=100, required=False, default="claude-sonnet-4-5")
+    system_prompt = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)
+    tools = serializers.JSONField(required=False, default=list)
+    external_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    context_window = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                              min_value=1024, max_value=100_000_000)
+    auto_compact = serializers.BooleanField(required=False, allow_null=True, default=None)
+    parent = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+class SessionPatchIn(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    model = serializers.CharField(max_length=100, required=False)
+    system_prompt = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    tools = serializers.JSONField(required=False)
+    context_window = serializers.IntegerField(required=False, allow_null=True, min_value=1024, max_value=100_000_000)
+    auto_compact = serializers.BooleanField(required=False, allow_null=True)
+    status = serializers.ChoiceField(choices=SessionStatus.choices, required=False)
+
+
+class MessageOut(serializers.ModelSerializer):
+    tokens = serializers.SerializerMethodField()
+    compaction = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = Message
+        fields = ["id", "seq", "role", "content", "tokens", "tokens_exact", "client_id", "state",
+                  "compaction", "metadata", "created_at"]
+
+    def get_tokens(self, message: Message) -> int:
+        from compaction.tokens import calibrate
+
+        return calibrate(message.tokens, self.context.get("calibration", 1.0))
+
+
+class MessageIn(serializers.Serializer):
+    """Documents one message of the body (the body is one of these or a list of them)."""
+
+    role = serializers.ChoiceField(choices=["user", "assistant", "tool", "system"])
+    content = serializers.JSONField(help_text="A string or a list of content blocks (text, tool_use, tool_result, image).")
+    client_id = serializers.CharField(required=False, max_length=200, help_text="Idempotency key: a retry stores nothing twice.")
+    created_at = serializers.DateTimeField(required=False)
+    metadata = serializers.JSONField(required=False)
+
+
+class CountTokensIn(serializers.Serializer):
+    model = serializers.CharField(max_length=100)
+    system = serializers.JSONField(required=False)
+    tools = serializers.JSONField(required=False)
+    messages = serializers.JSONField()
+
+
+class CountTokensOut(serializers.Serializer):
+    input_tokens = serializers.IntegerField()
+    source = serializers.ChoiceField(choices=["exact", "estimate"])
+
+
+class ModelOut(serializers.Serializer):
+    name = serializers.CharField()
+    provider = serializers.CharField()
+    context_window = serializers.IntegerField()
+    max_output_tokens = serializers.IntegerField()
+    calibration_factor = serializers.FloatField()

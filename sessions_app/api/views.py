@@ -1,0 +1,257 @@
+"""REST API: parse, check access, call one service or selector, shape the answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.views import APIView
+
+from compaction import models as engine_models
+from compaction.messages import normalize_batch
+
+from .. import counting, selectors, services
+from ..errors import InvalidInput
+from ..models import Membership, ModelProfile, Role
+from . import serializers as s
+from .pagination import PageNumberPagination
+
+STATUS_SCHEMA = inline_serializer(
+    "Status",
+    {
+        "model": serializers.CharField(),
+        "context_window": serializers.IntegerField(),
+        "system_prompt": serializers.IntegerField(),
+        "tool_definitions": serializers.IntegerField(),
+        "messages": serializers.IntegerField(),
+        "summary": serializers.IntegerField(),
+        "reserved_output": serializers.IntegerField(),
+        "used": serializers.IntegerField(),
+        "free": serializers.IntegerField(),
+        "usage_percent": serializers.FloatField(),
+        "level": serializers.ChoiceField(choices=["ok", "remind", "compact", "summarize", "handoff"]),
+        "thresholds": serializers.DictField(child=serializers.FloatField()),
+        "will_compact": serializers.BooleanField(),
+        "compacted": serializers.BooleanField(),
+        "recommendation": serializers.CharField(),
+        "token_source": serializers.ChoiceField(choices=["exact", "estimate"]),
+        "warnings": serializers.ListField(child=serializers.CharField()),
+    },
+)
+
+
+def _paginate(view: APIView, request: Request, queryset: Any, serializer_cls: type, **context: Any) -> Response:
+    paginator = PageNumberPagination()
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    data = serializer_cls(page, many=True, context={"request": request, **context}).data
+    return paginator.get_paginated_response(data)
+
+
+class ProjectListCreateApi(APIView):
+    @extend_schema(responses=s.ProjectOut(many=True))
+    def get(self, request: Request) -> Response:
+        projects = selectors.project_list_for(request.user)
+        roles = dict(Membership.objects.filter(user=request.user).values_list("project_id", "role"))
+        return _paginate(self, request, projects, s.ProjectOut, roles=roles)
+
+    @extend_schema(request=s.ProjectIn, responses={201: s.ProjectOut})
+    def post(self, request: Request) -> Response:
+        data = _valid(s.ProjectIn, request.data)
+        project = services.project_create(user=request.user, **data)
+        return Response(s.ProjectOut(project, context={"roles": {project.pk: Role.ADMIN}}).data, status=201)
+
+
+class ProjectDetailApi(APIView):
+    @extend_schema(responses=s.ProjectOut)
+    def get(self, request: Request, project_id: int) -> Response:
+        project = selectors.project_get_for(request.user, project_id)
+        role = selectors.role_in(request.user, project.pk)
+        return Response(s.ProjectOut(project, context={"roles": {project.pk: role}}).data)
+
+
+class SessionListCreateApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("project", int, description="Only this project's sessions"),
+            OpenApiParameter("status", str, enum=["active", "handed_off", "archived"]),
+            OpenApiParameter("q", str, description="Search name, external id and model"),
+        ],
+        responses=s.SessionListOut(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        qs = selectors.session_list_for(
+            request.user,
+            project=request.query_params.get("project"),
+            status=request.query_params.get("status"),
+            q=request.query_params.get("q"),
+        )
+        return _paginate(self, request, qs, s.SessionListOut)
+
+    @extend_schema(request=s.SessionIn, responses={201: s.SessionOut})
+    def post(self, request: Request) -> Response:
+        data = _valid(s.SessionIn, request.data)
+        project = selectors.project_get_for(request.user, data.pop("project"), min_role=Role.MEMBER)
+        parent_id = data.pop("parent")
+        parent = None
+        if parent_id is not None:
+            parent = selectors.session_get_for(request.user, parent_id)
+            if parent.project_id != project.pk:
+                raise InvalidInput("The parent session belongs to another project.", code="invalid_parent")
+        session = services.session_create(user=request.user, project=project, parent=parent, **data)
+        return Response(s.SessionOut(session).data, status=201)
+
+
+class SessionDetailApi(APIView):
+    @extend_schema(responses=s.SessionOut)
+    def get(self, request: Request, session_id: str) -> Response:
+        return Response(s.SessionOut(selectors.session_get_for(request.user, session_id)).data)
+
+    @extend_schema(request=s.SessionPatchIn, responses=s.SessionOut)
+    def patch(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for(request.user, session_id, min_role=Role.MEMBER)
+        data = _valid(s.SessionPatchIn, request.data, partial=True)
+        if "context_window" in data:
+            data["context_window_override"] = data.pop("context_window")
+        session = services.session_update(session=session, **data)
+        return Response(s.SessionOut(session).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for(request.user, session_id, min_role=Role.ADMIN)
+        services.session_delete(session=session)
+        return Response(status=204)
+
+
+class MessageListCreateApi(APIView):
+    MAX_LIMIT = 1000
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("state", str, enum=["active", "all", "compacted", "summarized", "archived"]),
+            OpenApiParameter("after_seq", int, description="Only messages after this seq (the cursor)"),
+            OpenApiParameter("limit", int, description="At most this many (default 100, max 1000)"),
+        ],
+        responses=inline_serializer(
+            "MessagePage",
+            {"results": s.MessageOut(many=True), "next": serializers.URLField(allow_null=True),
+             "count": serializers.IntegerField()},
+        ),
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for(request.user, session_id)
+        state = request.query_params.get("state", "active")
+        if state not in ("active", "all", "compacted", "summarized", "archived"):
+            raise InvalidInput("state is one of active, all, compacted, summarized, archived.", code="invalid_state")
+        after = _int_param(request, "after_seq", default=None, low=0)
+        limit = _int_param(request, "limit", default=100, low=1, high=self.MAX_LIMIT)
+        qs = selectors.message_list(session, state=state, after_seq=after)
+        rows = list(qs[: limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+        calibration = selectors.model_info(session.model).calibration
+        next_url = None
+        if more:
+            base = reverse("api:session-messages", args=[session.pk], request=request)
+            next_url = f"{base}?state={state}&after_seq={rows[-1].seq}&limit={limit}"
+        return Response(
+            {
+                "results": s.MessageOut(rows, many=True, context={"calibration": calibration}).data,
+                "next": next_url,
+                "count": qs.count() if after is None else None,
+            }
+        )
+
+    @extend_schema(
+        request=s.MessageIn(many=True),
+        responses={201: inline_serializer("AppendResult", {"messages": s.MessageOut(many=True), "status": STATUS_SCHEMA})},
+        description="Body: one message or a list of up to CTX_MAX_BATCH (default 1,000). All or nothing.",
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        from django.conf import settings
+
+        session = selectors.session_get_for(request.user, session_id, min_role=Role.MEMBER)
+        messages = normalize_batch(request.data, max_messages=settings.CTX_MAX_BATCH)
+        result = services.message_append(session=session, messages=messages)
+        calibration = selectors.model_info(result.session.model).calibration
+        return Response(
+            {
+                "messages": s.MessageOut(result.messages, many=True, context={"calibration": calibration}).data,
+                "status": selectors.session_status(result.session),
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class SessionStatusApi(APIView):
+    @extend_schema(responses=STATUS_SCHEMA)
+    def get(self, request: Request, session_id: str) -> Response:
+        return Response(selectors.session_status(selectors.session_get_for(request.user, session_id)))
+
+
+class SessionContextApi(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=["anthropic", "openai"])],
+        responses=inline_serializer(
+            "Context",
+            {"model": serializers.CharField(), "system": serializers.CharField(required=False),
+             "tools": serializers.ListField(child=serializers.DictField(), required=False),
+             "messages": serializers.ListField(child=serializers.DictField()), "status": STATUS_SCHEMA},
+        ),
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        fmt = request.query_params.get("format", "anthropic")
+        if fmt not in ("anthropic", "openai"):
+            raise InvalidInput("format is anthropic or openai.", code="invalid_format")
+        session = selectors.session_get_for(request.user, session_id)
+        return Response(selectors.session_context(session, fmt=fmt))
+
+
+class ModelListApi(APIView):
+    @extend_schema(responses=s.ModelOut(many=True))
+    def get(self, request: Request) -> Response:
+        rows = {
+            p.name: {"name": p.name, "provider": p.provider, "context_window": p.context_window,
+                     "max_output_tokens": p.max_output_tokens, "calibration_factor": p.calibration_factor}
+            for p in ModelProfile.objects.all()
+        }
+        for spec in engine_models.KNOWN_MODELS:
+            rows.setdefault(spec.name, {"name": spec.name, "provider": spec.provider,
+                                        "context_window": spec.context_window,
+                                        "max_output_tokens": spec.max_output_tokens,
+                                        "calibration_factor": spec.calibration})
+        return Response({"results": sorted(rows.values(), key=lambda r: (r["provider"], r["name"])),
+                         "fallback_context_window": engine_models.FALLBACK_CONTEXT_WINDOW})
+
+
+class CountTokensApi(APIView):
+    @extend_schema(request=s.CountTokensIn, responses=s.CountTokensOut)
+    def post(self, request: Request) -> Response:
+        result = counting.count_request_tokens(request.data)
+        return Response({"input_tokens": result.input_tokens, "source": result.source})
+
+
+def _valid(serializer_cls: type[serializers.Serializer], data: Any, *, partial: bool = False) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise InvalidInput("The body is a JSON object.", code="invalid_body")
+    serializer = serializer_cls(data=data, partial=partial)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def _int_param(request: Request, name: str, *, default: int | None, low: int, high: int | None = None) -> int | None:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInput(f"{name} must be a whole number.", code=f"invalid_{name}") from None
+    if value < low or (high is not None and value > high):
+        raise InvalidInput(
+            f"{name} must be at least {low}" + (f" and at most {high}" if high else "") + ".", code=f"invalid_{name}"
+        )
+    return value

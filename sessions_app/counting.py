@@ -1,0 +1,160 @@
+"""Token counting beyond the offline estimate: Anthropic's exact counts, calibration, and the
+drop-in count endpoint shared by ``POST /count_tokens/`` and ``ctx count``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+
+from compaction.errors import ProviderError
+from compaction.messages import MessageError, normalize_message
+from compaction.tokens import DEFAULT_FRAMING, ExactCounter, calibrate
+
+from . import selectors
+from .models import AgentSession, ModelProfile
+from .services import offline_tokenizer
+
+
+def exact_counter() -> ExactCounter | None:
+    if not settings.ANTHROPIC_API_KEY:
+        return None
+    return ExactCounter(
+        api_key=settings.ANTHROPIC_API_KEY,
+        base_url=settings.ANTHROPIC_BASE_URL,
+        timeout=settings.ANTHROPIC_TIMEOUT,
+        max_retries=settings.ANTHROPIC_MAX_RETRIES,
+    )
+
+
+def _cache_key(request: dict[str, Any]) -> str:
+    return "ctx:exact:" + hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def session_count_exact(*, session_id: int) -> str:
+    """Ask Anthropic for the exact size of the session's request and store it.
+
+    The API call happens outside any transaction; the result is stored only if no message arrived
+    meanwhile. Transient errors propagate (the task retries them); permanent ones, and transient ones
+    on the last try, leave the estimate in place with a warning in STATUS. Returns what happened.
+    """
+    session = AgentSession.objects.select_related("project", "project__policy").filter(pk=session_id).first()
+    if session is None or not settings.ANTHROPIC_API_KEY:
+        return "skipped"
+    snapshot_seq = session.last_seq
+    raw_estimate = (
+        session.system_tokens + session.tool_tokens + session.message_tokens + session.summary_tokens
+        + DEFAULT_FRAMING.request
+    )
+    body = selectors.session_context(session)
+    body.pop("status", None)
+    request = {"model": body["model"], "system": body.get("system"), "tools": body.get("tools"),
+               "messages": body["messages"]}
+    if not request["messages"]:
+        return "empty"
+    key = _cache_key(request)
+    exact = cache.get(key)
+    if exact is None:
+        counter = exact_counter()
+        try:
+            exact = counter.count_request(**request)
+        except ProviderError as exc:
+            session_count_warning(session_id=session_id, warning=f"Exact count unavailable ({exc}); showing the offline estimate.")
+            raise
+        cache.set(key, exact, timeout=settings.CTX_EXACT_COUNT_CACHE_SECONDS)
+    with transaction.atomic():
+        locked = AgentSession.objects.select_for_update().get(pk=session_id)
+        if locked.last_seq != snapshot_seq:
+            return "stale"
+        locked.exact_tokens = exact
+        locked.exact_upto_seq = snapshot_seq
+        locked.exact_counted_at = timezone.now()
+        locked.count_warning = ""
+        locked.save(update_fields=["exact_tokens", "exact_upto_seq", "exact_counted_at", "count_warning"])
+    model_calibration_update(model=session.model, exact=exact, raw_estimate=raw_estimate)
+    return "counted"
+
+
+def session_count_warning(*, session_id: int, warning: str) -> None:
+    AgentSession.objects.filter(pk=session_id).update(count_warning=warning[:500])
+
+
+# Requests this small are mostly framing; their ratio says little about the tokenizer.
+CALIBRATION_MIN_TOKENS = 500
+CALIBRATION_WINDOW = 50
+
+
+def model_calibration_update(*, model: str, exact: int, raw_estimate: int) -> float | None:
+    """Fold one exact ÷ estimate observation into the model's calibration factor (running mean over
+    the last ~50 observations)."""
+    if raw_estimate < CALIBRATION_MIN_TOKENS:
+        return None
+    info = selectors.model_info(model)
+    with transaction.atomic():
+        profile = ModelProfile.objects.select_for_update().filter(name=info.name).first()
+        if profile is None:
+            return None
+        ratio = exact / raw_estimate
+        n = min(profile.calibration_samples, CALIBRATION_WINDOW - 1)
+        profile.calibration_factor = (profile.calibration_factor * n + ratio) / (n + 1)
+        profile.calibration_samples += 1
+        profile.save(update_fields=["calibration_factor", "calibration_samples", "updated_at"])
+    selectors.forget_model_profiles()
+    return profile.calibration_factor
+
+
+
+
+# ----------------------------------------------------------------------------- the drop-in count endpoint
+
+
+@dataclass(frozen=True)
+class CountResult:
+    input_tokens: int
+    source: str
+
+
+def count_request_tokens(body: Any, *, model: str | None = None) -> CountResult:
+    """Count an Anthropic ``count_tokens`` request body: exactly when a key is set and the API answers,
+    else the calibrated offline estimate. Raises ``MessageError`` for a malformed body."""
+    if not isinstance(body, dict):
+        raise MessageError("The body is a JSON object like Anthropic's count_tokens request.", code="invalid_body")
+    model = model or body.get("model")
+    if not isinstance(model, str) or not model:
+        raise MessageError("'model' is required (a model name).", code="invalid_model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise MessageError("'messages' must be a non-empty list.", code="invalid_messages")
+    normalized = [normalize_message(m, index=i) for i, m in enumerate(messages)]
+    system, tools = body.get("system"), body.get("tools")
+    if system is not None and not isinstance(system, str | list):
+        raise MessageError("'system' must be a string or a list of text blocks.", code="invalid_system")
+    if tools is not None and not isinstance(tools, list):
+        raise MessageError("'tools' must be a list of tool schemas.", code="invalid_tools")
+
+    counter = exact_counter()
+    if counter is not None:
+        request = {"model": model, "system": system, "tools": tools, "messages": messages}
+        key = _cache_key(request)
+        cached = cache.get(key)
+        if cached is not None:
+            return CountResult(cached, "exact")
+        try:
+            exact = counter.count_request(model=model, system=system, tools=tools, messages=messages)
+        except ProviderError:
+            pass  # fall back to the estimate below
+        else:
+            cache.set(key, exact, timeout=settings.CTX_EXACT_COUNT_CACHE_SECONDS)
+            return CountResult(exact, "exact")
+
+    raw = offline_tokenizer().count_request(
+        system=system, tools=tools, messages=[{"role": m.role, "content": m.content} for m in normalized]
+    ).total
+    return CountResult(calibrate(raw, selectors.model_info(model).calibration), "estimate")
+

@@ -1,0 +1,81 @@
+"""`ctx demo`: a small project a newcomer can look at straight away. Synthetic content only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from compaction.messages import normalize_message
+
+from . import services
+from .models import AgentSession, Project
+
+DEMO_USER = "demo"
+DEMO_PASSWORD = "demo"
+DEMO_PROJECT = "Demo project"
+
+_TOOLS = [
+    {"name": "read_file", "description": "Read a file from the workspace.",
+     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
+    {"name": "run_tests", "description": "Run the test suite and return its output.",
+     "input_schema": {"type": "object", "properties": {"target": {"type": "string"}}}},
+]
+
+
+def _coding_turns(n: int) -> list[dict]:
+    turns: list[dict] = [{"role": "user", "content": "Fix the failing date parsing tests in utils/dates.py."}]
+    for i in range(n):
+        call_id = f"toolu_demo_{i:03d}"
+        turns.append({"role": "assistant", "content": [
+            {"type": "text", "text": f"Step {i + 1}: let me look at the code and the test output."},
+            {"type": "tool_use", "id": call_id, "name": "run_tests" if i % 2 else "read_file",
+             "input": {"target": "tests/test_dates.py"} if i % 2 else {"path": "utils/dates.py"}},
+        ]})
+        log = "\n".join(f"tests/test_dates.py::test_case_{j} {'FAILED' if j % 7 == 0 else 'PASSED'}" for j in range(60))
+        turns.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": call_id, "content": log if i % 2 else "def parse(s):\n    ...\n" * 40},
+        ]})
+    turns.append({"role": "assistant", "content": "## Decision: use datetime.fromisoformat and drop the regex parser."})
+    turns.append({"role": "user", "content": "Great, now also handle time zones."})
+    return turns
+
+
+@dataclass
+class DemoResult:
+    username: str
+    password: str
+    project: Project
+    sessions: list[AgentSession]
+    created: bool
+
+
+@transaction.atomic
+def demo_load() -> DemoResult:
+    User = get_user_model()
+    user, _ = User.objects.get_or_create(username=DEMO_USER, defaults={"email": "demo@example.invalid"})
+    user.set_password(DEMO_PASSWORD)
+    user.save()
+    existing = Project.objects.filter(name=DEMO_PROJECT, memberships__user=user).first()
+    if existing is not None:
+        return DemoResult(DEMO_USER, DEMO_PASSWORD, existing, list(existing.sessions.all()), created=False)
+    project = services.project_create(user=user, name=DEMO_PROJECT, description="Synthetic sessions to look around.")
+    specs = [
+        ("Short chat", "claude-haiku-4-5", None, [], [
+            {"role": "user", "content": "What is a context window?"},
+            {"role": "assistant", "content": "The number of tokens a model can read at once: prompt, tools and conversation."},
+        ]),
+        ("Bug hunt (tools)", "claude-sonnet-4-5", 40_000, _TOOLS, _coding_turns(10)),
+        ("Long refactor", "gpt-4o", 16_000, _TOOLS, _coding_turns(16)),
+    ]
+    sessions = []
+    for name, model, window, tools, turns in specs:
+        session = services.session_create(
+            user=user, project=project, name=name, model=model, context_window=window, tools=tools,
+            system_prompt="You are a careful coding agent. Explain decisions briefly.", auto_compact=False,
+        )
+        services.message_append(session=session, messages=[normalize_message(t) for t in turns])
+        session.refresh_from_db()
+        sessions.append(session)
+    return DemoResult(DEMO_USER, DEMO_PASSWORD, project, sessions, created=True)

@@ -1,0 +1,210 @@
+"""`python manage.py ctx …`: ctxweb from the command line. `--json` prints one JSON object, nothing else."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from compaction.messages import MessageError
+from compaction.usage import render_bar
+
+from ... import counting, selectors, services
+from ...demo import demo_load
+from ...errors import ServiceError
+from ...models import AgentSession, Project
+
+
+IMPORT_FORMATS = ("claude-code", "openai", "anthropic")
+
+
+class Command(BaseCommand):
+    help = "ctxweb: import transcripts, show status, count tokens, manage API keys, load the demo."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+
+        p = sub.add_parser("import", help="import one session from a transcript file")
+        p.add_argument("file")
+        p.add_argument("--format", required=True, choices=IMPORT_FORMATS)
+        p.add_argument("--project", default="Imports", help="project id or name (created if missing)")
+        p.add_argument("--user", help="owner (default: the first superuser, else a 'ctxweb' user)")
+        p.add_argument("--name")
+        p.add_argument("--model")
+        p.add_argument("--context-window", type=int)
+        p.add_argument("--no-auto", action="store_true", help="turn automatic compaction off for this session")
+        p.add_argument("--episode", type=int, help="which conversation of a file that holds several (0-based)")
+        p.add_argument("--json", action="store_true")
+
+        p = sub.add_parser("status", help="a session's context breakdown")
+        p.add_argument("session", help="id or external id")
+        p.add_argument("--json", action="store_true")
+
+        p = sub.add_parser("count", help="count an Anthropic count_tokens body (or a list of them) from stdin")
+        p.add_argument("--model", help="count as this model (overrides the body's model)")
+        p.add_argument("--json", action="store_true", help="accepted for symmetry; output is always JSON")
+
+        p = sub.add_parser("context", help="the model-ready request of a session")
+        p.add_argument("session")
+        p.add_argument("--format", choices=["anthropic", "openai"], default="anthropic")
+        p.add_argument("--json", action="store_true", help="accepted for symmetry; output is always JSON")
+
+        p = sub.add_parser("apikey", help="print a new API key for a user")
+        p.add_argument("user")
+        p.add_argument("--create-user", action="store_true")
+        p.add_argument("--name", default="cli")
+        p.add_argument("--json", action="store_true")
+
+        p = sub.add_parser("demo", help="load a small demo project")
+        p.add_argument("--json", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        action = options["action"]
+        try:
+            getattr(self, f"do_{action}")(options)
+        except ServiceError as exc:
+            raise CommandError(f"{exc.detail} ({exc.code})") from None
+        except MessageError as exc:
+            raise CommandError(f"{exc.detail} ({exc.code})") from None
+
+    # ------------------------------------------------------------------ helpers
+
+    def emit(self, options: dict[str, Any], data: Any, human: str | None = None) -> None:
+        if options.get("json") or human is None:
+            self.stdout.write(json.dumps(data, ensure_ascii=False, default=str))
+        else:
+            self.stdout.write(human)
+
+    def find_session(self, ref: str) -> AgentSession:
+        qs = AgentSession.objects.select_related("project", "project__policy")
+        if ref.isdigit() and int(ref) < 2**63:
+            found = qs.filter(pk=int(ref)).first()
+            if found:
+                return found
+        matches = list(qs.filter(external_id=ref)[:2])
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise CommandError(f"Several sessions have external id {ref!r}; use the numeric id.")
+        raise CommandError(f"No session {ref!r}.")
+
+    def cli_user(self, username: str | None) -> Any:
+        User = get_user_model()
+        if username:
+            user = User.objects.filter(username=username).first()
+            if user is None:
+                raise CommandError(f"No user {username!r}.")
+            return user
+        user = User.objects.filter(is_superuser=True).order_by("pk").first()
+        return user or User.objects.get_or_create(username="ctxweb")[0]
+
+    # ------------------------------------------------------------------ actions
+
+    def do_import(self, options: dict[str, Any]) -> None:
+        from ... import importing  # pulls in the transcript readers only when importing
+
+        path = Path(options["file"])
+        if not path.is_file():
+            raise CommandError(f"No such file: {path}")
+        user = self.cli_user(options["user"])
+        ref = options["project"]
+        project = (
+            Project.objects.filter(pk=int(ref)).first()
+            if ref.isdigit()
+            else selectors.project_list_for(user).filter(name=ref).first()
+        )
+        if project is None:
+            if ref.isdigit():
+                raise CommandError(f"No project {ref}.")
+            project = services.project_create(user=user, name=ref)
+        transcript = importing.transcript_parse(path.read_bytes(), options["format"])
+        result = importing.session_import(
+            user=user,
+            project=project,
+            transcript=transcript,
+            name=options["name"] or path.stem,
+            model=options["model"],
+            context_window=options["context_window"],
+            auto_compact=False if options["no_auto"] else None,
+            episode=options["episode"],
+        )
+        status = selectors.session_status(result.session)
+        data = {
+            "session": result.session.pk,
+            "messages": result.messages,
+            "status": status,
+            "project": project.pk,
+            "skipped": result.skipped,
+            "sidechains": [s.pk for s in result.sidechains],
+        }
+        skipped = ", ".join(f"{k}: {v}" for k, v in sorted(result.skipped.items())) or "none"
+        human = (
+            f"Imported {result.messages} messages into session {result.session.pk} "
+            f"({result.session.name}) in project {project.name!r}.\nSkipped lines: {skipped}\n"
+            + (f"Sub-agent sessions: {', '.join(str(s.pk) for s in result.sidechains)}\n" if result.sidechains else "")
+            + "\n" + self.bar(result.session)
+        )
+        self.emit(options, data, human)
+
+    def bar(self, session: AgentSession) -> str:
+        from compaction.types import Level, Thresholds, Usage
+
+        status = selectors.session_status(session)
+        usage = Usage(
+            model=status["model"], context_window=status["context_window"], system_prompt=status["system_prompt"],
+            tool_definitions=status["tool_definitions"], messages=status["messages"], summary=status["summary"],
+            reserved_output=status["reserved_output"], level=Level(status["level"]),
+            thresholds=Thresholds(**status["thresholds"]),
+        )
+        lines = [render_bar(usage), "", status["recommendation"], f"Counts: {status['token_source']}."]
+        lines += [f"Warning: {w}" for w in status["warnings"]]
+        return "\n".join(lines)
+
+    def do_status(self, options: dict[str, Any]) -> None:
+        session = self.find_session(options["session"])
+        self.emit(options, selectors.session_status(session), self.bar(session))
+
+    def do_count(self, options: dict[str, Any]) -> None:
+        raw = sys.stdin.read()
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"stdin is not JSON: {exc}") from None
+        bodies = body if isinstance(body, list) else [body]
+        results = [
+            {"input_tokens": counting.count_request_tokens(b, model=options["model"]).input_tokens} for b in bodies
+        ]
+        self.emit(options, results if isinstance(body, list) else results[0])
+
+    def do_context(self, options: dict[str, Any]) -> None:
+        session = self.find_session(options["session"])
+        self.emit(options, selectors.session_context(session, fmt=options["format"]))
+
+    def do_apikey(self, options: dict[str, Any]) -> None:
+        User = get_user_model()
+        user = User.objects.filter(username=options["user"]).first()
+        if user is None:
+            if not options["create_user"]:
+                raise CommandError(f"No user {options['user']!r}; add --create-user to create one.")
+            user = User.objects.create_user(username=options["user"])
+        key, raw = services.apikey_create(user=user, name=options["name"])
+        self.emit(options, {"user": user.username, "key": raw, "prefix": key.prefix}, raw)
+
+    def do_demo(self, options: dict[str, Any]) -> None:
+        result = demo_load()
+        data = {
+            "username": result.username,
+            "password": result.password,
+            "project": result.project.pk,
+            "sessions": [s.pk for s in result.sessions],
+            "created": result.created,
+        }
+        human = (
+            f"{'Loaded' if result.created else 'Already loaded:'} demo project {result.project.name!r} "
+            f"with {len(result.sessions)} sessions.\nSign in as {result.username} / {result.password}"
+        )
+        self.emit(options, data, human)

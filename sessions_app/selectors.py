@@ -1,0 +1,280 @@
+"""Reads. Every query is scoped to what the asking user may see."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q, QuerySet
+
+from compaction import context as engine_context
+from compaction import models as engine_models
+from compaction.policy import Policy, preset
+from compaction.tokens import DEFAULT_FRAMING, calibrate
+from compaction.types import Level
+from compaction.usage import compute_usage, recommendation, usage_warnings
+
+from .errors import Forbidden, NotFound
+from .models import (
+    ROLE_RANK,
+    AgentSession,
+    CompactionStatus,
+    Membership,
+    Message,
+    MessageState,
+    ModelProfile,
+    Project,
+    Role,
+)
+
+# ----------------------------------------------------------------------------- access
+
+
+def project_list_for(user: AbstractBaseUser) -> QuerySet[Project]:
+    return Project.objects.filter(memberships__user=user).distinct()
+
+
+def role_in(user: AbstractBaseUser, project_id: int) -> Role | None:
+    if not user.is_authenticated:
+        return None
+    role = Membership.objects.filter(project_id=project_id, user=user).values_list("role", flat=True).first()
+    return Role(role) if role else None
+
+
+def _require(role: Role | None, min_role: Role, what: str) -> None:
+    if role is None:
+        raise NotFound(f"{what} not found.")
+    if ROLE_RANK[role] < ROLE_RANK[min_role]:
+        raise Forbidden(f"Your role in this project ({role.value}) can't do this; it needs {min_role.value}.")
+
+
+def project_get_for(user: AbstractBaseUser, project_id: Any, *, min_role: Role = Role.VIEWER) -> Project:
+    try:
+        pid = int(project_id)
+    except (TypeError, ValueError):
+        raise NotFound("Project not found.") from None
+    if not 0 < pid < 2**63:
+        raise NotFound("Project not found.")
+    project = Project.objects.filter(pk=pid).first()
+    _require(role_in(user, pid) if project else None, min_role, "Project")
+    return project
+
+
+def project_find_for(user: AbstractBaseUser, ref: str, *, min_role: Role = Role.VIEWER) -> Project:
+    """A project by id or by name, among the user's projects."""
+    if str(ref).isdigit():
+        return project_get_for(user, ref, min_role=min_role)
+    matches = list(project_list_for(user).filter(name=ref)[:2])
+    if not matches:
+        raise NotFound(f"No project named {ref!r} among yours.")
+    if len(matches) > 1:
+        raise NotFound(f"Several of your projects are named {ref!r}; use the id.")
+    return project_get_for(user, matches[0].pk, min_role=min_role)
+
+
+def session_list_for(
+    user: AbstractBaseUser, *, project: Any = None, status: str | None = None, q: str | None = None
+) -> QuerySet[AgentSession]:
+    qs = AgentSession.objects.filter(project__memberships__user=user).select_related("project", "project__policy")
+    if project not in (None, ""):
+        try:
+            qs = qs.filter(project_id=int(project))
+        except (TypeError, ValueError):
+            return qs.none()
+    if status:
+        qs = qs.filter(status=status)
+    if q:
+        qs = qs.filter(Q(name__icontains=q) | Q(external_id__icontains=q) | Q(model__icontains=q))
+    return qs.distinct()
+
+
+def session_get_for(user: AbstractBaseUser, session_ref: Any, *, min_role: Role = Role.VIEWER) -> AgentSession:
+    """A session by id (or, for strings that aren't ids, by external id) that the user may see."""
+    qs = AgentSession.objects.select_related("project", "project__policy")
+    ref = str(session_ref)
+    session = qs.filter(pk=int(ref)).first() if ref.isdigit() and int(ref) < 2**63 else None
+    role = role_in(user, session.project_id) if session else None
+    if role is None and ref:
+        # Not an id of theirs: maybe an external id (the agent's own session id) in one of their projects.
+        candidates = list(qs.filter(external_id=ref, project__memberships__user=user)[:2])
+        if len(candidates) == 1:
+            session = candidates[0]
+            role = role_in(user, session.project_id)
+    _require(role, min_role, "Session")
+    return session
+
+
+def message_list(session: AgentSession, *, state: str = "active", after_seq: int | None = None) -> QuerySet[Message]:
+    qs = Message.objects.filter(session=session)
+    if state != "all":
+        qs = qs.filter(state=state)
+    if after_seq is not None:
+        qs = qs.filter(seq__gt=after_seq)
+    return qs.order_by("seq")
+
+
+# ----------------------------------------------------------------------------- models and policy
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    context_window: int
+    max_output_tokens: int
+    calibration: float
+    known: bool
+
+
+_PROFILE_CACHE: dict[str, Any] = {"at": 0.0, "rows": {}}
+_PROFILE_TTL = 30.0
+
+
+def _profiles() -> dict[str, tuple[int, int, float]]:
+    # A small table read on every status call: keep it in memory for a few seconds.
+    now = time.monotonic()
+    if now - _PROFILE_CACHE["at"] > _PROFILE_TTL:
+        rows = ModelProfile.objects.values_list("name", "context_window", "max_output_tokens", "calibration_factor")
+        _PROFILE_CACHE["rows"] = {name: (window, out, factor) for name, window, out, factor in rows}
+        _PROFILE_CACHE["at"] = now
+    return _PROFILE_CACHE["rows"]
+
+
+def forget_model_profiles() -> None:
+    _PROFILE_CACHE["at"] = 0.0
+
+
+def model_info(name: str) -> ModelInfo:
+    rows = _profiles()
+    match = engine_models.best_match(name, tuple(rows))
+    if match:
+        window, out, factor = rows[match]
+        return ModelInfo(match, window, out, factor, True)
+    spec = engine_models.spec_for(name)
+    if spec:
+        return ModelInfo(spec.name, spec.context_window, spec.max_output_tokens, spec.calibration, True)
+    return ModelInfo(
+        name, engine_models.FALLBACK_CONTEXT_WINDOW, engine_models.FALLBACK_MAX_OUTPUT, 1.0, False
+    )
+
+
+def policy_for(session: AgentSession) -> Policy:
+    policy = getattr(session.project, "policy", None)
+    return policy.to_engine() if policy is not None else preset("default")
+
+
+def auto_compact_enabled(session: AgentSession, policy: Policy) -> bool:
+    return policy.auto if session.auto_compact is None else session.auto_compact
+
+
+# ----------------------------------------------------------------------------- status
+
+
+def session_status(session: AgentSession) -> dict[str, Any]:
+    """STATUS from the session's running totals; never re-tokenizes."""
+    info = model_info(session.model)
+    policy = policy_for(session)
+    window = session.context_window_override or info.context_window
+    factor = info.calibration
+    system = calibrate(session.system_tokens, factor)
+    tools = calibrate(session.tool_tokens, factor)
+    summary = calibrate(session.summary_tokens, factor)
+    exact = session.exact_tokens is not None and session.exact_upto_seq == session.last_seq
+    if exact:
+        messages = max(0, session.exact_tokens - system - tools - summary)
+    else:
+        messages = calibrate(session.message_tokens + DEFAULT_FRAMING.request, factor)
+    usage = compute_usage(
+        model=session.model,
+        context_window=window,
+        system_prompt=system,
+        tool_definitions=tools,
+        messages=messages,
+        summary=summary,
+        policy=policy,
+    )
+    warnings = usage_warnings(usage)
+    if not info.known:
+        warnings.append(
+            f"Model {session.model!r} is not known; assuming a {window:,}-token window. "
+            "Set context_window on the session or add a model profile."
+            if not session.context_window_override
+            else f"Model {session.model!r} is not known; using the session's {window:,}-token window."
+        )
+    if session.count_warning:
+        warnings.append(session.count_warning)
+    auto = auto_compact_enabled(session, policy)
+    if session.auto_paused:
+        warnings.append(
+            f"Automatic compaction is paused after {session.compaction_failures} failures in a row; "
+            "a successful manual compaction resumes it."
+        )
+    last_failed = (
+        session.compactions.filter(status__in=[CompactionStatus.FAILED, CompactionStatus.SUCCEEDED])
+        .values("status", "error", "level")
+        .first()
+        if session.compaction_failures
+        else None
+    )
+    if last_failed and last_failed["status"] == CompactionStatus.FAILED:
+        warnings.append(f"The last {last_failed['level']} failed: {last_failed['error']}")
+    return {
+        "model": session.model,
+        "context_window": window,
+        "system_prompt": usage.system_prompt,
+        "tool_definitions": usage.tool_definitions,
+        "messages": usage.messages,
+        "summary": usage.summary,
+        "reserved_output": usage.reserved_output,
+        "used": usage.used,
+        "free": usage.free,
+        "usage_percent": usage.usage_percent,
+        "level": usage.level.value,
+        "thresholds": usage.thresholds.as_dict(),
+        "will_compact": auto and not session.auto_paused and usage.level >= Level.COMPACT,
+        "compacted": session.active_message_count < session.message_count or session.summary_tokens > 0,
+        "recommendation": recommendation(usage),
+        "token_source": "exact" if exact else "estimate",
+        "warnings": warnings,
+        "auto_compact": auto,
+        "auto_paused": session.auto_paused,
+        "message_count": session.message_count,
+        "active_messages": session.active_message_count,
+        "last_seq": session.last_seq,
+        "calibration_factor": factor,
+    }
+
+
+# ----------------------------------------------------------------------------- context
+
+
+def session_context_messages(session: AgentSession) -> list[dict[str, Any]]:
+    """The messages a model should see now: the latest summary (if any) then the active messages."""
+    rows = message_list(session, state=MessageState.ACTIVE).values_list("role", "content")
+    messages = [{"role": role, "content": content} for role, content in rows]
+    checkpoint = session.checkpoints.filter(reverted=False).order_by("-version").first()
+    if checkpoint is not None and session.summary_tokens:
+        summary_text = checkpoint.data.get("summary_text") or ""
+        if summary_text:
+            messages.insert(0, engine_context.summary_message(summary_text))
+    return messages
+
+
+def session_context(session: AgentSession, *, fmt: str = "anthropic") -> dict[str, Any]:
+    messages = session_context_messages(session)
+    if fmt == "openai":
+        body: dict[str, Any] = {
+            "model": session.model,
+            "messages": engine_context.to_openai_messages(messages, system=session.system_prompt or None),
+        }
+        if session.tools:
+            body["tools"] = engine_context.openai_tools(session.tools)
+    else:
+        body = {"model": session.model, "messages": engine_context.to_anthropic_messages(messages)}
+        if session.system_prompt:
+            body["system"] = session.system_prompt
+        if session.tools:
+            body["tools"] = session.tools
+    body["status"] = session_status(session)
+    return body

@@ -1,0 +1,214 @@
+"""Shared fixtures: personas (healthchecks-style), API clients, and the real services.
+
+Tests marked ``services`` need Postgres (DATABASE_URL), Redis (REDIS_URL) and, where they ask for
+``celery_worker``, a real worker process. Without them they skip, except with
+CTX_REQUIRE_SERVICES=1 (CI), where a missing service fails the run instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REQUIRE_SERVICES = os.environ.get("CTX_REQUIRE_SERVICES") == "1"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def _postgres_configured() -> bool:
+    return os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+
+
+def _redis_configured() -> bool:
+    return bool(os.environ.get("REDIS_URL"))
+
+
+def need(condition: bool, reason: str) -> None:
+    """Skip when a service or data set is missing; fail instead under CTX_REQUIRE_SERVICES=1."""
+    if condition:
+        return
+    if REQUIRE_SERVICES:
+        pytest.fail(f"CTX_REQUIRE_SERVICES=1 but {reason}")
+    pytest.skip(reason)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("services"):
+            item.fixturenames.insert(0, "_require_services")
+
+
+@pytest.fixture
+def _require_services() -> None:
+    need(_postgres_configured(), "DATABASE_URL does not point at Postgres")
+    need(_redis_configured(), "REDIS_URL is not set")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    need(SHARED_DATA.is_dir(), f"the shared transcripts are not at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+# ----------------------------------------------------------------------------- personas
+
+
+@dataclass
+class Persona:
+    user: object
+    key: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"HTTP_AUTHORIZATION": f"Bearer {self.key}"}
+
+
+def make_persona(username: str) -> Persona:
+    from django.contrib.auth import get_user_model
+
+    from sessions_app import services
+
+    user = get_user_model().objects.create_user(username=username, password=f"{username}-pass-123")
+    _, key = services.apikey_create(user=user, name="test")
+    return Persona(user=user, key=key)
+
+
+@dataclass
+class Team:
+    """Alice administers the project, Bob is a member, Carol a viewer, Mallory is outside it."""
+
+    alice: Persona
+    bob: Persona
+    carol: Persona
+    mallory: Persona
+    project: object
+
+
+@pytest.fixture
+def team(db) -> Team:  # noqa: ANN001 - pytest-django fixture
+    from sessions_app import services
+    from sessions_app.models import Role
+
+    alice, bob, carol, mallory = (make_persona(n) for n in ("alice", "bob", "carol", "mallory"))
+    project = services.project_create(user=alice.user, name="Alpha")
+    services.membership_set(project=project, user=bob.user, role=Role.MEMBER)
+    services.membership_set(project=project, user=carol.user, role=Role.VIEWER)
+    services.project_create(user=mallory.user, name="Mallory's own")
+    return Team(alice, bob, carol, mallory, project)
+
+
+class Api:
+    """A thin JSON client over Django's test client, authenticating with a persona's API key."""
+
+    def __init__(self, client, persona: Persona | None) -> None:  # noqa: ANN001
+        self.client = client
+        self.headers = persona.auth if persona else {}
+
+    def _call(self, method: str, path: str, data=None, **extra):  # noqa: ANN001, ANN202
+        import json
+
+        kwargs = {**self.headers, **extra}
+        if data is not None and not isinstance(data, bytes | str):
+            data = json.dumps(data)
+        return getattr(self.client, method)(path, data=data, content_type="application/json", **kwargs)
+
+    def get(self, path: str, **extra):  # noqa: ANN202
+        return self.client.get(path, **{**self.headers, **extra})
+
+    def post(self, path: str, data=None, **extra):  # noqa: ANN001, ANN202
+        return self._call("post", path, data, **extra)
+
+    def patch(self, path: str, data=None, **extra):  # noqa: ANN001, ANN202
+        return self._call("patch", path, data, **extra)
+
+    def delete(self, path: str, **extra):  # noqa: ANN202
+        return self.client.delete(path, **{**self.headers, **extra})
+
+
+@pytest.fixture
+def api_as(client):  # noqa: ANN001, ANN201
+    def make(persona: Persona | None) -> Api:
+        return Api(client, persona)
+
+    return make
+
+
+@pytest.fixture
+def session_of(team: Team):  # noqa: ANN201
+    """A fresh session in the team's project, created by Alice."""
+    from sessions_app import services
+
+    def make(**kwargs) -> object:  # noqa: ANN003
+        kwargs.setdefault("name", "s")
+        return services.session_create(user=team.alice.user, project=team.project, **kwargs)
+
+    return make
+
+
+# ----------------------------------------------------------------------------- real worker
+
+
+@pytest.fixture(scope="session")
+def fake_anthropic_session() -> Iterator[object]:
+    from tests.fakes.anthropic_server import FakeAnthropic
+
+    with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) -> Iterator[dict]:  # noqa: ANN001
+    """A real `celery worker` process on Redis, using the test database and the fake Anthropic API."""
+    import subprocess
+    import sys
+    import time
+
+    from django.db import connection
+
+    need(_postgres_configured(), "DATABASE_URL does not point at Postgres")
+    need(_redis_configured(), "REDIS_URL is not set")
+    with django_db_blocker.unblock():
+        db_name = connection.settings_dict["NAME"]
+    base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+    queue = f"ctx-test-{os.getpid()}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"{base}/{db_name}",
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake_anthropic_session.base_url,
+        "ANTHROPIC_MAX_RETRIES": "0",
+        "CTX_EXACT_COUNT_DEBOUNCE_SECONDS": "0",
+        "CELERY_TASK_DEFAULT_QUEUE": queue,
+    }
+    log_path = ROOT / "test-artifacts" / "celery-worker.log"
+    log_path.parent.mkdir(exist_ok=True)
+    log = open(log_path, "w")  # noqa: SIM115 - the worker writes to it until the session ends
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "ctxweb", "worker", "--pool=solo", "--concurrency=1",
+         "--without-gossip", "--without-mingle", "--loglevel=INFO", "-Q", queue, "-n", f"{queue}@%h"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    from ctxweb.celery import app
+
+    app.conf.task_default_queue = queue  # this process sends where the worker listens
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the Celery worker exited with {proc.returncode}")
+        replies = app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5)
+        if replies:
+            break
+    else:
+        proc.terminate()
+        pytest.fail("the Celery worker did not answer a ping within 60 s")
+    yield {"process": proc, "queue": queue, "fake": fake_anthropic_session}
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
