@@ -49,6 +49,9 @@ def to_anthropic_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, 
             text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
             blocks = [{"type": "text", "text": f"<system>\n{text}\n</system>"}]
         api_role = "assistant" if role == "assistant" else "user"
+        # Calls belong to the assistant and results to the user; anything else is kept as text.
+        misplaced = "tool_result" if api_role == "assistant" else "tool_use"
+        blocks = [_as_text(b) if b.get("type") == misplaced else b for b in blocks]
         if turns and turns[-1]["role"] == api_role:
             turns[-1]["content"].extend(blocks)
         else:
@@ -57,36 +60,10 @@ def to_anthropic_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, 
     if turns and turns[0]["role"] != "user":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(conversation continues)"}]})
 
-    # Pair tool calls and results across each assistant → user boundary.
     for i, turn in enumerate(turns):
         if turn["role"] == "assistant":
-            calls = {b["id"] for b in turn["content"] if b.get("type") == "tool_use"}
-            nxt = turns[i + 1] if i + 1 < len(turns) else None
-            answered = {b.get("tool_use_id") for b in nxt["content"] if b.get("type") == "tool_result"} if nxt else set()
-            if nxt is not None:
-                turn["content"] = [
-                    _as_text(b) if b.get("type") == "tool_use" and b["id"] not in answered else b for b in turn["content"]
-                ]
-            prev_calls = calls if nxt is not None else set()
-            if nxt is not None:
-                results = [b for b in nxt["content"] if b.get("type") == "tool_result" and b.get("tool_use_id") in prev_calls]
-                seen: set[str] = set()
-                kept_results = []
-                for b in results:
-                    if b["tool_use_id"] in seen:
-                        kept_results.append(_as_text(b))
-                    else:
-                        seen.add(b["tool_use_id"])
-                        kept_results.append(b)
-                rest = [
-                    _as_text(b) if b.get("type") == "tool_result" else b
-                    for b in nxt["content"]
-                    if not (b.get("type") == "tool_result" and b.get("tool_use_id") in prev_calls)
-                ]
-                nxt["content"] = [b for b in kept_results if b.get("type") == "tool_result"] + [
-                    b for b in kept_results if b.get("type") != "tool_result"
-                ] + rest
-        elif i == 0 or turns[i - 1]["role"] != "assistant":
+            _pair(turn, turns[i + 1] if i + 1 < len(turns) else None)
+        elif i == 0:
             turn["content"] = [_as_text(b) if b.get("type") == "tool_result" else b for b in turn["content"]]
 
     for turn in turns:
@@ -96,6 +73,34 @@ def to_anthropic_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, 
             if b.get("type") == "text" and not b.get("text"):
                 b["text"] = "(empty)"
     return turns
+
+
+def _pair(assistant: dict[str, Any], reply: dict[str, Any] | None) -> None:
+    """Keep each call whose result is in the next user turn (results first there); the rest become text.
+    A final assistant turn keeps its calls: the client is about to answer them."""
+    calls: list[str] = []
+    content = []
+    for b in assistant["content"]:
+        if b.get("type") == "tool_use" and b["id"] in calls:
+            b = _as_text(b)  # the same id twice in one turn can't be answered unambiguously
+        elif b.get("type") == "tool_use":
+            calls.append(b["id"])
+        content.append(b)
+    if reply is None:
+        assistant["content"] = content
+        return
+    answered: set[str] = set()
+    results, rest = [], []
+    for b in reply["content"]:
+        if b.get("type") == "tool_result" and b.get("tool_use_id") in calls and b["tool_use_id"] not in answered:
+            answered.add(b["tool_use_id"])
+            results.append(b)
+        else:
+            rest.append(_as_text(b) if b.get("type") == "tool_result" else b)
+    assistant["content"] = [
+        _as_text(b) if b.get("type") == "tool_use" and b["id"] not in answered else b for b in content
+    ]
+    reply["content"] = results + rest
 
 
 def to_openai_messages(

@@ -48,6 +48,11 @@ def _require_services() -> None:
     need(_redis_configured(), "REDIS_URL is not set")
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings) -> None:  # noqa: ANN001 - pytest-django fixture
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     need(SHARED_DATA.is_dir(), f"the shared transcripts are not at {SHARED_DATA}")

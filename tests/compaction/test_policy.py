@@ -1,0 +1,67 @@
+import pytest
+
+from compaction.models import FALLBACK_CONTEXT_WINDOW, best_match, canonical_model_name, spec_for
+from compaction.policy import PRESETS, Policy, level_for, validate
+from compaction.types import Level
+from compaction.usage import compute_usage, recommendation, render_bar
+
+
+def test_presets_carry_the_seeds_numbers():
+    adk, kai, gsd, brain = PRESETS["adk"], PRESETS["kai"], PRESETS["gsd"], PRESETS["brainchain"]
+    assert (adk.compact, adk.summarize, adk.handoff, adk.summary_budget, adk.revert_hours, adk.prune_days) == (
+        0.70, 0.85, 0.95, 500, 24, 30)
+    assert (kai.summarize, kai.output_reserve, kai.tail_fraction) == (0.65, 0.15, 0.30)
+    assert gsd.summarize == 0.90
+    assert (brain.remind, brain.compact, brain.handoff, brain.keep_recent_messages) == (0.70, 0.85, 0.95, 10)
+    assert "default" in PRESETS
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_is_valid(name):
+    assert validate(PRESETS[name].as_dict()) == {}
+
+
+def test_validation_names_the_field():
+    values = Policy().as_dict() | {"compact": 0.9, "summarize": 0.8}
+    assert set(validate(values)) == {"summarize"}
+    assert "at least the compact" in validate(values)["summarize"]
+    assert set(validate(Policy().as_dict() | {"remind": 0})) == {"remind"}
+    assert set(validate(Policy().as_dict() | {"handoff": 1.2})) == {"handoff"}
+    assert set(validate(Policy().as_dict() | {"output_reserve": 0.6})) == {"output_reserve"}
+    assert set(validate(Policy().as_dict() | {"summary_budget": 5})) == {"summary_budget"}
+
+
+@pytest.mark.parametrize(
+    ("fraction", "level"),
+    [(0.0, Level.OK), (0.59, Level.OK), (0.60, Level.REMIND), (0.70, Level.COMPACT), (0.849, Level.COMPACT),
+     (0.85, Level.SUMMARIZE), (0.95, Level.HANDOFF), (1.3, Level.HANDOFF)],
+)
+def test_levels(fraction, level):
+    assert level_for(fraction, Policy().thresholds) is level
+
+
+def test_levels_are_ordered():
+    assert Level.OK < Level.REMIND < Level.COMPACT < Level.SUMMARIZE < Level.HANDOFF
+    assert Level.SUMMARIZE >= Level.COMPACT
+
+
+def test_usage_breakdown_adds_up_and_reserves_output():
+    usage = compute_usage(model="m", context_window=100_000, system_prompt=1_000, tool_definitions=2_000,
+                          messages=64_500, summary=500, policy=PRESETS["kai"])
+    assert usage.used == 68_000
+    assert usage.reserved_output == 15_000
+    assert usage.free == 100_000 - 68_000 - 15_000
+    assert usage.level is Level.SUMMARIZE
+    assert "68%" in recommendation(usage)
+    bar = render_bar(usage)
+    assert "68.0k/100.0k" in bar and "Free space" in bar and bar.count("⛁ ") >= 6
+
+
+def test_model_names_resolve_by_prefix_and_fall_back():
+    assert canonical_model_name("anthropic/claude-3.5-sonnet") == "claude-3-5-sonnet"
+    assert spec_for("claude-sonnet-4-5-20250929").name == "claude-sonnet-4-5"
+    assert spec_for("claude-sonnet-4-20250514").name == "claude-sonnet-4"
+    assert spec_for("gpt-4o-mini-2024-07-18").name == "gpt-4o-mini"
+    assert best_match("gpt-4o-2024-08-06", ["gpt-4", "gpt-4o"]) == "gpt-4o"
+    assert spec_for("some-local-llama") is None
+    assert FALLBACK_CONTEXT_WINDOW == 128_000

