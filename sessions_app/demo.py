@@ -59,7 +59,7 @@ def demo_load() -> DemoResult:
     user.save()
     existing = Project.objects.filter(name=DEMO_PROJECT, memberships__user=user).first()
     if existing is not None:
-        return DemoResult(DEMO_USER, DEMO_PASSWORD, existing, list(existing.sessions.all()), created=False)
+        return DemoResult(DEMO_USER, DEMO_PASSWORD, existing, list(existing.sessions.order_by("pk")), created=False)
     project = services.project_create(user=user, name=DEMO_PROJECT, description="Synthetic sessions to look around.")
     specs = [
         ("Short chat", "claude-haiku-4-5", None, [], [

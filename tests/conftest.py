@@ -53,6 +53,16 @@ def _fast_password_hashing(settings) -> None:  # noqa: ANN001 - pytest-django fi
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_model_profiles() -> Iterator[None]:
+    """Model profiles are cached per process for a few seconds; a test's rollback must not leak."""
+    from sessions_app import selectors
+
+    selectors.forget_model_profiles()
+    yield
+    selectors.forget_model_profiles()
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     need(SHARED_DATA.is_dir(), f"the shared transcripts are not at {SHARED_DATA}")
