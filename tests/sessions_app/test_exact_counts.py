@@ -1,0 +1,136 @@
+"""Exact counts from Anthropic's count endpoint (the fake one, through the real SDK)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from compaction.messages import normalize_message
+from sessions_app import counting, selectors, services, tasks
+from sessions_app.models import AgentSession, ModelProfile
+from tests.fakes.anthropic_server import FakeAnthropic
+
+
+@pytest.fixture
+def fake(settings):
+    with FakeAnthropic() as server:
+        settings.ANTHROPIC_API_KEY = "test-key"
+        settings.ANTHROPIC_BASE_URL = server.base_url
+        settings.ANTHROPIC_MAX_RETRIES = 0
+        yield server
+
+
+def _long_session(session_of, **kwargs):
+    session = session_of(model="claude-sonnet-4-5", system_prompt="Be brief.", **kwargs)
+    text = f"nonce {uuid.uuid4()} " + "Summarize the build log and fix the failing test. " * 60
+    services.message_append(session=session, messages=[normalize_message({"role": "user", "content": text})])
+    session.refresh_from_db()
+    return session
+
+
+def _request_of(session: AgentSession) -> dict:
+    body = selectors.session_context(session)
+    body.pop("status")
+    return body
+
+
+@pytest.mark.django_db
+def test_exact_count_is_stored_marked_and_calibrates_the_model(fake, session_of):
+    session = _long_session(session_of)
+    expected = fake.count_tokens_for(_request_of(session))
+    assert counting.session_count_exact(session_id=session.pk) == "counted"
+    session.refresh_from_db()
+    status = selectors.session_status(session)
+    assert status["token_source"] == "exact"
+    assert status["used"] == expected
+    profile = ModelProfile.objects.get(name="claude-sonnet-4-5")
+    raw = session.system_tokens + session.message_tokens + 3
+    assert profile.calibration_samples == 1
+    assert profile.calibration_factor == pytest.approx((1.0 * 0 + expected / raw) / 1)
+    # The request went through the SDK with the session's own model, system prompt and messages.
+    sent = fake.requests_for("count_tokens")[-1]["body"]
+    assert sent["model"] == "claude-sonnet-4-5" and sent["system"] == "Be brief."
+
+
+@pytest.mark.django_db
+def test_a_new_message_makes_the_count_an_estimate_again(fake, session_of):
+    session = _long_session(session_of)
+    counting.session_count_exact(session_id=session.pk)
+    services.message_append(session=session, messages=[normalize_message({"role": "assistant", "content": "ok"})])
+    session.refresh_from_db()
+    assert selectors.session_status(session)["token_source"] == "estimate"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("status_code", [400, 401])
+def test_permanent_api_errors_fall_back_to_the_estimate_with_a_warning(fake, session_of, status_code):
+    session = _long_session(session_of)
+    fake.queue_error(status_code, endpoint="count_tokens")
+    assert tasks.count_exact_tokens.apply(args=(session.pk,)).get() == "failed"
+    session.refresh_from_db()
+    status = selectors.session_status(session)
+    assert status["token_source"] == "estimate"
+    assert any("Exact count unavailable" in w for w in status["warnings"])
+    assert len(fake.requests_for("count_tokens")) == 1  # not retried
+
+
+@pytest.mark.django_db
+def test_transient_errors_are_retried_by_the_task(fake, session_of, monkeypatch):
+    session = _long_session(session_of)
+    fake.queue_error(529, endpoint="count_tokens", times=2)
+    monkeypatch.setattr(tasks, "_backoff", lambda retries: 0)
+    tasks.count_exact_tokens.apply(args=(session.pk,))
+    session.refresh_from_db()
+    assert len(fake.requests_for("count_tokens")) == 3
+    status = selectors.session_status(session)
+    assert status["token_source"] == "exact" and status["warnings"] == []
+
+
+@pytest.mark.django_db
+def test_results_are_cached_by_content(fake, session_of):
+    session = _long_session(session_of)
+    counting.session_count_exact(session_id=session.pk)
+    AgentSession.objects.filter(pk=session.pk).update(exact_tokens=None)
+    counting.session_count_exact(session_id=session.pk)
+    assert len(fake.requests_for("count_tokens")) == 1
+    session.refresh_from_db()
+    assert session.exact_tokens is not None
+
+
+@pytest.mark.django_db
+def test_count_endpoint_is_exact_with_a_key_and_falls_back_without(fake, team, api_as):
+    body = {"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": f"hi {uuid.uuid4()}"}]}
+    exact = api_as(team.carol).post("/api/v1/count_tokens/", body).json()
+    assert exact == {"input_tokens": fake.count_tokens_for(body), "source": "exact"}
+    fake.queue_error(500, endpoint="count_tokens")
+    body["messages"][0]["content"] += " again"
+    fallback = api_as(team.carol).post("/api/v1/count_tokens/", body).json()
+    assert fallback["source"] == "estimate" and fallback["input_tokens"] > 0
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_counts_after_an_append(celery_worker, settings, team, api_as):
+    fake = celery_worker["fake"]
+    settings.ANTHROPIC_API_KEY = "test-key"
+    settings.ANTHROPIC_BASE_URL = fake.base_url
+    settings.CTX_EXACT_COUNT_DEBOUNCE_SECONDS = 0
+    bob = api_as(team.bob)
+    created = bob.post("/api/v1/sessions/", {"project": team.project.pk, "model": "claude-sonnet-4-5"}).json()
+    text = f"nonce {uuid.uuid4()} " + "Please read the config and explain it. " * 80
+    posted = bob.post(f"/api/v1/sessions/{created['id']}/messages/", {"role": "user", "content": text})
+    assert posted.json()["status"]["token_source"] == "estimate"
+    deadline = time.monotonic() + 30
+    status = None
+    while time.monotonic() < deadline:
+        status = bob.get(f"/api/v1/sessions/{created['id']}/status/").json()
+        if status["token_source"] == "exact":
+            break
+        time.sleep(0.2)
+    assert status["token_source"] == "exact", "the worker did not store an exact count within 30 s"
+    session = AgentSession.objects.get(pk=created["id"])
+    assert status["used"] == fake.count_tokens_for(_request_of(session))
+    worker_pid = celery_worker["process"].pid
+    assert worker_pid and celery_worker["process"].poll() is None
