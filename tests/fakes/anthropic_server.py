@@ -530,12 +530,13 @@ class FakeAnthropic:
         if reply is None:
             text = reply_fn(body) if reply_fn is not None else None
             reply = _Reply(content=[{"type": "text", "text": default_reply if text is None else text}])
-        text_len = "".join(b.get("text", "") for b in reply.content if b.get("type") == "text")
+        # output tokens: the text blocks, plus the JSON of any other blocks (tool_use …)
+        output_text = "".join(b.get("text", "") for b in reply.content if b.get("type") == "text")
         if any(b.get("type") != "text" for b in reply.content):
-            text_len += json.dumps([b for b in reply.content if b.get("type") != "text"])
+            output_text += json.dumps([b for b in reply.content if b.get("type") != "text"])
         usage: dict[str, Any] = {
             "input_tokens": input_tokens if reply.input_tokens is None else reply.input_tokens,
-            "output_tokens": _output_tokens(text_len) if reply.output_tokens is None else reply.output_tokens,
+            "output_tokens": _output_tokens(output_text) if reply.output_tokens is None else reply.output_tokens,
         }
         usage.update(reply.usage)
         message = {
