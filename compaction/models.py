@@ -20,7 +20,7 @@ class ModelSpec:
 
 # Claude counts come to more than cl100k's: see docs/TOKEN_COUNTING.md for how CLAUDE_CALIBRATION
 # was measured on real Claude Code transcripts.
-CLAUDE_CALIBRATION = 1.0
+CLAUDE_CALIBRATION = 1.32
 
 KNOWN_MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("claude-opus-4-5", "anthropic", 200_000, 64_000, CLAUDE_CALIBRATION),

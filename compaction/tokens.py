@@ -39,15 +39,16 @@ IMAGE_DEFAULT_TOKENS = 1600
 class Framing:
     """Tokens the wire format adds around content (role markers, block wrappers, tool syntax).
 
-    Defaults come from fitting offline estimates to the usage Claude recorded in real Claude Code
-    transcripts; see docs/TOKEN_COUNTING.md.
+    ``message`` and the block constants were fitted to the usage Claude recorded in real Claude Code
+    transcripts (``bench/calibrate.py --fit``; docs/TOKEN_COUNTING.md). They include what Claude Code
+    adds unseen around blocks, so they are generous for other providers — an estimate errs high.
     """
 
     request: int = 3
     message: int = 4
-    block: int = 1
-    tool_use: int = 12
-    tool_result: int = 8
+    block: int = 13
+    tool_use: int = 13
+    tool_result: int = 13
     tool_definition: int = 8
 
 

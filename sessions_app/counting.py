@@ -88,11 +88,14 @@ def session_count_warning(*, session_id: int, warning: str) -> None:
 # Requests this small are mostly framing; their ratio says little about the tokenizer.
 CALIBRATION_MIN_TOKENS = 500
 CALIBRATION_WINDOW = 50
+# The shipped factor was measured on hundreds of requests; it counts as this many observations, so
+# one unusual session can't swing every estimate of the model.
+CALIBRATION_PRIOR_WEIGHT = 5
 
 
 def model_calibration_update(*, model: str, exact: int, raw_estimate: int) -> float | None:
     """Fold one exact ÷ estimate observation into the model's calibration factor (running mean over
-    the last ~50 observations)."""
+    the last ~50 observations, the starting factor weighing as a few)."""
     if raw_estimate < CALIBRATION_MIN_TOKENS:
         return None
     info = selectors.model_info(model)
@@ -101,14 +104,12 @@ def model_calibration_update(*, model: str, exact: int, raw_estimate: int) -> fl
         if profile is None:
             return None
         ratio = exact / raw_estimate
-        n = min(profile.calibration_samples, CALIBRATION_WINDOW - 1)
+        n = min(profile.calibration_samples + CALIBRATION_PRIOR_WEIGHT, CALIBRATION_WINDOW - 1)
         profile.calibration_factor = (profile.calibration_factor * n + ratio) / (n + 1)
         profile.calibration_samples += 1
         profile.save(update_fields=["calibration_factor", "calibration_samples", "updated_at"])
     selectors.forget_model_profiles()
     return profile.calibration_factor
-
-
 
 
 # ----------------------------------------------------------------------------- the drop-in count endpoint

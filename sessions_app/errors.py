@@ -20,6 +20,11 @@ class InvalidInput(ServiceError):
     code = "invalid"
 
 
+class TooLarge(ServiceError):
+    status = 413
+    code = "body_too_large"
+
+
 class NotFound(ServiceError):
     """Also what a user gets for anything outside their projects: 404, never 403."""
 

@@ -133,3 +133,17 @@ def session_import(
             )
             sidechains.append(side_session)
     return ImportResult(session=session, messages=count, skipped=dict(skipped), sidechains=sidechains)
+
+
+def import_summary(result: ImportResult) -> dict[str, Any]:
+    """What ``ctx import --json`` prints and ``POST /sessions/import/`` answers."""
+    from .selectors import session_status
+
+    return {
+        "session": result.session.pk,
+        "messages": result.messages,
+        "status": session_status(result.session),
+        "project": result.session.project_id,
+        "skipped": result.skipped,
+        "sidechains": [s.pk for s in result.sidechains],
+    }

@@ -140,6 +140,10 @@ class Api:
     def patch(self, path: str, data=None, **extra):  # noqa: ANN001, ANN202
         return self._call("patch", path, data, **extra)
 
+    def upload(self, path: str, fields: dict, **extra):  # noqa: ANN202
+        """multipart/form-data, as a browser or ``curl -F`` sends it."""
+        return self.client.post(path, data=fields, **{**self.headers, **extra})
+
     def delete(self, path: str, **extra):  # noqa: ANN202
         return self.client.delete(path, **{**self.headers, **extra})
 

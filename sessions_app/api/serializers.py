@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from compaction.transcripts import FORMATS as TRANSCRIPT_FORMATS
+
 from ..models import AgentSession, Message, Project, SessionStatus
 
 
@@ -61,6 +63,19 @@ class SessionIn(serializers.Serializer):
                                               min_value=1024, max_value=100_000_000)
     auto_compact = serializers.BooleanField(required=False, allow_null=True, default=None)
     parent = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+class SessionImportIn(serializers.Serializer):
+    file = serializers.FileField(allow_empty_file=False)
+    format = serializers.ChoiceField(choices=list(TRANSCRIPT_FORMATS))
+    project = serializers.CharField(max_length=200, help_text="Project id or name (one of yours)")
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    model = serializers.CharField(max_length=100, required=False, allow_null=True, default=None)
+    context_window = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                              min_value=1024, max_value=100_000_000)
+    auto_compact = serializers.BooleanField(required=False, allow_null=True, default=None)
+    episode = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
+                                       help_text="Which conversation of a file that holds several (tau-bench)")
 
 
 class SessionPatchIn(serializers.Serializer):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -15,7 +16,7 @@ from compaction import models as engine_models
 from compaction.messages import normalize_batch
 
 from .. import counting, selectors, services
-from ..errors import InvalidInput
+from ..errors import InvalidInput, TooLarge
 from ..models import Membership, ModelProfile, Role
 from . import serializers as s
 from .pagination import PageNumberPagination
@@ -103,6 +104,36 @@ class SessionListCreateApi(APIView):
                 raise InvalidInput("The parent session belongs to another project.", code="invalid_parent")
         session = services.session_create(user=request.user, project=project, parent=parent, **data)
         return Response(s.SessionOut(session).data, status=201)
+
+
+class SessionImportApi(APIView):
+    @extend_schema(
+        request={"multipart/form-data": s.SessionImportIn},
+        responses={201: inline_serializer("ImportResult", {
+            "session": serializers.IntegerField(),
+            "messages": serializers.IntegerField(),
+            "status": STATUS_SCHEMA,
+            "project": serializers.IntegerField(),
+            "skipped": serializers.DictField(child=serializers.IntegerField()),
+            "sidechains": serializers.ListField(child=serializers.IntegerField()),
+        })},
+    )
+    def post(self, request: Request) -> Response:
+        from .. import importing  # the transcript readers load only when someone imports
+
+        data = _valid(s.SessionImportIn, request.data)
+        project = selectors.project_find_for(request.user, data["project"], min_role=Role.MEMBER)
+        upload = data["file"]
+        if upload.size > settings.CTX_MAX_IMPORT_BYTES:  # a chunked upload had no Content-Length to refuse early
+            raise TooLarge(f"The file is {upload.size:,} bytes; the limit is {settings.CTX_MAX_IMPORT_BYTES:,}.")
+        transcript = importing.transcript_parse(upload.read(), data["format"])
+        result = importing.session_import(
+            user=request.user, project=project, transcript=transcript,
+            name=data["name"] or upload.name.rsplit("/", 1)[-1].rsplit(".", 1)[0],
+            model=data["model"], context_window=data["context_window"], auto_compact=data["auto_compact"],
+            episode=data["episode"],
+        )
+        return Response(importing.import_summary(result), status=201)
 
 
 class SessionDetailApi(APIView):

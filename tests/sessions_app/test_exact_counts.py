@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from compaction.messages import normalize_message
+from compaction.models import CLAUDE_CALIBRATION
 from sessions_app import counting, selectors, services, tasks
 from sessions_app.models import AgentSession, ModelProfile
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -48,7 +49,9 @@ def test_exact_count_is_stored_marked_and_calibrates_the_model(fake, session_of)
     profile = ModelProfile.objects.get(name="claude-sonnet-4-5")
     raw = session.system_tokens + session.message_tokens + 3
     assert profile.calibration_samples == 1
-    assert profile.calibration_factor == pytest.approx((1.0 * 0 + expected / raw) / 1)
+    # the shipped factor weighs as CALIBRATION_PRIOR_WEIGHT observations, the new one as one
+    prior, w = CLAUDE_CALIBRATION, counting.CALIBRATION_PRIOR_WEIGHT
+    assert profile.calibration_factor == pytest.approx((prior * w + expected / raw) / (w + 1))
     # The request went through the SDK with the session's own model, system prompt and messages.
     sent = fake.requests_for("count_tokens")[-1]["body"]
     assert sent["model"] == "claude-sonnet-4-5" and sent["system"] == "Be brief."

@@ -58,7 +58,7 @@ def test_status_does_not_retokenize(session_of, monkeypatch):
 
 
 def test_levels_follow_the_policy_and_the_window(session_of):
-    session = session_of(context_window=2_000)
+    session = session_of(model="gpt-4o", context_window=2_000)  # calibration 1.0: a word is a token
     append(session, "word " * 1_300)  # ~65 % of the window
     status = selectors.session_status(session)
     assert status["level"] == "remind"

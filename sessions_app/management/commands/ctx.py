@@ -132,15 +132,7 @@ class Command(BaseCommand):
             auto_compact=False if options["no_auto"] else None,
             episode=options["episode"],
         )
-        status = selectors.session_status(result.session)
-        data = {
-            "session": result.session.pk,
-            "messages": result.messages,
-            "status": status,
-            "project": project.pk,
-            "skipped": result.skipped,
-            "sidechains": [s.pk for s in result.sidechains],
-        }
+        data = importing.import_summary(result)
         skipped = ", ".join(f"{k}: {v}" for k, v in sorted(result.skipped.items())) or "none"
         human = (
             f"Imported {result.messages} messages into session {result.session.pk} "
