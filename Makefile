@@ -35,6 +35,7 @@ test: venv
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 worker: venv
 	$(BIN)/celery -A ctxweb worker --loglevel=INFO

@@ -32,15 +32,32 @@ def gunicorn_on_postgres(db: str, *, workers: int = 4, extra_env: dict[str, str]
     """A fresh database, migrated; gunicorn serving it; yields (base_url, env)."""
     _psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
     _psql(f"CREATE DATABASE {db}")
-    env = {**os.environ, "DATABASE_URL": f"{PG}/{db}", "DEBUG": "0", "LOG_LEVEL": "WARNING",
-           "SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz", **(extra_env or {})}
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"{PG}/{db}",
+        "DEBUG": "0",
+        "LOG_LEVEL": "WARNING",
+        "SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+        **(extra_env or {}),
+    }
     env.pop("REDIS_URL", None) if "REDIS_URL" not in (extra_env or {}) else None
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "ctxweb.wsgi:application", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(workers), "--log-level", "warning"],
-        cwd=ROOT, env=env,
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "ctxweb.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
     )
     try:
         deadline = time.monotonic() + 30
@@ -58,8 +75,14 @@ def gunicorn_on_postgres(db: str, *, workers: int = 4, extra_env: dict[str, str]
 
 
 def make_key(env: dict[str, str], username: str = "bench") -> str:
-    out = subprocess.run([sys.executable, "manage.py", "ctx", "apikey", username, "--create-user", "--json"],
-                         cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "ctx", "apikey", username, "--create-user", "--json"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout)["key"]
 
 

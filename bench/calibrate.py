@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compaction.calibration import (  # noqa: E402
+from compaction.calibration import (
     Sample,
     fit_factor,
     fit_framing,
@@ -26,9 +26,9 @@ from compaction.calibration import (  # noqa: E402
     leave_one_out,
     total_error,
 )
-from compaction.models import CLAUDE_CALIBRATION  # noqa: E402
-from compaction.tokens import DEFAULT_FRAMING, Framing  # noqa: E402
-from compaction.transcripts import read_transcript  # noqa: E402
+from compaction.models import CLAUDE_CALIBRATION
+from compaction.tokens import DEFAULT_FRAMING, Framing
+from compaction.transcripts import read_transcript
 
 DEFAULT_GLOB = Path(__file__).resolve().parents[2] / "shared" / "data" / "claude_code"
 RAW = Framing(request=0, message=0, block=0, tool_use=0, tool_result=0, tool_definition=0)
@@ -62,8 +62,10 @@ def report(samples: list[Sample], framing: Framing, factor: float, title: str) -
     actual = sum(s.actual for s in samples)
     loo_total = sum((1 + e) * s.actual for s, e in loo)  # each file's estimate with the factor fitted on the others
     print(f"\n{title}: framing message={framing.message} block={framing.block}, factor {factor:.3f}")
-    print(f"  total growth: estimate {sum(s.estimate(framing, factor) for s in samples):,.0f} vs recorded {actual:,}"
-          f" → error {total_error(samples, framing, factor):+.1%}")
+    print(
+        f"  total growth: estimate {sum(s.estimate(framing, factor) for s in samples):,.0f} vs recorded {actual:,}"
+        f" → error {total_error(samples, framing, factor):+.1%}"
+    )
     print(f"  per file: {spread(errors)}")
     print(f"  leave-one-file-out: total error {loo_total / actual - 1:+.1%}; per file: {spread([e for _, e in loo])}")
     # Files from one source repository resemble each other; hold out a whole source at a time.
@@ -89,12 +91,16 @@ def main() -> int:
         print(f"no transcripts given and none at {DEFAULT_GLOB}", file=sys.stderr)
         return 2
     samples = load_samples(paths)
-    print(f"{len(samples)} files with at least one measurable step (of {len(paths)}), "
-          f"{sum(s.actual for s in samples):,} recorded tokens of growth\n")
+    print(
+        f"{len(samples)} files with at least one measurable step (of {len(paths)}), "
+        f"{sum(s.actual for s in samples):,} recorded tokens of growth\n"
+    )
     print(f"{'file':52} {'recorded':>9} {'raw':>6} {'shipped':>8}")
     for s in samples:
-        print(f"{s.name[:52]:52} {s.actual:9,} {s.estimate(RAW) / s.actual:6.2f} "
-              f"{s.estimate(DEFAULT_FRAMING, CLAUDE_CALIBRATION) / s.actual:8.2f}")
+        print(
+            f"{s.name[:52]:52} {s.actual:9,} {s.estimate(RAW) / s.actual:6.2f} "
+            f"{s.estimate(DEFAULT_FRAMING, CLAUDE_CALIBRATION) / s.actual:8.2f}"
+        )
     report(samples, RAW, fit_factor(samples, RAW), "raw cl100k, factor fitted")
     report(samples, DEFAULT_FRAMING, CLAUDE_CALIBRATION, "shipped (compaction/tokens.py, compaction/models.py)")
     if args.fit:

@@ -19,10 +19,34 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._server import Client, gunicorn_on_postgres, make_key  # noqa: E402
+from bench._server import Client, gunicorn_on_postgres, make_key
 
-WORDS = ("the function returns error tests pass file path config value update user request session "
-         "context token model tool output line build deploy commit branch").split()
+WORDS = [
+    "the",
+    "function",
+    "returns",
+    "error",
+    "tests",
+    "pass",
+    "file",
+    "path",
+    "config",
+    "value",
+    "update",
+    "user",
+    "request",
+    "session",
+    "context",
+    "token",
+    "model",
+    "tool",
+    "output",
+    "line",
+    "build",
+    "deploy",
+    "commit",
+    "branch",
+]
 
 
 def realistic_messages(n: int, rng: random.Random, start: int = 0) -> list[dict]:
@@ -35,18 +59,33 @@ def realistic_messages(n: int, rng: random.Random, start: int = 0) -> list[dict]
         if kind == 0:
             out.append({"role": "user", "content": text, "client_id": f"m{i}"})
         elif kind == 1:
-            out.append({"role": "assistant", "client_id": f"m{i}", "content": [
-                {"type": "text", "text": text[:400]},
-                {"type": "tool_use", "id": f"toolu_{i}", "name": "bash", "input": {"command": text[:80]}}]})
+            out.append(
+                {
+                    "role": "assistant",
+                    "client_id": f"m{i}",
+                    "content": [
+                        {"type": "text", "text": text[:400]},
+                        {"type": "tool_use", "id": f"toolu_{i}", "name": "bash", "input": {"command": text[:80]}},
+                    ],
+                }
+            )
         else:
-            out.append({"role": "user", "client_id": f"m{i}", "content": [
-                {"type": "tool_result", "tool_use_id": f"toolu_{i - 1}", "content": text}]})
+            out.append(
+                {
+                    "role": "user",
+                    "client_id": f"m{i}",
+                    "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i - 1}", "content": text}],
+                }
+            )
     return out
 
 
 def new_session(client: Client, project: int, name: str) -> int:
-    status, body = client.call("POST", "/api/v1/sessions/", {"project": project, "name": name,
-                                                            "context_window": 100_000_000, "auto_compact": False})
+    status, body = client.call(
+        "POST",
+        "/api/v1/sessions/",
+        {"project": project, "name": name, "context_window": 100_000_000, "auto_compact": False},
+    )
     assert status == 201, body
     return body["id"]
 
@@ -54,7 +93,7 @@ def new_session(client: Client, project: int, name: str) -> int:
 def ingest(client: Client, session: int, messages: list[dict], batch: int) -> float:
     t0 = time.perf_counter()
     for k in range(0, len(messages), batch):
-        status, body = client.call("POST", f"/api/v1/sessions/{session}/messages/", messages[k:k + batch])
+        status, body = client.call("POST", f"/api/v1/sessions/{session}/messages/", messages[k : k + batch])
         assert status == 201, (status, body)
     return time.perf_counter() - t0
 
@@ -96,8 +135,10 @@ def main() -> None:
         sessions = [new_session(client, pid, f"parallel-{c}") for c in range(args.clients)]
         batches = [realistic_messages(per_client, random.Random(c)) for c in range(args.clients)]
         clients = [Client(hostport, key) for _ in range(args.clients)]
-        threads = [threading.Thread(target=ingest, args=(clients[c], sessions[c], batches[c], args.batch))
-                   for c in range(args.clients)]
+        threads = [
+            threading.Thread(target=ingest, args=(clients[c], sessions[c], batches[c], args.batch))
+            for c in range(args.clients)
+        ]
         t0 = time.perf_counter()
         for t in threads:
             t.start()

@@ -14,6 +14,7 @@ transcript once; ``Features.estimate`` equals what ``OfflineTokenizer`` counts f
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -59,8 +60,11 @@ def message_features(message: dict) -> Features:
     kinds = [b.get("type") for b in content if isinstance(b, dict)] if isinstance(content, list) else []
     tool_uses, tool_results = kinds.count("tool_use"), kinds.count("tool_result")
     return Features(
-        _CONTENT_ONLY.count_message(message["role"], content), 1, len(kinds) - tool_uses - tool_results,
-        tool_uses, tool_results,
+        _CONTENT_ONLY.count_message(message["role"], content),
+        1,
+        len(kinds) - tool_uses - tool_results,
+        tool_uses,
+        tool_results,
     )
 
 
@@ -79,7 +83,7 @@ def growth_steps(conversation: Conversation) -> list[Step]:
     boundaries = sorted(conversation.segment_starts)
     points = sorted(conversation.usage_points, key=lambda p: p.message_index)
     steps: list[Step] = []
-    for before, after in zip(points, points[1:], strict=False):
+    for before, after in itertools.pairwise(points):
         if after.message_index <= before.message_index:
             continue
         if any(before.message_index < b <= after.message_index for b in boundaries):
@@ -129,7 +133,11 @@ def _mean_square_error(samples: Sequence[Sample], framing: Framing, factor: floa
 
 
 def fit_framing(
-    samples: Sequence[Sample], base: Framing, *, messages: Iterable[int] = range(0, 41), blocks: Iterable[int] = range(0, 41)
+    samples: Sequence[Sample],
+    base: Framing,
+    *,
+    messages: Iterable[int] = range(0, 41),
+    blocks: Iterable[int] = range(0, 41),
 ) -> tuple[Framing, float]:
     """Grid search for the per-message and per-block framing that, with the factor fitted so the
     total is exact, gives the smallest per-file error — so one big file can't set the constants alone."""

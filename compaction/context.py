@@ -103,9 +103,7 @@ def _pair(assistant: dict[str, Any], reply: dict[str, Any] | None) -> None:
     reply["content"] = results + rest
 
 
-def to_openai_messages(
-    messages: Sequence[dict[str, Any]], *, system: str | None
-) -> list[dict[str, Any]]:
+def to_openai_messages(messages: Sequence[dict[str, Any]], *, system: str | None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
@@ -132,7 +130,9 @@ def to_openai_messages(
             if b.get("type") == "tool_result":
                 inner = b.get("content", "")
                 if isinstance(inner, list):
-                    inner = "\n".join(p.get("text", "") for p in inner if isinstance(p, dict) and p.get("type") == "text")
+                    inner = "\n".join(
+                        p.get("text", "") for p in inner if isinstance(p, dict) and p.get("type") == "text"
+                    )
                 out.append({"role": "tool", "tool_call_id": b["tool_use_id"], "content": inner})
         parts: list[dict[str, Any]] = []
         for b in blocks:

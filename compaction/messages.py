@@ -74,7 +74,9 @@ def normalize_batch(payload: Any, *, max_messages: int) -> list[NormalizedMessag
     for i, msg in enumerate(normalized):
         if msg.client_id is not None:
             if msg.client_id in seen:
-                raise MessageError(f"client_id {msg.client_id!r} appears twice in this batch", code="duplicate_client_id", index=i)
+                raise MessageError(
+                    f"client_id {msg.client_id!r} appears twice in this batch", code="duplicate_client_id", index=i
+                )
             seen.add(msg.client_id)
     return normalized
 
@@ -134,7 +136,7 @@ def normalize_message(raw: Any, *, index: int | None = None) -> NormalizedMessag
     return NormalizedMessage(role=role, content=content, client_id=client_id, created_at=parsed_at, metadata=metadata)
 
 
-def _normalize_block(block: Any, fail, where: str) -> dict[str, Any]:  # noqa: ANN001 - local error factory
+def _normalize_block(block: Any, fail, where: str) -> dict[str, Any]:
     if not isinstance(block, dict):
         raise fail(f"{where} must be a content block object, not {_kind(block)}", "invalid_content")
     kind = block.get("type")
@@ -168,7 +170,7 @@ def _normalize_block(block: Any, fail, where: str) -> dict[str, Any]:  # noqa: A
     return block
 
 
-def _with_tool_calls(content: str | list[dict[str, Any]], tool_calls: Any, fail) -> list[dict[str, Any]]:  # noqa: ANN001
+def _with_tool_calls(content: str | list[dict[str, Any]], tool_calls: Any, fail) -> list[dict[str, Any]]:
     if not isinstance(tool_calls, list):
         raise fail("tool_calls must be a list", "invalid_content")
     blocks: list[dict[str, Any]] = []

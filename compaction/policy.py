@@ -6,6 +6,7 @@ rather than one hard-coded choice. ``default`` is ctxweb's own, documented in do
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -65,20 +66,35 @@ PRESETS: dict[str, Policy] = {
     # Seed 000 (adk-v2): raw < 70 % ≤ compact < 85 % ≤ summarize < 95 % ≤ handoff; summary < 500
     # tokens; revert within 24 h; archive after 30 days; project context ≤ 500 lines.
     "adk": Policy(
-        remind=0.70, compact=0.70, summarize=0.85, handoff=0.95, summary_budget=500,
-        revert_hours=24, prune_days=30, context_doc_max_lines=500,
+        remind=0.70,
+        compact=0.70,
+        summarize=0.85,
+        handoff=0.95,
+        summary_budget=500,
+        revert_hours=24,
+        prune_days=30,
+        context_doc_max_lines=500,
     ),
     # Seed 001 (KAI SDK): summarize the head at 65 %, 15 % reserved for output, the tail fits 30 %
     # of the window. It has no reversible step and no handoff, so those sit at the top.
     "kai": Policy(
-        remind=0.65, compact=0.65, summarize=0.65, handoff=1.0, output_reserve=0.15, tail_fraction=0.30,
+        remind=0.65,
+        compact=0.65,
+        summarize=0.65,
+        handoff=1.0,
+        output_reserve=0.15,
+        tail_fraction=0.30,
     ),
     # Seed 002 (GSD): one checkpoint compaction above 90 % (90k of a 100k limit).
     "gsd": Policy(remind=0.90, compact=0.90, summarize=0.90, handoff=1.0),
     # Seed 004 (brainchain): remind 70 %, compress (prune + summarize old messages) 85 %,
     # compact (summary + reset into a linked new session) 95 %; keep 10 recent messages.
     "brainchain": Policy(
-        remind=0.70, compact=0.85, summarize=0.85, handoff=0.95, keep_recent_messages=10,
+        remind=0.70,
+        compact=0.85,
+        summarize=0.85,
+        handoff=0.95,
+        keep_recent_messages=10,
     ),
 }
 
@@ -116,7 +132,7 @@ def validate(values: dict[str, Any]) -> dict[str, str]:
         if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value <= 1:
             errors[name] = "Must be a fraction of the window above 0 and at most 1 (e.g. 0.7 for 70 %)."
     if not errors:
-        for lower, upper in zip(order, order[1:], strict=False):
+        for lower, upper in itertools.pairwise(order):
             if values[lower] > values[upper]:
                 errors[upper] = f"Must be at least the {lower} threshold ({values[lower]:g})."
     reserve = values.get("output_reserve")
@@ -125,9 +141,11 @@ def validate(values: dict[str, Any]) -> dict[str, str]:
     tail = values.get("tail_fraction")
     if tail is not None and not 0 < tail < 1:
         errors["tail_fraction"] = "The kept tail is a share of the window above 0 and below 1."
-    if tail is not None and values.get("summarize") is not None and "tail_fraction" not in errors:
-        if isinstance(values["summarize"], int | float) and tail >= values["summarize"]:
-            errors["tail_fraction"] = "The kept tail must be smaller than the summarize threshold, or summarizing frees nothing."
+    summarize = values.get("summarize")
+    if tail is not None and "tail_fraction" not in errors and isinstance(summarize, int | float) and tail >= summarize:
+        errors["tail_fraction"] = (
+            "The kept tail must be smaller than the summarize threshold, or summarizing frees nothing."
+        )
     for name, low, high in (
         ("summary_budget", 50, 20_000),
         ("keep_recent_messages", 0, 1_000),

@@ -84,7 +84,7 @@ class Tokenizer(Protocol):
 
 
 @lru_cache(maxsize=1)
-def _encoding():  # noqa: ANN202 - tiktoken.Encoding, imported lazily so importing this module is cheap
+def _encoding():
     import tiktoken
 
     return tiktoken.get_encoding(ENCODING_NAME)
@@ -181,7 +181,7 @@ def calibrate(raw: int, factor: float) -> int:
     """Scale a raw offline figure by a model's calibration factor (exact ÷ estimate)."""
     if raw <= 0:
         return 0
-    return int(round(raw * factor))
+    return round(raw * factor)
 
 
 def image_tokens(source: dict[str, Any]) -> int:
@@ -253,9 +253,7 @@ class ExactCounter:
     def __init__(self, *, api_key: str, base_url: str | None = None, timeout: float = 10.0, max_retries: int = 2):
         import anthropic
 
-        self._client = anthropic.Anthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
-        )
+        self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
 
     def count_request(
         self,

@@ -142,8 +142,13 @@ def make_message(
     created_at: str | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> Message:
-    return {"role": role, "content": content, "client_id": client_id, "created_at": created_at,
-            "metadata": metadata or {}}
+    return {
+        "role": role,
+        "content": content,
+        "client_id": client_id,
+        "created_at": created_at,
+        "metadata": metadata or {},
+    }
 
 
 def iso_or_none(value: Any) -> str | None:
@@ -194,8 +199,11 @@ def content_block(raw: Any) -> Block:
     if kind == "tool_use" and nonempty_str(raw.get("id")) and nonempty_str(raw.get("name")):
         return {"type": "tool_use", "id": raw["id"], "name": raw["name"], "input": tool_input(raw.get("input"))}
     if kind == "tool_result" and nonempty_str(raw.get("tool_use_id")):
-        block: Block = {"type": "tool_result", "tool_use_id": raw["tool_use_id"],
-                        "content": tool_result_content(raw.get("content"))}
+        block: Block = {
+            "type": "tool_result",
+            "tool_use_id": raw["tool_use_id"],
+            "content": tool_result_content(raw.get("content")),
+        }
         if raw.get("is_error") is True:
             block["is_error"] = True
         return block
@@ -205,8 +213,11 @@ def content_block(raw: Any) -> Block:
         return {k: v for k, v in raw.items() if k != "cache_control"}
     if kind == "thinking":
         thinking, signature = raw.get("thinking"), raw.get("signature")
-        return {"type": "thinking", "thinking": thinking if isinstance(thinking, str) else "",
-                "signature": signature if isinstance(signature, str) else ""}
+        return {
+            "type": "thinking",
+            "thinking": thinking if isinstance(thinking, str) else "",
+            "signature": signature if isinstance(signature, str) else "",
+        }
     if kind == "redacted_thinking":
         data = raw.get("data")
         return {"type": "redacted_thinking", "data": data if isinstance(data, str) else ""}
@@ -306,8 +317,9 @@ def _kind(value: Any) -> str:
 
 # ----------------------------------------------------------------------------- OpenAI
 
+
 def _openai(value: Any, skipped: Counter[str]) -> list[Conversation]:
-    shapes = "a list of chat messages, {\"messages\": [...]}, a SWE-agent .traj or a tau-bench episode list"
+    shapes = 'a list of chat messages, {"messages": [...]}, a SWE-agent .traj or a tau-bench episode list'
     if isinstance(value, dict):
         if isinstance(value.get("history"), list):
             return [_swe_agent(value, skipped)]
@@ -316,8 +328,10 @@ def _openai(value: Any, skipped: Counter[str]) -> list[Conversation]:
         if isinstance(value.get("traj"), list):
             return [_tau_episode(value, 0, "main", skipped)]
         keys = ", ".join(sorted(map(str, value))[:8]) or "none"
-        raise TranscriptError(f"This is not an OpenAI transcript: an object without 'messages' or 'history' "
-                              f"(keys: {keys}). Expected {shapes}.")
+        raise TranscriptError(
+            f"This is not an OpenAI transcript: an object without 'messages' or 'history' "
+            f"(keys: {keys}). Expected {shapes}."
+        )
     if not isinstance(value, list):
         raise TranscriptError(f"This is not an OpenAI transcript: the JSON is {_kind(value)}. Expected {shapes}.")
     dicts = [item for item in value if isinstance(item, dict)]
@@ -331,14 +345,16 @@ def _openai(value: Any, skipped: Counter[str]) -> list[Conversation]:
         return []
     if any(isinstance(d.get("role"), str) for d in dicts):
         return [_openai_conversation(value, "main", skipped)]
-    raise TranscriptError(f"This is not an OpenAI transcript: a list, but not of chat messages (no item has a "
-                          f"'role'). Expected {shapes}.")
+    raise TranscriptError(
+        f"This is not an OpenAI transcript: a list, but not of chat messages (no item has a 'role'). Expected {shapes}."
+    )
 
 
 def _openai_request(obj: dict[str, Any], key: str, skipped: Counter[str]) -> Conversation:
     tools = obj.get("tools") if isinstance(obj.get("tools"), list) else obj.get("functions")
-    return _openai_conversation(obj["messages"], key, skipped, model=nonempty_str(obj.get("model")),
-                                tools=_openai_tools(tools))
+    return _openai_conversation(
+        obj["messages"], key, skipped, model=nonempty_str(obj.get("model")), tools=_openai_tools(tools)
+    )
 
 
 def _swe_agent(obj: dict[str, Any], skipped: Counter[str]) -> Conversation:
@@ -389,14 +405,19 @@ def _openai_tools(raw: Any) -> list[dict[str, Any]]:
         tool: dict[str, Any] = {"name": fn["name"]}
         if isinstance(fn.get("description"), str):
             tool["description"] = fn["description"]
-        tool["input_schema"] = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {
-            "type": "object", "properties": {}}
+        tool["input_schema"] = (
+            fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {"type": "object", "properties": {}}
+        )
         tools.append(tool)
     return tools
 
 
 def _openai_conversation(
-    raw_messages: list[Any], key: str, skipped: Counter[str], *, model: str | None = None,
+    raw_messages: list[Any],
+    key: str,
+    skipped: Counter[str],
+    *,
+    model: str | None = None,
     tools: list[dict[str, Any]] | None = None,
 ) -> Conversation:
     conv = Conversation(key=key, model=model, tools=tools or [])
@@ -564,8 +585,9 @@ def _anthropic(value: Any, skipped: Counter[str]) -> list[Conversation]:
     if isinstance(value, dict):
         if not isinstance(value.get("messages"), list):
             keys = ", ".join(sorted(map(str, value))[:8]) or "none"
-            raise TranscriptError(f"This is not an Anthropic request: an object without a 'messages' list "
-                                  f"(keys: {keys}). {expected}")
+            raise TranscriptError(
+                f"This is not an Anthropic request: an object without a 'messages' list (keys: {keys}). {expected}"
+            )
         return [_anthropic_request(value, "main", skipped)]
     if not isinstance(value, list):
         raise TranscriptError(f"This is not an Anthropic request: the JSON is {_kind(value)}. {expected}")
@@ -587,8 +609,12 @@ def _anthropic_request(req: dict[str, Any], key: str, skipped: Counter[str]) -> 
         )
     raw_tools = req.get("tools") if isinstance(req.get("tools"), list) else []
     tools = [dict(t) for t in raw_tools if isinstance(t, dict)]
-    conv = Conversation(key=key, model=nonempty_str(req.get("model")), tools=tools,
-                        system_prompt=system if isinstance(system, str) else "")
+    conv = Conversation(
+        key=key,
+        model=nonempty_str(req.get("model")),
+        tools=tools,
+        system_prompt=system if isinstance(system, str) else "",
+    )
     ids = UniqueToolIds()
     for raw in req["messages"]:
         if not isinstance(raw, dict) or not nonempty_str(raw.get("role")):

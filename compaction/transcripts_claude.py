@@ -228,14 +228,21 @@ class ClaudeCodeReader:
     def _user(self, chat: _Chat, event: dict[str, Any], out: list[tuple[str, Message]]) -> None:
         content = content_of(event["message"].get("content"))
         metadata = _line_facts(event)
-        for flag, name in (("isMeta", "is_meta"), ("isCompactSummary", "is_compact_summary"),
-                           ("isVisibleInTranscriptOnly", "visible_in_transcript_only")):
+        for flag, name in (
+            ("isMeta", "is_meta"),
+            ("isCompactSummary", "is_compact_summary"),
+            ("isVisibleInTranscriptOnly", "visible_in_transcript_only"),
+        ):
             if event.get(flag) is True:
                 metadata[name] = True
-        msg = make_message("user", content, client_id=nonempty_str(event.get("uuid")),
-                           created_at=iso_or_none(event.get("timestamp")), metadata=metadata)
-        only_results = isinstance(content, list) and bool(content) and all(
-            b["type"] == "tool_result" for b in content)
+        msg = make_message(
+            "user",
+            content,
+            client_id=nonempty_str(event.get("uuid")),
+            created_at=iso_or_none(event.get("timestamp")),
+            metadata=metadata,
+        )
+        only_results = isinstance(content, list) and bool(content) and all(b["type"] == "tool_result" for b in content)
         if chat.group is not None and only_results:
             chat.waiting.append(msg)  # the response may still add tool calls after this result
             return
@@ -268,8 +275,11 @@ class ClaudeCodeReader:
         if group is not None:
             first = group.first
             metadata = _line_facts(first)
-            for name, value in (("model", group.model), ("request_id", group.request_id),
-                                ("stop_reason", group.stop_reason)):
+            for name, value in (
+                ("model", group.model),
+                ("request_id", group.request_id),
+                ("stop_reason", group.stop_reason),
+            ):
                 if value is not None:
                     metadata[name] = value
             if group.is_api_error:
@@ -277,20 +287,26 @@ class ClaudeCodeReader:
             usage = _usage(group.usage)
             if usage:
                 metadata["usage"] = usage
-            msg = make_message("assistant", group.blocks,
-                               client_id=group.message_id or nonempty_str(first.get("uuid")),
-                               created_at=iso_or_none(first.get("timestamp")), metadata=metadata)
+            msg = make_message(
+                "assistant",
+                group.blocks,
+                client_id=group.message_id or nonempty_str(first.get("uuid")),
+                created_at=iso_or_none(first.get("timestamp")),
+                metadata=metadata,
+            )
             index = len(chat.conv.messages)
             self._emit(chat, msg, out)
             if group.model != SYNTHETIC_MODEL:
                 chat.conv.model = group.model or chat.conv.model
-                context = sum(usage.get(k, 0) for k in (
-                    "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+                context = sum(
+                    usage.get(k, 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+                )
                 response = group.message_id or msg["client_id"] or str(index)
                 if usage and context > 0 and response not in chat.responses_with_usage:
                     chat.responses_with_usage.add(response)
                     chat.conv.usage_points.append(
-                        UsagePoint(index, context, usage.get("output_tokens", 0), group.request_id))
+                        UsagePoint(index, context, usage.get("output_tokens", 0), group.request_id)
+                    )
         waiting, chat.waiting = chat.waiting, []
         for msg in waiting:
             self._emit(chat, msg, out)
@@ -320,5 +336,8 @@ def _line_facts(event: dict[str, Any]) -> dict[str, Any]:
 def _usage(raw: dict[str, Any] | None) -> dict[str, int]:
     if not isinstance(raw, dict):
         return {}
-    return {k: v for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
-            if isinstance(v := raw.get(k), int) and not isinstance(v, bool)}
+    return {
+        k: v
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+        if isinstance(v := raw.get(k), int) and not isinstance(v, bool)
+    }

@@ -9,7 +9,9 @@ RECOMMENDATIONS: dict[Level, str] = {
     Level.OK: "Plenty of room. Nothing to do.",
     Level.REMIND: "Context at {pct:.0f}%. Still room; no need to hurry, but keep replies and tool output lean.",
     # Seed 000's StateManager warnings: warning, critical, emergency.
-    Level.COMPACT: "Context at {pct:.0f}%. Consider compaction: old tool output and repeats can be folded away, reversibly.",
+    Level.COMPACT: (
+        "Context at {pct:.0f}%. Consider compaction: old tool output and repeats can be folded away, reversibly."
+    ),
     Level.SUMMARIZE: "Context at {pct:.0f}%. Summarization recommended: older turns become a checkpoint.",
     Level.HANDOFF: "Context limit reached ({pct:.0f}%). Create a handoff document and continue in a fresh session.",
 }
@@ -59,7 +61,7 @@ def usage_warnings(usage: Usage) -> list[str]:
 
 def render_bar(usage: Usage, *, width: int = 10) -> str:
     """Seed 001's terminal rendering: one glyph per tenth, then the breakdown."""
-    filled = min(width, int(round(usage.fraction * width)))
+    filled = min(width, round(usage.fraction * width))
     bar = " ".join(["⛁"] * filled + ["⛶"] * (width - filled))
     window = usage.context_window
 
@@ -70,7 +72,8 @@ def render_bar(usage: Usage, *, width: int = 10) -> str:
         return f"{n / window * 100:.1f}%" if window else "-"
 
     rows = [
-        f"{bar}  {usage.model} · {fmt(usage.used)}/{fmt(window)} tokens ({usage.usage_percent:.0f}%) · {usage.level.value}",
+        f"{bar}  {usage.model} · {fmt(usage.used)}/{fmt(window)} tokens "
+        f"({usage.usage_percent:.0f}%) · {usage.level.value}",
         "",
         f"  ⛁ System prompt:    {fmt(usage.system_prompt)} tokens ({pct(usage.system_prompt)})",
         f"  ⛁ Tool definitions: {fmt(usage.tool_definitions)} tokens ({pct(usage.tool_definitions)})",

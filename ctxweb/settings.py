@@ -132,7 +132,8 @@ SESSION_COOKIE_SECURE = CTX_HTTPS
 CSRF_COOKIE_SECURE = CTX_HTTPS
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000 if CTX_HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = CTX_HTTPS
-SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+# The preload directive alone changes nothing until the domain is submitted to hstspreload.org.
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=CTX_HTTPS)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("CTX_BEHIND_PROXY", default=False) else None
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"

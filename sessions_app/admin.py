@@ -51,15 +51,16 @@ class ApiKeyAdmin(admin.ModelAdmin):
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
-    def save_model(self, request: HttpRequest, obj: ApiKey, form, change: bool) -> None:  # noqa: ANN001
+    def save_model(self, request: HttpRequest, obj: ApiKey, form, change: bool) -> None:
         if change:
             super().save_model(request, obj, form, change)
             return
         key, raw = services.apikey_create(user=obj.user, name=obj.name)
         obj.pk = key.pk
         obj.prefix, obj.key_hash, obj.created_at = key.prefix, key.key_hash, key.created_at
-        self.message_user(request, f"New API key for {obj.user} — copy it now, it is shown only once: {raw}",
-                          messages.WARNING)
+        self.message_user(
+            request, f"New API key for {obj.user} — copy it now, it is shown only once: {raw}", messages.WARNING
+        )
 
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
@@ -70,13 +71,20 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
 @admin.register(ModelProfile)
 class ModelProfileAdmin(admin.ModelAdmin):
-    list_display = ["name", "provider", "context_window", "max_output_tokens", "calibration_factor",
-                    "calibration_samples", "updated_at"]
+    list_display = [
+        "name",
+        "provider",
+        "context_window",
+        "max_output_tokens",
+        "calibration_factor",
+        "calibration_samples",
+        "updated_at",
+    ]
     list_filter = ["provider"]
     search_fields = ["name"]
 
 
-def _preset_action(name: str):  # noqa: ANN202 - an admin action function
+def _preset_action(name: str):
     def apply(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[CompactionPolicy]) -> None:
         for policy in queryset:
             services.policy_apply_preset(policy=policy, preset_name=name)
@@ -95,11 +103,24 @@ class CompactionPolicyAdmin(admin.ModelAdmin):
     actions = [_preset_action(name) for name in PRESETS]
     fieldsets = [
         (None, {"fields": ["project", "preset", "auto", "summarizer_model"]}),
-        ("Thresholds (fractions of the context window)", {"fields": ["remind", "compact", "summarize", "handoff",
-                                                                     "output_reserve"]}),
-        ("What is kept", {"fields": ["keep_recent_turns", "protect_tool_tokens", "tail_fraction",
-                                     "keep_recent_messages", "summary_budget", "min_saving_tokens",
-                                     "preserve_patterns"]}),
+        (
+            "Thresholds (fractions of the context window)",
+            {"fields": ["remind", "compact", "summarize", "handoff", "output_reserve"]},
+        ),
+        (
+            "What is kept",
+            {
+                "fields": [
+                    "keep_recent_turns",
+                    "protect_tool_tokens",
+                    "tail_fraction",
+                    "keep_recent_messages",
+                    "summary_budget",
+                    "min_saving_tokens",
+                    "preserve_patterns",
+                ]
+            },
+        ),
         ("Retention", {"fields": ["revert_hours", "prune_days", "context_doc_max_lines"]}),
     ]
 
@@ -110,8 +131,18 @@ class AgentSessionAdmin(admin.ModelAdmin):
     list_filter = ["status", "model", "project"]
     search_fields = ["name", "external_id", "model"]
     raw_id_fields = ["parent", "owner"]
-    readonly_fields = ["last_seq", "message_count", "active_message_count", "message_tokens", "summary_tokens",
-                       "system_tokens", "tool_tokens", "exact_tokens", "exact_upto_seq", "exact_counted_at"]
+    readonly_fields = [
+        "last_seq",
+        "message_count",
+        "active_message_count",
+        "message_tokens",
+        "summary_tokens",
+        "system_tokens",
+        "tool_tokens",
+        "exact_tokens",
+        "exact_upto_seq",
+        "exact_counted_at",
+    ]
 
 
 @admin.register(Message)

@@ -49,13 +49,20 @@ def session_count_exact(*, session_id: int) -> str:
         return "skipped"
     snapshot_seq = session.last_seq
     raw_estimate = (
-        session.system_tokens + session.tool_tokens + session.message_tokens + session.summary_tokens
+        session.system_tokens
+        + session.tool_tokens
+        + session.message_tokens
+        + session.summary_tokens
         + DEFAULT_FRAMING.request
     )
     body = selectors.session_context(session)
     body.pop("status", None)
-    request = {"model": body["model"], "system": body.get("system"), "tools": body.get("tools"),
-               "messages": body["messages"]}
+    request = {
+        "model": body["model"],
+        "system": body.get("system"),
+        "tools": body.get("tools"),
+        "messages": body["messages"],
+    }
     if not request["messages"]:
         return "empty"
     key = _cache_key(request)
@@ -65,7 +72,9 @@ def session_count_exact(*, session_id: int) -> str:
         try:
             exact = counter.count_request(**request)
         except ProviderError as exc:
-            session_count_warning(session_id=session_id, warning=f"Exact count unavailable ({exc}); showing the offline estimate.")
+            session_count_warning(
+                session_id=session_id, warning=f"Exact count unavailable ({exc}); showing the offline estimate."
+            )
             raise
         cache.set(key, exact, timeout=settings.CTX_EXACT_COUNT_CACHE_SECONDS)
     with transaction.atomic():
@@ -154,8 +163,11 @@ def count_request_tokens(body: Any, *, model: str | None = None) -> CountResult:
             cache.set(key, exact, timeout=settings.CTX_EXACT_COUNT_CACHE_SECONDS)
             return CountResult(exact, "exact")
 
-    raw = offline_tokenizer().count_request(
-        system=system, tools=tools, messages=[{"role": m.role, "content": m.content} for m in normalized]
-    ).total
+    raw = (
+        offline_tokenizer()
+        .count_request(
+            system=system, tools=tools, messages=[{"role": m.role, "content": m.content} for m in normalized]
+        )
+        .total
+    )
     return CountResult(calibrate(raw, selectors.model_info(model).calibration), "estimate")
-

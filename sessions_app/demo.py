@@ -17,10 +17,16 @@ DEMO_PASSWORD = "demo"
 DEMO_PROJECT = "Demo project"
 
 _TOOLS = [
-    {"name": "read_file", "description": "Read a file from the workspace.",
-     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
-    {"name": "run_tests", "description": "Run the test suite and return its output.",
-     "input_schema": {"type": "object", "properties": {"target": {"type": "string"}}}},
+    {
+        "name": "read_file",
+        "description": "Read a file from the workspace.",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    },
+    {
+        "name": "run_tests",
+        "description": "Run the test suite and return its output.",
+        "input_schema": {"type": "object", "properties": {"target": {"type": "string"}}},
+    },
 ]
 
 
@@ -28,15 +34,33 @@ def _coding_turns(n: int) -> list[dict]:
     turns: list[dict] = [{"role": "user", "content": "Fix the failing date parsing tests in utils/dates.py."}]
     for i in range(n):
         call_id = f"toolu_demo_{i:03d}"
-        turns.append({"role": "assistant", "content": [
-            {"type": "text", "text": f"Step {i + 1}: let me look at the code and the test output."},
-            {"type": "tool_use", "id": call_id, "name": "run_tests" if i % 2 else "read_file",
-             "input": {"target": "tests/test_dates.py"} if i % 2 else {"path": "utils/dates.py"}},
-        ]})
+        turns.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Step {i + 1}: let me look at the code and the test output."},
+                    {
+                        "type": "tool_use",
+                        "id": call_id,
+                        "name": "run_tests" if i % 2 else "read_file",
+                        "input": {"target": "tests/test_dates.py"} if i % 2 else {"path": "utils/dates.py"},
+                    },
+                ],
+            }
+        )
         log = "\n".join(f"tests/test_dates.py::test_case_{j} {'FAILED' if j % 7 == 0 else 'PASSED'}" for j in range(60))
-        turns.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": call_id, "content": log if i % 2 else "def parse(s):\n    ...\n" * 40},
-        ]})
+        turns.append(
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": call_id,
+                        "content": log if i % 2 else "def parse(s):\n    ...\n" * 40,
+                    },
+                ],
+            }
+        )
     turns.append({"role": "assistant", "content": "## Decision: use datetime.fromisoformat and drop the regex parser."})
     turns.append({"role": "user", "content": "Great, now also handle time zones."})
     return turns
@@ -62,18 +86,33 @@ def demo_load() -> DemoResult:
         return DemoResult(DEMO_USER, DEMO_PASSWORD, existing, list(existing.sessions.order_by("pk")), created=False)
     project = services.project_create(user=user, name=DEMO_PROJECT, description="Synthetic sessions to look around.")
     specs = [
-        ("Short chat", "claude-haiku-4-5", None, [], [
-            {"role": "user", "content": "What is a context window?"},
-            {"role": "assistant", "content": "The number of tokens a model can read at once: prompt, tools and conversation."},
-        ]),
+        (
+            "Short chat",
+            "claude-haiku-4-5",
+            None,
+            [],
+            [
+                {"role": "user", "content": "What is a context window?"},
+                {
+                    "role": "assistant",
+                    "content": "The number of tokens a model can read at once: prompt, tools and conversation.",
+                },
+            ],
+        ),
         ("Bug hunt (tools)", "claude-sonnet-4-5", 40_000, _TOOLS, _coding_turns(10)),
         ("Long refactor", "gpt-4o", 16_000, _TOOLS, _coding_turns(16)),
     ]
     sessions = []
     for name, model, window, tools, turns in specs:
         session = services.session_create(
-            user=user, project=project, name=name, model=model, context_window=window, tools=tools,
-            system_prompt="You are a careful coding agent. Explain decisions briefly.", auto_compact=False,
+            user=user,
+            project=project,
+            name=name,
+            model=model,
+            context_window=window,
+            tools=tools,
+            system_prompt="You are a careful coding agent. Explain decisions briefly.",
+            auto_compact=False,
         )
         services.message_append(session=session, messages=[normalize_message(t) for t in turns])
         session.refresh_from_db()

@@ -77,8 +77,16 @@ def _sanitized(conversation: Conversation, skipped: Counter) -> list[Any]:
 
 
 def _store(
-    *, user: AbstractBaseUser, project: Project, conversation: Conversation, name: str, model: str | None,
-    context_window: int | None, auto_compact: bool | None, external_id: str, skipped: Counter,
+    *,
+    user: AbstractBaseUser,
+    project: Project,
+    conversation: Conversation,
+    name: str,
+    model: str | None,
+    context_window: int | None,
+    auto_compact: bool | None,
+    external_id: str,
+    skipped: Counter,
     metadata: dict[str, Any],
 ) -> tuple[AgentSession, int]:
     messages = _sanitized(conversation, skipped)
@@ -118,17 +126,30 @@ def session_import(
     base_name = name or conversation.title or conversation.external_id or f"{transcript.format} import"
     external_id = conversation.external_id or ""
     session, count = _store(
-        user=user, project=project, conversation=conversation, name=base_name, model=model,
-        context_window=context_window, auto_compact=auto_compact, external_id=external_id, skipped=skipped,
+        user=user,
+        project=project,
+        conversation=conversation,
+        name=base_name,
+        model=model,
+        context_window=context_window,
+        auto_compact=auto_compact,
+        external_id=external_id,
+        skipped=skipped,
         metadata={"imported_from": transcript.format, "conversation": conversation.key},
     )
     sidechains = []
     if episode is None:
         for n, side in enumerate((c for c in transcript.conversations if c.sidechain), start=1):
             side_session, _ = _store(
-                user=user, project=project, conversation=side, name=f"{base_name} · sub-agent {n}", model=model,
-                context_window=context_window, auto_compact=auto_compact,
-                external_id=f"{external_id}:{side.key}" if external_id else "", skipped=skipped,
+                user=user,
+                project=project,
+                conversation=side,
+                name=f"{base_name} · sub-agent {n}",
+                model=model,
+                context_window=context_window,
+                auto_compact=auto_compact,
+                external_id=f"{external_id}:{side.key}" if external_id else "",
+                skipped=skipped,
                 metadata={"imported_from": transcript.format, "conversation": side.key, "sidechain_of": session.pk},
             )
             sidechains.append(side_session)

@@ -72,7 +72,9 @@ class ApiKey(models.Model):
 
 
 class ModelProfile(models.Model):
-    name = models.CharField(max_length=100, unique=True, help_text="Model name or a prefix of it, e.g. claude-sonnet-4-5")
+    name = models.CharField(
+        max_length=100, unique=True, help_text="Model name or a prefix of it, e.g. claude-sonnet-4-5"
+    )
     provider = models.CharField(max_length=30, default="anthropic")
     context_window = models.PositiveIntegerField()
     max_output_tokens = models.PositiveIntegerField(default=8192)
@@ -215,7 +217,8 @@ class Message(models.Model):
     content = models.JSONField()
     tokens = models.PositiveIntegerField(help_text="Raw offline estimate, framing included.")
     tokens_exact = models.PositiveIntegerField(null=True, blank=True)
-    client_id = models.CharField(max_length=200, null=True, blank=True)
+    # NULL, not "": the partial unique constraint below must ignore messages sent without an id.
+    client_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     state = models.CharField(max_length=12, choices=MessageState.choices, default=MessageState.ACTIVE)
     compaction = models.ForeignKey(
         "Compaction", null=True, blank=True, on_delete=models.SET_NULL, related_name="changed_messages"
@@ -248,6 +251,9 @@ class ToolUse(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["session", "tool_use_id"], name="tooluse_session_id")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_use_id} (session {self.session_id}, seq {self.seq})"
 
 
 class Level(models.TextChoices):
@@ -299,8 +305,11 @@ class Compaction(models.Model):
         ]
         indexes = [
             models.Index(fields=["session", "-created_at"], name="compaction_session_created"),
-            models.Index(fields=["status", "started_at"], name="compaction_pending",
-                         condition=Q(status__in=["queued", "running"])),
+            models.Index(
+                fields=["status", "started_at"],
+                name="compaction_pending",
+                condition=Q(status__in=["queued", "running"]),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -330,13 +339,18 @@ class MessageBackup(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["compaction", "message"], name="backup_unique")]
 
+    def __str__(self) -> str:
+        return f"backup of message {self.message_id} (compaction {self.compaction_id})"
+
 
 class Checkpoint(models.Model):
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="checkpoints")
     version = models.PositiveIntegerField()
     data = models.JSONField(help_text="The structured summary: objective, completed, in_progress, pending, …")
     reason = models.CharField(max_length=30, default="compaction")
-    compaction = models.ForeignKey(Compaction, null=True, blank=True, on_delete=models.SET_NULL, related_name="checkpoints")
+    compaction = models.ForeignKey(
+        Compaction, null=True, blank=True, on_delete=models.SET_NULL, related_name="checkpoints"
+    )
     upto_seq = models.PositiveIntegerField(default=0)
     tokens = models.PositiveIntegerField(default=0)
     lossy = models.BooleanField(default=True)
@@ -353,7 +367,9 @@ class Checkpoint(models.Model):
 
 class HandoffDocument(models.Model):
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="handoffs")
-    checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="handoffs")
+    checkpoint = models.ForeignKey(
+        Checkpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="handoffs"
+    )
     text = models.TextField()
     markdown = models.TextField(blank=True)
     data = models.JSONField(default=dict, blank=True)

@@ -154,9 +154,7 @@ def model_info(name: str) -> ModelInfo:
     spec = engine_models.spec_for(name)
     if spec:
         return ModelInfo(spec.name, spec.context_window, spec.max_output_tokens, spec.calibration, True)
-    return ModelInfo(
-        name, engine_models.FALLBACK_CONTEXT_WINDOW, engine_models.FALLBACK_MAX_OUTPUT, 1.0, False
-    )
+    return ModelInfo(name, engine_models.FALLBACK_CONTEXT_WINDOW, engine_models.FALLBACK_MAX_OUTPUT, 1.0, False)
 
 
 def policy_for(session: AgentSession) -> Policy:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, timedelta
@@ -21,7 +20,6 @@ from compaction.messages import NormalizedMessage
 from compaction.policy import PRESETS, preset
 from compaction.tokens import OfflineTokenizer
 
-from . import selectors
 from .errors import Conflict, InvalidInput
 from .models import (
     AgentSession,
@@ -29,7 +27,6 @@ from .models import (
     CompactionPolicy,
     Membership,
     Message,
-    ModelProfile,
     Project,
     Role,
     SessionStatus,
@@ -88,12 +85,18 @@ def _validate_tools(tools: Any) -> list[dict[str, Any]]:
     names: set[str] = set()
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise InvalidInput(f"tools[{i}] must be an object with a string 'name'.", code="invalid_tools", field="tools")
+            raise InvalidInput(
+                f"tools[{i}] must be an object with a string 'name'.", code="invalid_tools", field="tools"
+            )
         schema = tool.get("input_schema", tool.get("parameters"))
         if schema is not None and not isinstance(schema, dict):
-            raise InvalidInput(f"tools[{i}].input_schema must be a JSON schema object.", code="invalid_tools", field="tools")
+            raise InvalidInput(
+                f"tools[{i}].input_schema must be a JSON schema object.", code="invalid_tools", field="tools"
+            )
         if tool["name"] in names:
-            raise InvalidInput(f"tools[{i}]: the name {tool['name']!r} is used twice.", code="invalid_tools", field="tools")
+            raise InvalidInput(
+                f"tools[{i}]: the name {tool['name']!r} is used twice.", code="invalid_tools", field="tools"
+            )
         names.add(tool["name"])
     return tools
 
@@ -241,8 +244,14 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
             locked.message_tokens += sum(row.tokens for row in rows)
             locked.last_activity_at = now
             locked.save(
-                update_fields=["last_seq", "message_count", "active_message_count", "message_tokens",
-                               "last_activity_at", "updated_at"]
+                update_fields=[
+                    "last_seq",
+                    "message_count",
+                    "active_message_count",
+                    "message_tokens",
+                    "last_activity_at",
+                    "updated_at",
+                ]
             )
             _after_append(locked)
     by_client = {row.client_id: row for row in rows if row.client_id}

@@ -14,7 +14,7 @@ def _backoff(retries: int) -> int:
 
 
 @shared_task(bind=True, max_retries=4, acks_late=True, ignore_result=True)
-def count_exact_tokens(self, session_id: int) -> str:  # noqa: ANN001 - bound task
+def count_exact_tokens(self, session_id: int) -> str:
     try:
         return counting.session_count_exact(session_id=session_id)
     except ProviderError as exc:

@@ -49,7 +49,7 @@ def _require_services() -> None:
 
 
 @pytest.fixture(autouse=True)
-def _fast_password_hashing(settings) -> None:  # noqa: ANN001 - pytest-django fixture
+def _fast_password_hashing(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
@@ -104,7 +104,7 @@ class Team:
 
 
 @pytest.fixture
-def team(db) -> Team:  # noqa: ANN001 - pytest-django fixture
+def team(db) -> Team:
     from sessions_app import services
     from sessions_app.models import Role
 
@@ -119,11 +119,11 @@ def team(db) -> Team:  # noqa: ANN001 - pytest-django fixture
 class Api:
     """A thin JSON client over Django's test client, authenticating with a persona's API key."""
 
-    def __init__(self, client, persona: Persona | None) -> None:  # noqa: ANN001
+    def __init__(self, client, persona: Persona | None) -> None:
         self.client = client
         self.headers = persona.auth if persona else {}
 
-    def _call(self, method: str, path: str, data=None, **extra):  # noqa: ANN001, ANN202
+    def _call(self, method: str, path: str, data=None, **extra):
         import json
 
         kwargs = {**self.headers, **extra}
@@ -131,25 +131,25 @@ class Api:
             data = json.dumps(data)
         return getattr(self.client, method)(path, data=data, content_type="application/json", **kwargs)
 
-    def get(self, path: str, **extra):  # noqa: ANN202
+    def get(self, path: str, **extra):
         return self.client.get(path, **{**self.headers, **extra})
 
-    def post(self, path: str, data=None, **extra):  # noqa: ANN001, ANN202
+    def post(self, path: str, data=None, **extra):
         return self._call("post", path, data, **extra)
 
-    def patch(self, path: str, data=None, **extra):  # noqa: ANN001, ANN202
+    def patch(self, path: str, data=None, **extra):
         return self._call("patch", path, data, **extra)
 
-    def upload(self, path: str, fields: dict, **extra):  # noqa: ANN202
+    def upload(self, path: str, fields: dict, **extra):
         """multipart/form-data, as a browser or ``curl -F`` sends it."""
         return self.client.post(path, data=fields, **{**self.headers, **extra})
 
-    def delete(self, path: str, **extra):  # noqa: ANN202
+    def delete(self, path: str, **extra):
         return self.client.delete(path, **{**self.headers, **extra})
 
 
 @pytest.fixture
-def api_as(client):  # noqa: ANN001, ANN201
+def api_as(client):
     def make(persona: Persona | None) -> Api:
         return Api(client, persona)
 
@@ -157,11 +157,11 @@ def api_as(client):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture
-def session_of(team: Team):  # noqa: ANN201
+def session_of(team: Team):
     """A fresh session in the team's project, created by Alice."""
     from sessions_app import services
 
-    def make(**kwargs) -> object:  # noqa: ANN003
+    def make(**kwargs) -> object:
         kwargs.setdefault("name", "s")
         return services.session_create(user=team.alice.user, project=team.project, **kwargs)
 
@@ -180,7 +180,7 @@ def fake_anthropic_session() -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) -> Iterator[dict]:  # noqa: ANN001
+def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) -> Iterator[dict]:
     """A real `celery worker` process on Redis, using the test database and the fake Anthropic API."""
     import subprocess
     import sys
@@ -207,9 +207,27 @@ def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) ->
     log_path.parent.mkdir(exist_ok=True)
     log = open(log_path, "w")  # noqa: SIM115 - the worker writes to it until the session ends
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "ctxweb", "worker", "--pool=solo", "--concurrency=1",
-         "--without-gossip", "--without-mingle", "--loglevel=INFO", "-Q", queue, "-n", f"{queue}@%h"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "ctxweb",
+            "worker",
+            "--pool=solo",
+            "--concurrency=1",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel=INFO",
+            "-Q",
+            queue,
+            "-n",
+            f"{queue}@%h",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     from ctxweb.celery import app
 

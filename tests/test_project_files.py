@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import yaml
@@ -37,3 +38,31 @@ def test_dependencies_are_pinned():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     deps = project["dependencies"] + project["optional-dependencies"]["dev"]
     assert deps and all("==" in d for d in deps), [d for d in deps if "==" not in d]
+
+
+def test_deploy_check_is_clean_with_production_settings(tmp_path):
+    import secrets
+    import subprocess
+    import sys
+
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DEBUG", "DJANGO_SETTINGS_MODULE")
+    }
+    env.update(
+        DEBUG="0",
+        SECRET_KEY=secrets.token_urlsafe(50),
+        CTX_HTTPS="1",
+        ALLOWED_HOSTS="ctx.example.com",
+        CTX_MANIFEST_STATIC="1",
+        DATABASE_URL=f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout

@@ -12,7 +12,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
     keyword = "bearer"
 
-    def authenticate(self, request: Request):  # noqa: ANN201 - DRF contract: (user, auth) or None
+    def authenticate(self, request: Request):
         header = authentication.get_authorization_header(request).decode("latin-1")
         if not header:
             return None
@@ -35,5 +35,5 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
     target_class = "sessions_app.api.auth.ApiKeyAuthentication"
     name = "ApiKey"
 
-    def get_security_definition(self, auto_schema):  # noqa: ANN001, ANN201
+    def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer", "description": "A ctxweb API key (ctx_…)."}

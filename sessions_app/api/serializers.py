@@ -33,9 +33,24 @@ class SessionOut(serializers.ModelSerializer):
     class Meta:
         model = AgentSession
         fields = [
-            "id", "project", "name", "external_id", "model", "context_window", "system_prompt", "tools",
-            "status", "parent", "auto_compact", "metadata", "last_seq", "message_count",
-            "active_message_count", "created_at", "updated_at", "last_activity_at",
+            "id",
+            "project",
+            "name",
+            "external_id",
+            "model",
+            "context_window",
+            "system_prompt",
+            "tools",
+            "status",
+            "parent",
+            "auto_compact",
+            "metadata",
+            "last_seq",
+            "message_count",
+            "active_message_count",
+            "created_at",
+            "updated_at",
+            "last_activity_at",
         ]
 
 
@@ -47,8 +62,20 @@ class SessionListOut(serializers.ModelSerializer):
     class Meta:
         model = AgentSession
         fields = [
-            "id", "project", "name", "external_id", "model", "context_window", "status", "parent",
-            "auto_compact", "last_seq", "message_count", "active_message_count", "created_at", "last_activity_at",
+            "id",
+            "project",
+            "name",
+            "external_id",
+            "model",
+            "context_window",
+            "status",
+            "parent",
+            "auto_compact",
+            "last_seq",
+            "message_count",
+            "active_message_count",
+            "created_at",
+            "last_activity_at",
         ]
 
 
@@ -59,8 +86,9 @@ class SessionIn(serializers.Serializer):
     system_prompt = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)
     tools = serializers.JSONField(required=False, default=list)
     external_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    context_window = serializers.IntegerField(required=False, allow_null=True, default=None,
-                                              min_value=1024, max_value=100_000_000)
+    context_window = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1024, max_value=100_000_000
+    )
     auto_compact = serializers.BooleanField(required=False, allow_null=True, default=None)
     parent = serializers.IntegerField(required=False, allow_null=True, default=None)
 
@@ -71,11 +99,17 @@ class SessionImportIn(serializers.Serializer):
     project = serializers.CharField(max_length=200, help_text="Project id or name (one of yours)")
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     model = serializers.CharField(max_length=100, required=False, allow_null=True, default=None)
-    context_window = serializers.IntegerField(required=False, allow_null=True, default=None,
-                                              min_value=1024, max_value=100_000_000)
+    context_window = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1024, max_value=100_000_000
+    )
     auto_compact = serializers.BooleanField(required=False, allow_null=True, default=None)
-    episode = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
-                                       help_text="Which conversation of a file that holds several (tau-bench)")
+    episode = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        help_text="Which conversation of a file that holds several (tau-bench)",
+    )
 
 
 class SessionPatchIn(serializers.Serializer):
@@ -94,8 +128,19 @@ class MessageOut(serializers.ModelSerializer):
 
     class Meta:
         model = Message
-        fields = ["id", "seq", "role", "content", "tokens", "tokens_exact", "client_id", "state",
-                  "compaction", "metadata", "created_at"]
+        fields = [
+            "id",
+            "seq",
+            "role",
+            "content",
+            "tokens",
+            "tokens_exact",
+            "client_id",
+            "state",
+            "compaction",
+            "metadata",
+            "created_at",
+        ]
 
     def get_tokens(self, message: Message) -> int:
         from compaction.tokens import calibrate
@@ -107,8 +152,12 @@ class MessageIn(serializers.Serializer):
     """Documents one message of the body (the body is one of these or a list of them)."""
 
     role = serializers.ChoiceField(choices=["user", "assistant", "tool", "system"])
-    content = serializers.JSONField(help_text="A string or a list of content blocks (text, tool_use, tool_result, image).")
-    client_id = serializers.CharField(required=False, max_length=200, help_text="Idempotency key: a retry stores nothing twice.")
+    content = serializers.JSONField(
+        help_text="A string or a list of content blocks (text, tool_use, tool_result, image)."
+    )
+    client_id = serializers.CharField(
+        required=False, max_length=200, help_text="Idempotency key: a retry stores nothing twice."
+    )
     created_at = serializers.DateTimeField(required=False)
     metadata = serializers.JSONField(required=False)
 

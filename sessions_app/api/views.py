@@ -109,14 +109,19 @@ class SessionListCreateApi(APIView):
 class SessionImportApi(APIView):
     @extend_schema(
         request={"multipart/form-data": s.SessionImportIn},
-        responses={201: inline_serializer("ImportResult", {
-            "session": serializers.IntegerField(),
-            "messages": serializers.IntegerField(),
-            "status": STATUS_SCHEMA,
-            "project": serializers.IntegerField(),
-            "skipped": serializers.DictField(child=serializers.IntegerField()),
-            "sidechains": serializers.ListField(child=serializers.IntegerField()),
-        })},
+        responses={
+            201: inline_serializer(
+                "ImportResult",
+                {
+                    "session": serializers.IntegerField(),
+                    "messages": serializers.IntegerField(),
+                    "status": STATUS_SCHEMA,
+                    "project": serializers.IntegerField(),
+                    "skipped": serializers.DictField(child=serializers.IntegerField()),
+                    "sidechains": serializers.ListField(child=serializers.IntegerField()),
+                },
+            )
+        },
     )
     def post(self, request: Request) -> Response:
         from .. import importing  # the transcript readers load only when someone imports
@@ -128,9 +133,13 @@ class SessionImportApi(APIView):
             raise TooLarge(f"The file is {upload.size:,} bytes; the limit is {settings.CTX_MAX_IMPORT_BYTES:,}.")
         transcript = importing.transcript_parse(upload.read(), data["format"])
         result = importing.session_import(
-            user=request.user, project=project, transcript=transcript,
+            user=request.user,
+            project=project,
+            transcript=transcript,
             name=data["name"] or upload.name.rsplit("/", 1)[-1].rsplit(".", 1)[0],
-            model=data["model"], context_window=data["context_window"], auto_compact=data["auto_compact"],
+            model=data["model"],
+            context_window=data["context_window"],
+            auto_compact=data["auto_compact"],
             episode=data["episode"],
         )
         return Response(importing.import_summary(result), status=201)
@@ -168,8 +177,11 @@ class MessageListCreateApi(APIView):
         ],
         responses=inline_serializer(
             "MessagePage",
-            {"results": s.MessageOut(many=True), "next": serializers.URLField(allow_null=True),
-             "count": serializers.IntegerField()},
+            {
+                "results": s.MessageOut(many=True),
+                "next": serializers.URLField(allow_null=True),
+                "count": serializers.IntegerField(),
+            },
         ),
     )
     def get(self, request: Request, session_id: str) -> Response:
@@ -198,7 +210,9 @@ class MessageListCreateApi(APIView):
 
     @extend_schema(
         request=s.MessageIn(many=True),
-        responses={201: inline_serializer("AppendResult", {"messages": s.MessageOut(many=True), "status": STATUS_SCHEMA})},
+        responses={
+            201: inline_serializer("AppendResult", {"messages": s.MessageOut(many=True), "status": STATUS_SCHEMA})
+        },
         description="Body: one message or a list of up to CTX_MAX_BATCH (default 1,000). All or nothing.",
     )
     def post(self, request: Request, session_id: str) -> Response:
@@ -228,9 +242,13 @@ class SessionContextApi(APIView):
         parameters=[OpenApiParameter("format", str, enum=["anthropic", "openai"])],
         responses=inline_serializer(
             "Context",
-            {"model": serializers.CharField(), "system": serializers.CharField(required=False),
-             "tools": serializers.ListField(child=serializers.DictField(), required=False),
-             "messages": serializers.ListField(child=serializers.DictField()), "status": STATUS_SCHEMA},
+            {
+                "model": serializers.CharField(),
+                "system": serializers.CharField(required=False),
+                "tools": serializers.ListField(child=serializers.DictField(), required=False),
+                "messages": serializers.ListField(child=serializers.DictField()),
+                "status": STATUS_SCHEMA,
+            },
         ),
     )
     def get(self, request: Request, session_id: str) -> Response:
@@ -245,17 +263,32 @@ class ModelListApi(APIView):
     @extend_schema(responses=s.ModelOut(many=True))
     def get(self, request: Request) -> Response:
         rows = {
-            p.name: {"name": p.name, "provider": p.provider, "context_window": p.context_window,
-                     "max_output_tokens": p.max_output_tokens, "calibration_factor": p.calibration_factor}
+            p.name: {
+                "name": p.name,
+                "provider": p.provider,
+                "context_window": p.context_window,
+                "max_output_tokens": p.max_output_tokens,
+                "calibration_factor": p.calibration_factor,
+            }
             for p in ModelProfile.objects.all()
         }
         for spec in engine_models.KNOWN_MODELS:
-            rows.setdefault(spec.name, {"name": spec.name, "provider": spec.provider,
-                                        "context_window": spec.context_window,
-                                        "max_output_tokens": spec.max_output_tokens,
-                                        "calibration_factor": spec.calibration})
-        return Response({"results": sorted(rows.values(), key=lambda r: (r["provider"], r["name"])),
-                         "fallback_context_window": engine_models.FALLBACK_CONTEXT_WINDOW})
+            rows.setdefault(
+                spec.name,
+                {
+                    "name": spec.name,
+                    "provider": spec.provider,
+                    "context_window": spec.context_window,
+                    "max_output_tokens": spec.max_output_tokens,
+                    "calibration_factor": spec.calibration,
+                },
+            )
+        return Response(
+            {
+                "results": sorted(rows.values(), key=lambda r: (r["provider"], r["name"])),
+                "fallback_context_window": engine_models.FALLBACK_CONTEXT_WINDOW,
+            }
+        )
 
 
 class CountTokensApi(APIView):

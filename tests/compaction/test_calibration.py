@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,18 @@ def test_features_estimate_is_what_the_tokenizer_counts(msg):
 def test_growth_steps_skip_compaction_boundaries_and_shrinking_context():
     messages = [{"role": "user", "content": f"message number {i}"} for i in range(6)]
     conversation = Conversation(
-        key="k", title="t", model="claude-opus-4-5", system_prompt="", tools=[], messages=messages,
-        usage_points=[UsagePoint(1, 1000, 5, None), UsagePoint(3, 1100, 5, None), UsagePoint(4, 900, 5, None), UsagePoint(6, 1300, 5, None)],
+        key="k",
+        title="t",
+        model="claude-opus-4-5",
+        system_prompt="",
+        tools=[],
+        messages=messages,
+        usage_points=[
+            UsagePoint(1, 1000, 5, None),
+            UsagePoint(3, 1100, 5, None),
+            UsagePoint(4, 900, 5, None),
+            UsagePoint(6, 1300, 5, None),
+        ],
         segment_starts=[5],
     )
     steps = growth_steps(conversation)
@@ -87,7 +98,7 @@ def _measured(folder: Path) -> tuple[int, int]:
 
 def _step_ranges(conversation: Conversation):
     points = sorted(conversation.usage_points, key=lambda p: p.message_index)
-    for before, after in zip(points, points[1:], strict=False):
+    for before, after in itertools.pairwise(points):
         grew = after.context_tokens - before.context_tokens
         crosses = any(before.message_index < b <= after.message_index for b in conversation.segment_starts)
         if after.message_index > before.message_index and grew > 0 and not crosses:

@@ -1,3 +1,5 @@
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -6,7 +8,7 @@ from compaction.context import to_anthropic_messages, to_openai_messages
 
 def assert_valid_anthropic(messages):
     assert messages and messages[0]["role"] == "user"
-    for prev, cur in zip(messages, messages[1:], strict=False):
+    for prev, cur in itertools.pairwise(messages):
         assert prev["role"] != cur["role"], "roles alternate"
     for i, msg in enumerate(messages):
         results = [b for b in msg["content"] if b["type"] == "tool_result"]
@@ -14,7 +16,9 @@ def assert_valid_anthropic(messages):
             assert msg["role"] == "user"
             calls = {b["id"] for b in messages[i - 1]["content"] if b["type"] == "tool_use"} if i else set()
             assert {b["tool_use_id"] for b in results} <= calls
-            first_other = next((k for k, b in enumerate(msg["content"]) if b["type"] != "tool_result"), len(msg["content"]))
+            first_other = next(
+                (k for k, b in enumerate(msg["content"]) if b["type"] != "tool_result"), len(msg["content"])
+            )
             assert all(b["type"] != "tool_result" for b in msg["content"][first_other:]), "results come first"
         calls = [b["id"] for b in msg["content"] if b["type"] == "tool_use"]
         if calls and i + 1 < len(messages):
@@ -45,8 +49,13 @@ def test_any_message_sequence_becomes_a_valid_request(messages):
 @given(st.lists(message, min_size=1, max_size=12))
 def test_nothing_is_dropped(messages):
     out = to_anthropic_messages(messages)
-    texts_in = [b["text"] for m in messages if isinstance(m["content"], list) for b in m["content"]
-                if b["type"] == "text" and b["text"]]
+    texts_in = [
+        b["text"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "text" and b["text"]
+    ]
     flat = "\n".join(b.get("text", "") for m in out for b in m["content"])
     for text in texts_in:
         assert text in flat
@@ -54,9 +63,11 @@ def test_nothing_is_dropped(messages):
 
 def test_openai_format_maps_calls_and_results():
     out = to_openai_messages(
-        [{"role": "user", "content": "hi"},
-         {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "f", "input": {"a": 1}}]},
-         {"role": "tool", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "ok"}]}],
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "f", "input": {"a": 1}}]},
+            {"role": "tool", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "ok"}]},
+        ],
         system="sys",
     )
     assert out[0] == {"role": "system", "content": "sys"}

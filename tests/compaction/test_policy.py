@@ -9,7 +9,13 @@ from compaction.usage import compute_usage, recommendation, render_bar
 def test_presets_carry_the_seeds_numbers():
     adk, kai, gsd, brain = PRESETS["adk"], PRESETS["kai"], PRESETS["gsd"], PRESETS["brainchain"]
     assert (adk.compact, adk.summarize, adk.handoff, adk.summary_budget, adk.revert_hours, adk.prune_days) == (
-        0.70, 0.85, 0.95, 500, 24, 30)
+        0.70,
+        0.85,
+        0.95,
+        500,
+        24,
+        30,
+    )
     assert (kai.summarize, kai.output_reserve, kai.tail_fraction) == (0.65, 0.15, 0.30)
     assert gsd.summarize == 0.90
     assert (brain.remind, brain.compact, brain.handoff, brain.keep_recent_messages) == (0.70, 0.85, 0.95, 10)
@@ -33,8 +39,16 @@ def test_validation_names_the_field():
 
 @pytest.mark.parametrize(
     ("fraction", "level"),
-    [(0.0, Level.OK), (0.59, Level.OK), (0.60, Level.REMIND), (0.70, Level.COMPACT), (0.849, Level.COMPACT),
-     (0.85, Level.SUMMARIZE), (0.95, Level.HANDOFF), (1.3, Level.HANDOFF)],
+    [
+        (0.0, Level.OK),
+        (0.59, Level.OK),
+        (0.60, Level.REMIND),
+        (0.70, Level.COMPACT),
+        (0.849, Level.COMPACT),
+        (0.85, Level.SUMMARIZE),
+        (0.95, Level.HANDOFF),
+        (1.3, Level.HANDOFF),
+    ],
 )
 def test_levels(fraction, level):
     assert level_for(fraction, Policy().thresholds) is level
@@ -46,8 +60,15 @@ def test_levels_are_ordered():
 
 
 def test_usage_breakdown_adds_up_and_reserves_output():
-    usage = compute_usage(model="m", context_window=100_000, system_prompt=1_000, tool_definitions=2_000,
-                          messages=64_500, summary=500, policy=PRESETS["kai"])
+    usage = compute_usage(
+        model="m",
+        context_window=100_000,
+        system_prompt=1_000,
+        tool_definitions=2_000,
+        messages=64_500,
+        summary=500,
+        policy=PRESETS["kai"],
+    )
     assert usage.used == 68_000
     assert usage.reserved_output == 15_000
     assert usage.free == 100_000 - 68_000 - 15_000

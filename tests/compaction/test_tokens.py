@@ -51,7 +51,13 @@ def test_tool_result_counts_string_and_block_content_alike():
 
 
 def _png(width: int, height: int) -> str:
-    raw = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(">II", width, height) + b"\x08\x02\x00\x00\x00"
+    raw = (
+        b"\x89PNG\r\n\x1a\n"
+        + struct.pack(">I", 13)
+        + b"IHDR"
+        + struct.pack(">II", width, height)
+        + b"\x08\x02\x00\x00\x00"
+    )
     return base64.b64encode(raw).decode()
 
 
@@ -66,26 +72,48 @@ def test_images_follow_anthropics_size_rule():
 def test_gif_and_jpeg_headers_are_read():
     gif = base64.b64encode(b"GIF89a" + struct.pack("<HH", 300, 250) + b"\x00" * 10).decode()
     assert image_tokens({"type": "base64", "data": gif}) == 100
-    jpeg = b"\xff\xd8" + b"\xff\xe0" + struct.pack(">H", 16) + b"\x00" * 14 + b"\xff\xc0" + struct.pack(">H", 17) + b"\x08" + struct.pack(">HH", 150, 500) + b"\x00" * 10
+    jpeg = (
+        b"\xff\xd8"
+        + b"\xff\xe0"
+        + struct.pack(">H", 16)
+        + b"\x00" * 14
+        + b"\xff\xc0"
+        + struct.pack(">H", 17)
+        + b"\x08"
+        + struct.pack(">HH", 150, 500)
+        + b"\x00" * 10
+    )
     assert image_tokens({"type": "base64", "data": base64.b64encode(jpeg).decode()}) == 100
 
 
 def test_tools_count_their_schema():
     plain = tok.count_tools([{"name": "a", "description": "d", "input_schema": {"type": "object"}}])
-    rich = tok.count_tools([{"name": "a", "description": "d", "input_schema": {
-        "type": "object", "properties": {f"p{i}": {"type": "string", "description": "a parameter"} for i in range(20)}}}])
+    rich = tok.count_tools(
+        [
+            {
+                "name": "a",
+                "description": "d",
+                "input_schema": {
+                    "type": "object",
+                    "properties": {f"p{i}": {"type": "string", "description": "a parameter"} for i in range(20)},
+                },
+            }
+        ]
+    )
     assert rich > plain + 50
     assert tok.count_tools([]) == 0 == tok.count_system("")
 
 
 messages_strategy = st.lists(
-    st.fixed_dictionaries({
-        "role": st.sampled_from(["user", "assistant"]),
-        "content": st.one_of(
-            st.text(max_size=200),
-            st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=100)}), max_size=3),
-        ),
-    }),
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant"]),
+            "content": st.one_of(
+                st.text(max_size=200),
+                st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=100)}), max_size=3),
+            ),
+        }
+    ),
     max_size=8,
 )
 

@@ -32,8 +32,13 @@ SESSION = "sess-1"
 
 
 def _line(kind: str, uuid: str | None, parent: str | None, **extra: Any) -> str:
-    event: dict[str, Any] = {"type": kind, "parentUuid": parent, "isSidechain": False, "sessionId": SESSION,
-                             "timestamp": "2026-01-02T03:04:05.000Z"}
+    event: dict[str, Any] = {
+        "type": kind,
+        "parentUuid": parent,
+        "isSidechain": False,
+        "sessionId": SESSION,
+        "timestamp": "2026-01-02T03:04:05.000Z",
+    }
     if uuid is not None:
         event["uuid"] = uuid
     event.update(extra)
@@ -44,11 +49,26 @@ def user(uuid: str, content: Any, parent: str | None = None, **extra: Any) -> st
     return _line("user", uuid, parent, message={"role": "user", "content": content}, **extra)
 
 
-def assistant(uuid: str, mid: str, blocks: list[dict[str, Any]], parent: str | None = None, *,
-              usage: dict[str, int] | None = None, model: str = "claude-opus-4-5", **extra: Any) -> str:
-    body = {"id": mid, "type": "message", "role": "assistant", "model": model, "content": blocks,
-            "stop_reason": None, "usage": usage or {"input_tokens": 3, "cache_creation_input_tokens": 100,
-                                                    "cache_read_input_tokens": 1000, "output_tokens": 7}}
+def assistant(
+    uuid: str,
+    mid: str,
+    blocks: list[dict[str, Any]],
+    parent: str | None = None,
+    *,
+    usage: dict[str, int] | None = None,
+    model: str = "claude-opus-4-5",
+    **extra: Any,
+) -> str:
+    body = {
+        "id": mid,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": blocks,
+        "stop_reason": None,
+        "usage": usage
+        or {"input_tokens": 3, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000, "output_tokens": 7},
+    }
     return _line("assistant", uuid, parent, message=body, requestId=f"req-{mid}", **extra)
 
 
@@ -80,14 +100,26 @@ def roles_and_kinds(conv: Conversation) -> list[tuple[str, Any]]:
 
 
 def test_split_assistant_lines_are_regrouped_into_one_message() -> None:
-    t = claude([
-        user("u1", "list files"),
-        assistant("a1", "msg_A", [text("Let me look.")], "u1"),
-        assistant("a2", "msg_A", [call("t1")], "a1", usage={"input_tokens": 5, "cache_creation_input_tokens": 10,
-                                                             "cache_read_input_tokens": 20, "output_tokens": 40}),
-        user("u2", result("t1"), "a2"),
-        assistant("a3", "msg_B", [text("Done.")], "u2"),
-    ])
+    t = claude(
+        [
+            user("u1", "list files"),
+            assistant("a1", "msg_A", [text("Let me look.")], "u1"),
+            assistant(
+                "a2",
+                "msg_A",
+                [call("t1")],
+                "a1",
+                usage={
+                    "input_tokens": 5,
+                    "cache_creation_input_tokens": 10,
+                    "cache_read_input_tokens": 20,
+                    "output_tokens": 40,
+                },
+            ),
+            user("u2", result("t1"), "a2"),
+            assistant("a3", "msg_B", [text("Done.")], "u2"),
+        ]
+    )
     conv = t.main
     assert conv is not None and conv.key == "main" and not conv.sidechain
     assert roles_and_kinds(conv) == [
@@ -106,8 +138,9 @@ def test_split_assistant_lines_are_regrouped_into_one_message() -> None:
     assert grouped["metadata"]["request_id"] == "req-msg_A"
     assert [m["client_id"] for m in conv.messages] == ["u1", "msg_A", "u2", "msg_B"]
     # the usage of the group is its last line's: the streamed lines carry a growing output count
-    assert conv.usage_points[0] == UsagePoint(message_index=1, context_tokens=35, output_tokens=40,
-                                              request_id="req-msg_A")
+    assert conv.usage_points[0] == UsagePoint(
+        message_index=1, context_tokens=35, output_tokens=40, request_id="req-msg_A"
+    )
     assert conv.model == "claude-opus-4-5"
     assert conv.external_id == SESSION
     assert t.skipped == {}
@@ -115,15 +148,17 @@ def test_split_assistant_lines_are_regrouped_into_one_message() -> None:
 
 def test_tool_results_arriving_inside_a_response_wait_behind_it() -> None:
     # Newer Claude Code runs a tool while the response still streams: result lines interleave.
-    conv = claude([
-        user("u1", "go"),
-        assistant("a1", "msg_A", [call("t1")], "u1"),
-        _line("progress", "p1", "a1", data={}),
-        user("r1", result("t1"), "p1"),
-        assistant("a2", "msg_A", [call("t2")], "r1"),
-        user("r2", result("t2"), "a2"),
-        assistant("a3", "msg_B", [text("both done")], "r2"),
-    ]).main
+    conv = claude(
+        [
+            user("u1", "go"),
+            assistant("a1", "msg_A", [call("t1")], "u1"),
+            _line("progress", "p1", "a1", data={}),
+            user("r1", result("t1"), "p1"),
+            assistant("a2", "msg_A", [call("t2")], "r1"),
+            user("r2", result("t2"), "a2"),
+            assistant("a3", "msg_B", [text("both done")], "r2"),
+        ]
+    ).main
     assert roles_and_kinds(conv) == [
         ("user", "go"),
         ("assistant", ["tool_use", "tool_use"]),
@@ -135,27 +170,35 @@ def test_tool_results_arriving_inside_a_response_wait_behind_it() -> None:
 
 
 def test_a_prompt_closes_the_group_and_a_reused_message_id_gets_a_fresh_client_id() -> None:
-    conv = claude([
-        user("u1", "hi"),
-        assistant("a1", "msg_A", [text("one")], "u1"),
-        user("u2", "[Request interrupted by user]", "a1"),
-        assistant("a2", "msg_A", [text("two")], "u2"),
-    ]).main
-    assert roles_and_kinds(conv) == [("user", "hi"), ("assistant", ["text"]), ("user", "[Request interrupted by user]"),
-                                     ("assistant", ["text"])]
+    conv = claude(
+        [
+            user("u1", "hi"),
+            assistant("a1", "msg_A", [text("one")], "u1"),
+            user("u2", "[Request interrupted by user]", "a1"),
+            assistant("a2", "msg_A", [text("two")], "u2"),
+        ]
+    ).main
+    assert roles_and_kinds(conv) == [
+        ("user", "hi"),
+        ("assistant", ["text"]),
+        ("user", "[Request interrupted by user]"),
+        ("assistant", ["text"]),
+    ]
     assert [m["client_id"] for m in conv.messages] == ["u1", "msg_A", "u2", "msg_A#2"]
     assert len(conv.usage_points) == 1  # one distinct response
 
 
 def test_rewound_branches_are_kept_in_file_order() -> None:
-    conv = claude([
-        user("u1", "first"),
-        assistant("a1", "msg_A", [text("answer A")], "u1"),
-        user("u2", "abandoned branch", "a1"),
-        assistant("a2", "msg_B", [text("answer B")], "u2"),
-        user("u3", "rewound: new branch from a1", "a1"),
-        assistant("a3", "msg_C", [text("answer C")], "u3"),
-    ]).main
+    conv = claude(
+        [
+            user("u1", "first"),
+            assistant("a1", "msg_A", [text("answer A")], "u1"),
+            user("u2", "abandoned branch", "a1"),
+            assistant("a2", "msg_B", [text("answer B")], "u2"),
+            user("u3", "rewound: new branch from a1", "a1"),
+            assistant("a3", "msg_C", [text("answer C")], "u3"),
+        ]
+    ).main
     assert [m["client_id"] for m in conv.messages] == ["u1", "msg_A", "u2", "msg_B", "u3", "msg_C"]
     assert conv.messages[4]["metadata"]["parent_uuid"] == "a1"
 
@@ -171,22 +214,24 @@ def test_duplicate_line_uuid_is_skipped() -> None:
 
 
 def test_sidechain_chains_are_kept_apart_from_main_and_from_each_other() -> None:
-    t = claude([
-        user("m1", "orchestrate"),
-        assistant("m2", "msg_M", [call("task1", "Task")], "m1"),
-        assistant("m3", "msg_M", [call("task2", "Task")], "m2"),
-        # first sub-agent (v1.0.x writes it into the same file, root has no parent)
-        user("s1", "explore package.json", None, isSidechain=True),
-        assistant("s2", "msg_S1", [call("st1", "Read")], "s1", isSidechain=True),
-        user("s3", result("st1"), "s2", isSidechain=True),
-        # second sub-agent starts while the first is still going
-        user("x1", "analyse structure", None, isSidechain=True),
-        assistant("s4", "msg_S2", [text("package summary")], "s3", isSidechain=True),
-        assistant("x2", "msg_X", [text("structure summary")], "x1", isSidechain=True),
-        user("m4", result("task1", "package summary"), "m3"),
-        user("m5", result("task2", "structure summary"), "m4"),
-        assistant("m6", "msg_N", [text("all done")], "m5"),
-    ])
+    t = claude(
+        [
+            user("m1", "orchestrate"),
+            assistant("m2", "msg_M", [call("task1", "Task")], "m1"),
+            assistant("m3", "msg_M", [call("task2", "Task")], "m2"),
+            # first sub-agent (v1.0.x writes it into the same file, root has no parent)
+            user("s1", "explore package.json", None, isSidechain=True),
+            assistant("s2", "msg_S1", [call("st1", "Read")], "s1", isSidechain=True),
+            user("s3", result("st1"), "s2", isSidechain=True),
+            # second sub-agent starts while the first is still going
+            user("x1", "analyse structure", None, isSidechain=True),
+            assistant("s4", "msg_S2", [text("package summary")], "s3", isSidechain=True),
+            assistant("x2", "msg_X", [text("structure summary")], "x1", isSidechain=True),
+            user("m4", result("task1", "package summary"), "m3"),
+            user("m5", result("task2", "structure summary"), "m4"),
+            assistant("m6", "msg_N", [text("all done")], "m5"),
+        ]
+    )
     assert [c.key for c in t.conversations] == ["main", "sidechain-1", "sidechain-2"]
     main, side1, side2 = t.conversations
     assert t.main is main
@@ -200,23 +245,27 @@ def test_sidechain_chains_are_kept_apart_from_main_and_from_each_other() -> None
 
 
 def test_sidechain_lines_linked_through_skipped_lines_stay_in_their_chain() -> None:
-    conv = claude([
-        user("m1", "go"),
-        user("s1", "sub task", None, isSidechain=True),
-        _line("progress", "p1", "s1", isSidechain=True, data={}),
-        assistant("s2", "msg_S", [text("sub answer")], "p1", isSidechain=True),
-        assistant("m2", "msg_M", [text("main answer")], "m1"),
-    ])
+    conv = claude(
+        [
+            user("m1", "go"),
+            user("s1", "sub task", None, isSidechain=True),
+            _line("progress", "p1", "s1", isSidechain=True, data={}),
+            assistant("s2", "msg_S", [text("sub answer")], "p1", isSidechain=True),
+            assistant("m2", "msg_M", [text("main answer")], "m1"),
+        ]
+    )
     assert [c.key for c in conv.conversations] == ["main", "sidechain-1"]
     assert [m["client_id"] for m in conv.conversations[1].messages] == ["s1", "msg_S"]
     assert conv.skipped == {"progress": 1}
 
 
 def test_a_sub_agent_file_is_its_own_main_conversation() -> None:
-    t = claude([
-        user("s1", "Warmup", "parent-in-other-file", isSidechain=True, agentId="a123"),
-        assistant("s2", "msg_S", [text("ready")], "s1", isSidechain=True, agentId="a123"),
-    ])
+    t = claude(
+        [
+            user("s1", "Warmup", "parent-in-other-file", isSidechain=True, agentId="a123"),
+            assistant("s2", "msg_S", [text("ready")], "s1", isSidechain=True, agentId="a123"),
+        ]
+    )
     assert [c.key for c in t.conversations] == ["main"]
     conv = t.main
     assert conv is not None and not conv.sidechain
@@ -229,27 +278,37 @@ def test_a_sub_agent_file_is_its_own_main_conversation() -> None:
 
 
 def test_non_message_lines_are_skipped_and_counted_by_kind() -> None:
-    t = claude([
-        json.dumps({"type": "summary", "summary": "Fix the flaky test", "leafUuid": "a1"}),
-        json.dumps({"type": "file-history-snapshot", "messageId": "x", "snapshot": {}}),
-        json.dumps({"type": "queue-operation", "operation": "enqueue"}),
-        user("u1", "hello"),
-        _line("system", "sys1", "u1", subtype="turn_duration", durationMs=5),
-        _line("progress", "p1", "u1", data={"type": "hook_progress"}),
-        _line("progress", "p2", "u1", data={"type": "hook_progress"}),
-        '{"type": "assistant", "message": {"id": "msg_broken", "content": [',  # cut off mid-line
-        "not json at all",
-        "[1, 2, 3]",
-        json.dumps({"type": "some-future-kind", "uuid": "f1"}),
-        json.dumps({"uuid": "no-type"}),
-        json.dumps({"type": "user", "uuid": "u-nomsg", "message": "not an object"}),
-        "",
-        "   ",
-        assistant("a1", "msg_A", [text("hi")], "u1"),
-    ])
+    t = claude(
+        [
+            json.dumps({"type": "summary", "summary": "Fix the flaky test", "leafUuid": "a1"}),
+            json.dumps({"type": "file-history-snapshot", "messageId": "x", "snapshot": {}}),
+            json.dumps({"type": "queue-operation", "operation": "enqueue"}),
+            user("u1", "hello"),
+            _line("system", "sys1", "u1", subtype="turn_duration", durationMs=5),
+            _line("progress", "p1", "u1", data={"type": "hook_progress"}),
+            _line("progress", "p2", "u1", data={"type": "hook_progress"}),
+            '{"type": "assistant", "message": {"id": "msg_broken", "content": [',  # cut off mid-line
+            "not json at all",
+            "[1, 2, 3]",
+            json.dumps({"type": "some-future-kind", "uuid": "f1"}),
+            json.dumps({"uuid": "no-type"}),
+            json.dumps({"type": "user", "uuid": "u-nomsg", "message": "not an object"}),
+            "",
+            "   ",
+            assistant("a1", "msg_A", [text("hi")], "u1"),
+        ]
+    )
     assert t.skipped == {
-        "summary": 1, "file-history-snapshot": 1, "queue-operation": 1, "system": 1, "progress": 2,
-        "invalid_json": 2, "not_an_object": 1, "some-future-kind": 1, "unknown": 1, "user_without_message": 1,
+        "summary": 1,
+        "file-history-snapshot": 1,
+        "queue-operation": 1,
+        "system": 1,
+        "progress": 2,
+        "invalid_json": 2,
+        "not_an_object": 1,
+        "some-future-kind": 1,
+        "unknown": 1,
+        "user_without_message": 1,
     }
     assert [m["client_id"] for m in t.main.messages] == ["u1", "msg_A"]
     assert t.main.title == "Fix the flaky test"  # the summary whose leaf is in this conversation
@@ -277,16 +336,31 @@ def test_line_separator_inside_a_json_string_does_not_split_the_line() -> None:
 
 
 def test_blocks_are_kept_not_dropped() -> None:
-    conv = claude([
-        user("u1", [text("look"), {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                                              "data": "AAA"}}]),
-        assistant("a1", "msg_A", [{"type": "thinking", "thinking": "hmm", "signature": "sig"}], "u1"),
-        assistant("a2", "msg_A", [{"type": "redacted_thinking", "data": "opaque"}], "a1"),
-        assistant("a3", "msg_A", [{"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}}], "a2"),
-        assistant("a4", "msg_A", [call("t1"), call("t2")], "a3"),
-        user("u2", result("t1", [text("line"), {"type": "image", "source": {"type": "url", "url": "http://x"}}],
-                          is_error=True) + result("t2", None, is_error=False), "a4"),
-    ]).main
+    conv = claude(
+        [
+            user(
+                "u1",
+                [
+                    text("look"),
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAA"}},
+                ],
+            ),
+            assistant("a1", "msg_A", [{"type": "thinking", "thinking": "hmm", "signature": "sig"}], "u1"),
+            assistant("a2", "msg_A", [{"type": "redacted_thinking", "data": "opaque"}], "a1"),
+            assistant(
+                "a3", "msg_A", [{"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}}], "a2"
+            ),
+            assistant("a4", "msg_A", [call("t1"), call("t2")], "a3"),
+            user(
+                "u2",
+                result(
+                    "t1", [text("line"), {"type": "image", "source": {"type": "url", "url": "http://x"}}], is_error=True
+                )
+                + result("t2", None, is_error=False),
+                "a4",
+            ),
+        ]
+    ).main
     assert conv.messages[0]["content"][1]["type"] == "image"
     blocks = conv.messages[1]["content"]
     assert blocks[0] == {"type": "thinking", "thinking": "hmm", "signature": "sig"}
@@ -294,28 +368,70 @@ def test_blocks_are_kept_not_dropped() -> None:
     assert blocks[2]["type"] == "text" and blocks[2]["text"].startswith("[server_tool_use] ")
     assert "web_search" in blocks[2]["text"]
     first, second = conv.messages[2]["content"]
-    assert first == {"type": "tool_result", "tool_use_id": "t1", "is_error": True,
-                     "content": [text("line"), {"type": "image", "source": {"type": "url", "url": "http://x"}}]}
+    assert first == {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "is_error": True,
+        "content": [text("line"), {"type": "image", "source": {"type": "url", "url": "http://x"}}],
+    }
     assert second == {"type": "tool_result", "tool_use_id": "t2", "content": ""}  # is_error only when true
 
 
 def test_metadata_flags_usage_points_and_compaction_boundary() -> None:
-    conv = claude([
-        user("u0", "<command-name>/clear</command-name>", isMeta=True),
-        user("u1", "do it", "u0"),
-        assistant("a1", "msg_A", [text("working")], "u1",
-                  usage={"input_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 90,
-                         "output_tokens": 5}),
-        _line("system", "b1", None, logicalParentUuid="a1", subtype="compact_boundary",
-              compactMetadata={"trigger": "auto", "preTokens": 100}),
-        user("u2", "This session is being continued…", "b1", isCompactSummary=True),
-        assistant("a2", "msg_B", [text("continuing")], "u2", model="claude-sonnet-4-5",
-                  usage={"input_tokens": 20, "cache_creation_input_tokens": 30, "cache_read_input_tokens": 0,
-                         "output_tokens": 6}),
-        assistant("a3", "msg_err", [text("API Error: overloaded")], "a2", model="<synthetic>",
-                  usage={"input_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-                         "output_tokens": 0}, isApiErrorMessage=True),
-    ]).main
+    conv = claude(
+        [
+            user("u0", "<command-name>/clear</command-name>", isMeta=True),
+            user("u1", "do it", "u0"),
+            assistant(
+                "a1",
+                "msg_A",
+                [text("working")],
+                "u1",
+                usage={
+                    "input_tokens": 10,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 90,
+                    "output_tokens": 5,
+                },
+            ),
+            _line(
+                "system",
+                "b1",
+                None,
+                logicalParentUuid="a1",
+                subtype="compact_boundary",
+                compactMetadata={"trigger": "auto", "preTokens": 100},
+            ),
+            user("u2", "This session is being continued…", "b1", isCompactSummary=True),
+            assistant(
+                "a2",
+                "msg_B",
+                [text("continuing")],
+                "u2",
+                model="claude-sonnet-4-5",
+                usage={
+                    "input_tokens": 20,
+                    "cache_creation_input_tokens": 30,
+                    "cache_read_input_tokens": 0,
+                    "output_tokens": 6,
+                },
+            ),
+            assistant(
+                "a3",
+                "msg_err",
+                [text("API Error: overloaded")],
+                "a2",
+                model="<synthetic>",
+                usage={
+                    "input_tokens": 0,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                    "output_tokens": 0,
+                },
+                isApiErrorMessage=True,
+            ),
+        ]
+    ).main
     assert conv.messages[0]["metadata"]["is_meta"] is True
     assert "is_meta" not in conv.messages[1]["metadata"]
     assert conv.segment_starts == [3]
@@ -392,7 +508,10 @@ def test_feed_returns_only_messages_that_are_final() -> None:
     assert reader.feed(FIXTURE_LINES[3:4]) == []
     out = reader.feed(FIXTURE_LINES[4:12])  # the sub-agent runs; main's result waits behind msg_M
     assert [(k, m["client_id"]) for k, m in out] == [
-        ("sidechain-1", "s1"), ("sidechain-1", "msg_S"), ("sidechain-1", "s3"), ("sidechain-1", "s5"),
+        ("sidechain-1", "s1"),
+        ("sidechain-1", "msg_S"),
+        ("sidechain-1", "s3"),
+        ("sidechain-1", "s5"),
     ]
     out = reader.feed(FIXTURE_LINES[12:14])  # a new response closes msg_M
     assert [(k, m["client_id"]) for k, m in out] == [("main", "msg_M"), ("main", "m4")]
@@ -423,10 +542,14 @@ def test_openai_plain_list_maps_system_tool_calls_and_tool_results() -> None:
         {"role": "system", "content": "You are helpful."},
         {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
         {"role": "user", "content": "weather in Paris?"},
-        {"role": "assistant", "content": "Checking.", "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\": \"Paris\"}"}},
-            {"id": "call_2", "type": "function", "function": {"name": "clock", "arguments": "{not json"}},
-        ]},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}},
+                {"id": "call_2", "type": "function", "function": {"name": "clock", "arguments": "{not json"}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
         {"role": "tool", "tool_call_id": "call_2", "content": None},
         {"role": "system", "content": "Reminder: be brief."},
@@ -455,14 +578,25 @@ def test_openai_plain_list_maps_system_tool_calls_and_tool_results() -> None:
 
 
 def test_openai_content_parts_become_blocks() -> None:
-    data = {"model": "gpt-4o", "messages": [
-        {"role": "user", "content": [
-            {"type": "text", "text": "what is this?"},
-            {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,QUJD"}},
-            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
-        ]},
-    ], "tools": [{"type": "function", "function": {"name": "f", "description": "d",
-                                                   "parameters": {"type": "object", "properties": {}}}}]}
+    data = {
+        "model": "gpt-4o",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is this?"},
+                    {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,QUJD"}},
+                    {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+                ],
+            },
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {}}},
+            }
+        ],
+    }
     conv = read_transcript(json.dumps(data), "openai").main
     assert conv.model == "gpt-4o"
     assert conv.tools == [{"name": "f", "description": "d", "input_schema": {"type": "object", "properties": {}}}]
@@ -475,19 +609,34 @@ def test_openai_content_parts_become_blocks() -> None:
 
 def test_swe_agent_history_with_tool_call_ids() -> None:
     traj = {
-        "environment": "main", "trajectory": [], "info": {"exit_status": "submitted"},
-        "replay_config": json.dumps({"agent": {"model": {"name": "gpt-4o"}},
-                                     "problem_statement": {"id": "repo__issue-1"}}),
+        "environment": "main",
+        "trajectory": [],
+        "info": {"exit_status": "submitted"},
+        "replay_config": json.dumps(
+            {"agent": {"model": {"name": "gpt-4o"}}, "problem_statement": {"id": "repo__issue-1"}}
+        ),
         "history": [
             {"role": "system", "content": "SETTING: ...", "agent": "main", "message_type": "system_prompt"},
             {"role": "user", "content": "fix the bug", "agent": "main", "message_type": "observation"},
-            {"role": "assistant", "content": "Two commands.", "thought": "Two commands.", "action": "ls; pwd",
-             "agent": "main", "message_type": "action", "tool_calls": [
-                 {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}},
-                 {"id": "c2", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"pwd\"}"}},
-             ]},
-            {"role": "tool", "content": "a.py\n/testbed", "agent": "main", "message_type": "observation",
-             "tool_call_ids": ["c1", "c2"]},
+            {
+                "role": "assistant",
+                "content": "Two commands.",
+                "thought": "Two commands.",
+                "action": "ls; pwd",
+                "agent": "main",
+                "message_type": "action",
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},
+                    {"id": "c2", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pwd"}'}},
+                ],
+            },
+            {
+                "role": "tool",
+                "content": "a.py\n/testbed",
+                "agent": "main",
+                "message_type": "observation",
+                "tool_call_ids": ["c1", "c2"],
+            },
         ],
     }
     conv = read_transcript(json.dumps(traj), "openai").main
@@ -508,14 +657,20 @@ def test_swe_agent_history_with_tool_call_ids() -> None:
 def test_tau_bench_episodes_are_separate_conversations_with_reused_ids_made_unique() -> None:
     def episode(task_id: int, reward: float) -> dict[str, Any]:
         calls = [{"id": "call_X", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]
-        return {"task_id": task_id, "reward": reward, "info": {}, "trial": 0, "traj": [
-            {"role": "system", "content": "policy"},
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": None, "tool_calls": calls},
-            {"role": "tool", "tool_call_id": "call_X", "name": "lookup", "content": "first"},
-            {"role": "assistant", "content": None, "tool_calls": calls},
-            {"role": "tool", "tool_call_id": "call_X", "name": "lookup", "content": "second"},
-        ]}
+        return {
+            "task_id": task_id,
+            "reward": reward,
+            "info": {},
+            "trial": 0,
+            "traj": [
+                {"role": "system", "content": "policy"},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "tool_calls": calls},
+                {"role": "tool", "tool_call_id": "call_X", "name": "lookup", "content": "first"},
+                {"role": "assistant", "content": None, "tool_calls": calls},
+                {"role": "tool", "tool_call_id": "call_X", "name": "lookup", "content": "second"},
+            ],
+        }
 
     t = read_transcript(json.dumps([episode(7, 1.0), episode(8, 0.0)]), "openai")
     assert [c.key for c in t.conversations] == ["episode-0", "episode-1"]
@@ -524,8 +679,12 @@ def test_tau_bench_episodes_are_separate_conversations_with_reused_ids_made_uniq
     assert first.metadata == {"task_id": 7, "trial": 0, "reward": 1.0}
     assert first.system_prompt == "policy"
     ids = [(b["type"], b.get("id") or b.get("tool_use_id")) for m in first.messages[1:] for b in m["content"]]
-    assert ids == [("tool_use", "call_X"), ("tool_result", "call_X"), ("tool_use", "call_X_2"),
-                   ("tool_result", "call_X_2")]
+    assert ids == [
+        ("tool_use", "call_X"),
+        ("tool_result", "call_X"),
+        ("tool_use", "call_X_2"),
+        ("tool_result", "call_X_2"),
+    ]
     assert first.messages[4]["content"][0]["content"] == "second"
     assert first.messages[3]["metadata"]["original_tool_use_ids"] == {"call_X_2": "call_X"}
     assert t.conversations[1].messages[2]["content"][0]["tool_use_id"] == "call_X"  # ids are per conversation
@@ -564,8 +723,10 @@ def test_unknown_format_is_an_error() -> None:
 def test_anthropic_request_with_system_blocks_and_tools() -> None:
     req = {
         "model": "claude-sonnet-4-5",
-        "system": [{"type": "text", "text": "You are Claude Code."},
-                   {"type": "text", "text": "Project rules.", "cache_control": {"type": "ephemeral"}}],
+        "system": [
+            {"type": "text", "text": "You are Claude Code."},
+            {"type": "text", "text": "Project rules.", "cache_control": {"type": "ephemeral"}},
+        ],
         "tools": [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}],
         "messages": [
             {"role": "user", "content": "run ls"},
@@ -585,11 +746,15 @@ def test_anthropic_request_with_system_blocks_and_tools() -> None:
 
 
 def test_anthropic_list_of_requests() -> None:
-    reqs = [{"system": "s1", "messages": [{"role": "user", "content": "a"}]},
-            {"messages": [{"role": "user", "content": "b"}]}]
+    reqs = [
+        {"system": "s1", "messages": [{"role": "user", "content": "a"}]},
+        {"messages": [{"role": "user", "content": "b"}]},
+    ]
     t = read_transcript(json.dumps(reqs), "anthropic")
     assert [(c.key, c.system_prompt, c.messages[0]["content"]) for c in t.conversations] == [
-        ("request-0", "s1", "a"), ("request-1", "", "b")]
+        ("request-0", "s1", "a"),
+        ("request-1", "", "b"),
+    ]
 
 
 @pytest.mark.parametrize("data", ["nope", '{"model": "x"}', '[{"model": "x"}]', '"text"'])
@@ -635,10 +800,17 @@ def test_every_claude_code_file_reads_cleanly(shared_data: Path, name: str) -> N
 
     events = [json.loads(line) for line in raw.decode().split("\n") if line.strip()]
     responses = {e["message"]["id"] for e in events if e.get("type") == "assistant"}
-    with_usage = {e["message"]["id"] for e in events if e.get("type") == "assistant"
-                  and e["message"].get("model") != "<synthetic>"
-                  and sum(e["message"].get("usage", {}).get(k, 0) for k in
-                          ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")) > 0}
+    with_usage = {
+        e["message"]["id"]
+        for e in events
+        if e.get("type") == "assistant"
+        and e["message"].get("model") != "<synthetic>"
+        and sum(
+            e["message"].get("usage", {}).get(k, 0)
+            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        )
+        > 0
+    }
     convs = t.conversations
     # one assistant message per API response, one usage point per response that carries usage
     assert sum(m["role"] == "assistant" for c in convs for m in c.messages) == len(responses)
@@ -661,10 +833,15 @@ def test_every_openai_file_reads_cleanly(shared_data: Path, name: str) -> None:
 
 @pytest.mark.data
 def test_ccviewer_file_has_two_sub_agents_and_a_meta_prompt(shared_data: Path) -> None:
-    t = read_transcript((shared_data / "claude_code" / "ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl")
-                        .read_bytes(), "claude-code")
+    t = read_transcript(
+        (shared_data / "claude_code" / "ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl").read_bytes(),
+        "claude-code",
+    )
     assert [(c.key, c.sidechain, len(c.messages)) for c in t.conversations] == [
-        ("main", False, 25), ("sidechain-1", True, 6), ("sidechain-2", True, 14)]
+        ("main", False, 25),
+        ("sidechain-1", True, 6),
+        ("sidechain-2", True, 14),
+    ]
     assert t.main.external_id == "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
     assert t.main.messages[1]["metadata"].get("is_meta") is True
     assert t.conversations[1].messages[0]["content"].startswith("Examine the package.json")
@@ -688,38 +865,53 @@ def test_rewinds_and_thinking_are_kept(shared_data: Path) -> None:
     raw = (shared_data / "claude_code" / "kfischer_b3edadab.jsonl").read_bytes()
     conv = read_transcript(raw, "claude-code").main
     assert conv.title == "Test file creation and agent thread handling"
-    thinking = [b for m in conv.messages if isinstance(m["content"], list) for b in m["content"]
-                if b["type"] == "thinking"]
+    thinking = [
+        b for m in conv.messages if isinstance(m["content"], list) for b in m["content"] if b["type"] == "thinking"
+    ]
     events = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
-    recorded = [b for e in events if e.get("type") == "assistant"
-                for b in e["message"]["content"] if b["type"] == "thinking"]
+    recorded = [
+        b for e in events if e.get("type") == "assistant" for b in e["message"]["content"] if b["type"] == "thinking"
+    ]
     assert len(thinking) == len(recorded) == 15
     assert [b["thinking"] for b in thinking] == [b["thinking"] for b in recorded]
     assert all(b["signature"] for b in thinking)
     prompts = [m["content"] for m in conv.messages if m["role"] == "user" and isinstance(m["content"], str)]
     # three branches were started from the same point; all are kept, in file order
     assert [p[:20] for p in prompts if p.startswith("Ok")][:5] == [
-        "Ok now make a task a", "Ok make another addi", "Ok I came from the f", "Ok in the future som",
-        "Ok ultrathink and co"]
+        "Ok now make a task a",
+        "Ok make another addi",
+        "Ok I came from the f",
+        "Ok in the future som",
+        "Ok ultrathink and co",
+    ]
 
 
 @pytest.mark.data
 def test_tau_bench_and_swe_agent_shapes(shared_data: Path) -> None:
-    tau = read_transcript((shared_data / "openai" / "tau-bench_gpt-4o-airline_episodes-000-039.json").read_bytes(),
-                          "openai")
+    tau = read_transcript(
+        (shared_data / "openai" / "tau-bench_gpt-4o-airline_episodes-000-039.json").read_bytes(), "openai"
+    )
     assert [c.key for c in tau.conversations] == [f"episode-{k}" for k in range(40)]
     assert tau.conversations[0].title == "task 0, trial 0"
     assert sum("original_tool_use_ids" in m["metadata"] for c in tau.conversations for m in c.messages) > 0
-    swe = read_transcript((shared_data / "openai" / "swe-agent_marshmallow-1867_function_calling.traj").read_bytes(),
-                          "openai")
+    swe = read_transcript(
+        (shared_data / "openai" / "swe-agent_marshmallow-1867_function_calling.traj").read_bytes(), "openai"
+    )
     conv = swe.main
     assert len(conv.messages) == 23 and conv.system_prompt.startswith("SETTING:")
     assert {m["metadata"].get("message_type") for m in conv.messages} >= {"observation", "action"}
 
 
 @pytest.mark.data
-@pytest.mark.parametrize("name", ["ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl", "spotter_tool_heavy.jsonl",
-                                  "kfischer_b3edadab.jsonl", "spotter_sub_6c2214d7_agent-afc096d.jsonl"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
+        "spotter_tool_heavy.jsonl",
+        "kfischer_b3edadab.jsonl",
+        "spotter_sub_6c2214d7_agent-afc096d.jsonl",
+    ],
+)
 def test_real_files_read_the_same_in_any_chunking(shared_data: Path, name: str) -> None:
     lines = (shared_data / "claude_code" / name).read_text(encoding="utf-8").split("\n")
     _assert_same_as_whole(lines, range(5))

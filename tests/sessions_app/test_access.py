@@ -113,9 +113,7 @@ def test_keys_are_stored_hashed(team):
 def test_session_ids_of_other_projects_look_like_missing_ones(team, api_as):
     from sessions_app import services
 
-    theirs = services.session_create(
-        user=team.mallory.user, project=team.mallory.user.projects.get(), name="secret"
-    )
+    theirs = services.session_create(user=team.mallory.user, project=team.mallory.user.projects.get(), name="secret")
     missing = api_as(team.bob).get("/api/v1/sessions/999999999/")
     other = api_as(team.bob).get(f"/api/v1/sessions/{theirs.pk}/")
     assert missing.status_code == other.status_code == 404

@@ -31,8 +31,16 @@ def test_admin_change_form_shows_the_error_next_to_the_field(staff, team):
     policy = team.project.policy
     url = f"/admin/sessions_app/compactionpolicy/{policy.pk}/change/"
     form = {f: getattr(policy, f) for f in CompactionPolicy.ENGINE_FIELDS}
-    form.update(project=team.project.pk, preset="custom", remind=0.5, compact=0.9, summarize=0.8, handoff=0.95,
-                preserve_patterns="[]", auto="on")
+    form.update(
+        project=team.project.pk,
+        preset="custom",
+        remind=0.5,
+        compact=0.9,
+        summarize=0.8,
+        handoff=0.95,
+        preserve_patterns="[]",
+        auto="on",
+    )
     response = staff.post(url, form)
     assert response.status_code == 200
     assert b"Must be at least the compact threshold" in response.content
@@ -42,8 +50,9 @@ def test_admin_change_form_shows_the_error_next_to_the_field(staff, team):
 
 def test_admin_action_applies_a_preset(staff, team):
     policy = team.project.policy
-    response = staff.post("/admin/sessions_app/compactionpolicy/",
-                          {"action": "apply_preset_kai", "_selected_action": [policy.pk]})
+    response = staff.post(
+        "/admin/sessions_app/compactionpolicy/", {"action": "apply_preset_kai", "_selected_action": [policy.pk]}
+    )
     assert response.status_code == 302
     policy.refresh_from_db()
     assert (policy.summarize, policy.output_reserve, policy.preset) == (0.65, 0.15, "kai")
@@ -51,8 +60,9 @@ def test_admin_action_applies_a_preset(staff, team):
 
 
 def test_admin_creates_api_keys_hashed_and_shows_them_once(staff, team):
-    response = staff.post("/admin/sessions_app/apikey/add/", {"user": team.carol.user.pk, "name": "from admin"},
-                          follow=True)
+    response = staff.post(
+        "/admin/sessions_app/apikey/add/", {"user": team.carol.user.pk, "name": "from admin"}, follow=True
+    )
     assert response.status_code == 200
     key = ApiKey.objects.get(name="from admin")
     shown = [str(m) for m in response.context["messages"]]
@@ -60,8 +70,20 @@ def test_admin_creates_api_keys_hashed_and_shows_them_once(staff, team):
     assert raw.startswith(key.prefix) and key.key_hash != raw
 
 
-@pytest.mark.parametrize("model", ["project", "agentsession", "message", "compaction", "checkpoint",
-                                   "handoffdocument", "modelprofile", "messagebackup", "membership"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "project",
+        "agentsession",
+        "message",
+        "compaction",
+        "checkpoint",
+        "handoffdocument",
+        "modelprofile",
+        "messagebackup",
+        "membership",
+    ],
+)
 def test_admin_lists_render(staff, team, model):
     assert staff.get(f"/admin/sessions_app/{model}/").status_code == 200
 

@@ -23,13 +23,25 @@ def ctx(*args: str, stdin: str | None = None, monkeypatch=None) -> str:
 
 REQUESTS = [
     {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "Hello, Claude"}]},
-    {"model": "claude-sonnet-4-5", "system": "You are a pirate.",
-     "tools": [{"name": "get_weather", "description": "Weather", "input_schema": {"type": "object",
-                "properties": {"location": {"type": "string"}}}}],
-     "messages": [{"role": "user", "content": "Weather in Paris?"},
-                  {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather",
-                                                     "input": {"location": "Paris"}}]},
-                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]}]},
+    {
+        "model": "claude-sonnet-4-5",
+        "system": "You are a pirate.",
+        "tools": [
+            {
+                "name": "get_weather",
+                "description": "Weather",
+                "input_schema": {"type": "object", "properties": {"location": {"type": "string"}}},
+            }
+        ],
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"location": "Paris"}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]},
+        ],
+    },
     {"model": "gpt-4o", "messages": [{"role": "user", "content": [{"type": "text", "text": "x " * 500}]}]},
 ]
 
@@ -45,9 +57,11 @@ def test_ctx_count_agrees_with_the_rest_endpoint(team, api_as, monkeypatch):
 
 
 def test_count_endpoint_refuses_bad_bodies(team, api_as):
-    for body, code in [({"messages": [{"role": "user", "content": "x"}]}, "invalid_model"),
-                       ({"model": "m", "messages": []}, "invalid_messages"),
-                       ({"model": "m", "messages": [{"role": "nobody", "content": "x"}]}, "invalid_role")]:
+    for body, code in [
+        ({"messages": [{"role": "user", "content": "x"}]}, "invalid_model"),
+        ({"model": "m", "messages": []}, "invalid_messages"),
+        ({"model": "m", "messages": [{"role": "nobody", "content": "x"}]}, "invalid_role"),
+    ]:
         response = api_as(team.carol).post("/api/v1/count_tokens/", body)
         assert response.status_code == 400
         assert response.json()["code"] == code
@@ -88,6 +102,8 @@ def test_context_command_prints_a_request(session_of):
     session = session_of(external_id="ext-1", system_prompt="sys")
     services.message_append(session=session, messages=[normalize_message({"role": "user", "content": "hi"})])
     body = json.loads(ctx("context", "ext-1"))
-    assert body["system"] == "sys" and body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert body["system"] == "sys" and body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    ]
     with pytest.raises(CommandError):
         ctx("status", "does-not-exist")

@@ -28,8 +28,13 @@ def test_eight_threads_appending_to_one_session(team):
             start.wait()
             for b in range(BATCHES):
                 batch = [
-                    normalize_message({"role": "user", "content": f"agent {n} batch {b} item {i} " + "word " * (n + i),
-                                       "client_id": f"{n}-{b}-{i}"})
+                    normalize_message(
+                        {
+                            "role": "user",
+                            "content": f"agent {n} batch {b} item {i} " + "word " * (n + i),
+                            "client_id": f"{n}-{b}-{i}",
+                        }
+                    )
                     for i in range(3)
                 ]
                 services.message_append(session=session, messages=batch)

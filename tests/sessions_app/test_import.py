@@ -81,15 +81,35 @@ def test_episode_picks_one_conversation_and_a_missing_one_is_a_clear_error(share
 
 # ----------------------------------------------------------------------------- REST
 
-CLAUDE_CODE_LINES = "\n".join(json.dumps(e) for e in [
-    {"type": "summary", "summary": "Greeting", "leafUuid": "a1"},
-    {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "cc-1", "isSidechain": False,
-     "message": {"role": "user", "content": "Say hello"}},
-    {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "cc-1", "isSidechain": False,
-     "requestId": "req_1", "message": {"id": "msg_1", "role": "assistant", "model": "claude-sonnet-4-5",
-                                       "content": [{"type": "text", "text": "Hello!"}],
-                                       "usage": {"input_tokens": 10, "output_tokens": 3}}},
-]).encode()
+CLAUDE_CODE_LINES = "\n".join(
+    json.dumps(e)
+    for e in [
+        {"type": "summary", "summary": "Greeting", "leafUuid": "a1"},
+        {
+            "type": "user",
+            "uuid": "u1",
+            "parentUuid": None,
+            "sessionId": "cc-1",
+            "isSidechain": False,
+            "message": {"role": "user", "content": "Say hello"},
+        },
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "parentUuid": "u1",
+            "sessionId": "cc-1",
+            "isSidechain": False,
+            "requestId": "req_1",
+            "message": {
+                "id": "msg_1",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": "Hello!"}],
+                "usage": {"input_tokens": 10, "output_tokens": 3},
+            },
+        },
+    ]
+).encode()
 
 
 def upload(name: str = "session.jsonl", content: bytes = CLAUDE_CODE_LINES) -> SimpleUploadedFile:

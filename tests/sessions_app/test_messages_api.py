@@ -28,8 +28,13 @@ def url(session) -> str:
 
 def call_and_result(seq_id: str, n: int) -> list[dict]:
     return [
-        {"role": "assistant", "content": [{"type": "text", "text": "Running."},
-                                          {"type": "tool_use", "id": seq_id, "name": "bash", "input": {"cmd": "ls"}}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Running."},
+                {"type": "tool_use", "id": seq_id, "name": "bash", "input": {"cmd": "ls"}},
+            ],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": seq_id, "content": "a\nb\n" * n}]},
     ]
 
@@ -42,7 +47,9 @@ def test_append_assigns_seqs_and_answers_with_status(bob, session):
     second = bob.post(url(session), call_and_result("toolu_1", 50))
     assert [m["seq"] for m in second.json()["messages"]] == [2, 3]
     status = second.json()["status"]
-    assert status["used"] == status["system_prompt"] + status["tool_definitions"] + status["messages"] + status["summary"]
+    assert (
+        status["used"] == status["system_prompt"] + status["tool_definitions"] + status["messages"] + status["summary"]
+    )
     assert status["free"] == status["context_window"] - status["used"] - status["reserved_output"]
     session.refresh_from_db()
     stored = Message.objects.filter(session=session)
@@ -52,11 +59,19 @@ def test_append_assigns_seqs_and_answers_with_status(bob, session):
 
 
 def test_openai_style_tool_calls_are_normalised(bob, session):
-    response = bob.post(url(session), [
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "get", "arguments": "{\"x\": 1}"}}]},
-        {"role": "tool", "tool_call_id": "call_9", "content": "42"},
-    ])
+    response = bob.post(
+        url(session),
+        [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "call_9", "type": "function", "function": {"name": "get", "arguments": '{"x": 1}'}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_9", "content": "42"},
+        ],
+    )
     assert response.status_code == 201
     first, second = response.json()["messages"]
     assert first["content"] == [{"type": "tool_use", "id": "call_9", "name": "get", "input": {"x": 1}}]
@@ -64,7 +79,10 @@ def test_openai_style_tool_calls_are_normalised(bob, session):
 
 
 def test_retry_with_same_client_id_stores_nothing_twice(bob, session):
-    batch = [{"role": "user", "content": "one", "client_id": "c-1"}, {"role": "assistant", "content": "two", "client_id": "c-2"}]
+    batch = [
+        {"role": "user", "content": "one", "client_id": "c-1"},
+        {"role": "assistant", "content": "two", "client_id": "c-2"},
+    ]
     first = bob.post(url(session), batch)
     again = bob.post(url(session), batch)
     assert first.status_code == again.status_code == 201
@@ -76,8 +94,13 @@ def test_retry_with_same_client_id_stores_nothing_twice(bob, session):
 
 def test_partly_retried_batch_stores_only_the_new_messages(bob, session):
     bob.post(url(session), {"role": "user", "content": "one", "client_id": "c-1"})
-    mixed = bob.post(url(session), [{"role": "user", "content": "one", "client_id": "c-1"},
-                                    {"role": "assistant", "content": "two", "client_id": "c-2"}])
+    mixed = bob.post(
+        url(session),
+        [
+            {"role": "user", "content": "one", "client_id": "c-1"},
+            {"role": "assistant", "content": "two", "client_id": "c-2"},
+        ],
+    )
     assert [m["seq"] for m in mixed.json()["messages"]] == [1, 2]
     assert Message.objects.filter(session=session).count() == 2
 
@@ -94,19 +117,30 @@ def _nothing_written(session: AgentSession, before: tuple) -> bool:
         pytest.param({"role": "robot", "content": "hi"}, 400, "invalid_role", id="unknown-role"),
         pytest.param({"role": "user", "content": 42}, 400, "invalid_content", id="content-wrong-type"),
         pytest.param({"role": "user", "content": [{"type": "video"}]}, 400, "invalid_content", id="unknown-block"),
-        pytest.param({"role": "user", "content": [{"type": "text", "text": 5}]}, 400, "invalid_content", id="text-not-string"),
+        pytest.param(
+            {"role": "user", "content": [{"type": "text", "text": 5}]}, 400, "invalid_content", id="text-not-string"
+        ),
         pytest.param({"role": "user", "content": "x", "client_id": 7}, 400, "invalid_client_id", id="client-id-type"),
-        pytest.param({"role": "user", "content": "x", "created_at": "yesterday"}, 400, "invalid_created_at", id="bad-date"),
+        pytest.param(
+            {"role": "user", "content": "x", "created_at": "yesterday"}, 400, "invalid_created_at", id="bad-date"
+        ),
         pytest.param("just a string", 400, "invalid_message", id="not-an-object"),
         pytest.param([], 400, "empty_batch", id="empty-batch"),
         pytest.param(
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_nowhere", "content": "x"}]},
-            400, "unknown_tool_use_id", id="orphan-tool-result",
+            400,
+            "unknown_tool_use_id",
+            id="orphan-tool-result",
         ),
         pytest.param({"role": "tool", "content": "no result block"}, 400, "invalid_content", id="tool-without-result"),
         pytest.param(
-            [{"role": "user", "content": "a", "client_id": "same"}, {"role": "user", "content": "b", "client_id": "same"}],
-            400, "duplicate_client_id", id="duplicate-client-id-in-batch",
+            [
+                {"role": "user", "content": "a", "client_id": "same"},
+                {"role": "user", "content": "b", "client_id": "same"},
+            ],
+            400,
+            "duplicate_client_id",
+            id="duplicate-client-id-in-batch",
         ),
     ],
 )
@@ -131,8 +165,11 @@ def test_one_bad_message_in_a_batch_stores_none(bob, session):
 
 
 def test_batch_with_orphan_tool_result_late_in_batch_stores_none(bob, session):
-    batch = [{"role": "user", "content": "hi"}, *call_and_result("toolu_ok", 1),
-             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_missing", "content": "?"}]}]
+    batch = [
+        {"role": "user", "content": "hi"},
+        *call_and_result("toolu_ok", 1),
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_missing", "content": "?"}]},
+    ]
     response = bob.post(url(session), batch)
     assert response.status_code == 400
     assert response.json()["code"] == "unknown_tool_use_id"

@@ -18,7 +18,6 @@ from ...demo import demo_load
 from ...errors import ServiceError
 from ...models import AgentSession, Project
 
-
 IMPORT_FORMATS = ("claude-code", "openai", "anthropic")
 
 
@@ -138,7 +137,8 @@ class Command(BaseCommand):
             f"Imported {result.messages} messages into session {result.session.pk} "
             f"({result.session.name}) in project {project.name!r}.\nSkipped lines: {skipped}\n"
             + (f"Sub-agent sessions: {', '.join(str(s.pk) for s in result.sidechains)}\n" if result.sidechains else "")
-            + "\n" + self.bar(result.session)
+            + "\n"
+            + self.bar(result.session)
         )
         self.emit(options, data, human)
 
@@ -147,9 +147,14 @@ class Command(BaseCommand):
 
         status = selectors.session_status(session)
         usage = Usage(
-            model=status["model"], context_window=status["context_window"], system_prompt=status["system_prompt"],
-            tool_definitions=status["tool_definitions"], messages=status["messages"], summary=status["summary"],
-            reserved_output=status["reserved_output"], level=Level(status["level"]),
+            model=status["model"],
+            context_window=status["context_window"],
+            system_prompt=status["system_prompt"],
+            tool_definitions=status["tool_definitions"],
+            messages=status["messages"],
+            summary=status["summary"],
+            reserved_output=status["reserved_output"],
+            level=Level(status["level"]),
             thresholds=Thresholds(**status["thresholds"]),
         )
         lines = [render_bar(usage), "", status["recommendation"], f"Counts: {status['token_source']}."]
