@@ -1,6 +1,6 @@
 """How close the offline estimate comes to Claude's own counts, on recorded Claude Code transcripts.
 
-    .venv/bin/python bench/calibrate.py [FILES …]      (default: ../shared/data/claude_code/*.jsonl)
+    .venv/bin/python bench/calibrate.py [FILES …]      (default: ../shared/data/claude_code/*.jsonl, or $CTX_SHARED_DATA)
     .venv/bin/python bench/calibrate.py --fit           (also search the framing constants)
 
 For every file: the context growth between consecutive recorded requests (Claude's ``usage``) against
@@ -12,6 +12,7 @@ check (the factor fitted without the file it is judged on). See docs/TOKEN_COUNT
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -30,7 +31,9 @@ from compaction.models import CLAUDE_CALIBRATION
 from compaction.tokens import DEFAULT_FRAMING, Framing
 from compaction.transcripts import read_transcript
 
-DEFAULT_GLOB = Path(__file__).resolve().parents[2] / "shared" / "data" / "claude_code"
+DEFAULT_GLOB = (
+    Path(os.environ.get("CTX_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data") / "claude_code"
+)
 RAW = Framing(request=0, message=0, block=0, tool_use=0, tool_result=0, tool_definition=0)
 
 

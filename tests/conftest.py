@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared_data import SHARED_DATA
+
 REQUIRE_SERVICES = os.environ.get("CTX_REQUIRE_SERVICES") == "1"
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 def _postgres_configured() -> bool:
@@ -65,7 +66,7 @@ def _fresh_model_profiles() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    need(SHARED_DATA.is_dir(), f"the shared transcripts are not at {SHARED_DATA}")
+    need(SHARED_DATA.is_dir(), f"the shared transcripts are not at {SHARED_DATA} (set CTX_SHARED_DATA to their folder)")
     return SHARED_DATA
 
 

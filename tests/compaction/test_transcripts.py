@@ -19,8 +19,9 @@ from compaction.transcripts import (
     UsagePoint,
     read_transcript,
 )
+from tests.shared_data import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = SHARED_DATA
 CLAUDE_FILES = sorted(p.name for p in (DATA / "claude_code").glob("*.jsonl")) or ["<shared data missing>"]
 OPENAI_FILES = sorted(p.name for p in (DATA / "openai").glob("*") if not p.name.startswith("LICENSE")) or [
     "<shared data missing>"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -13,10 +12,11 @@ from django.db.models import Sum
 
 from compaction.transcripts import read_transcript
 from sessions_app.models import AgentSession, Message
+from tests.shared_data import SHARED_DATA
 
 pytestmark = pytest.mark.django_db
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = SHARED_DATA
 FILES = sorted(
     [("claude-code", p.name) for p in (DATA / "claude_code").glob("*.jsonl")]
     + [("openai", p.name) for p in (DATA / "openai").glob("*") if not p.name.startswith("LICENSE")]
