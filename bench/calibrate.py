@@ -1,6 +1,6 @@
 """How close the offline estimate comes to Claude's own counts, on recorded Claude Code transcripts.
 
-    .venv/bin/python bench/calibrate.py [FILES …]      (default: ../shared/data/claude_code/*.jsonl, or $CTX_SHARED_DATA)
+    .venv/bin/python bench/calibrate.py [FILES …]      (default: $CTX_SHARED_DATA or ../shared/data, claude_code/)
     .venv/bin/python bench/calibrate.py --fit           (also search the framing constants)
 
 For every file: the context growth between consecutive recorded requests (Claude's ``usage``) against
