@@ -54,29 +54,11 @@ class SessionOut(serializers.ModelSerializer):
         ]
 
 
-class SessionListOut(serializers.ModelSerializer):
-    """The list view leaves out the (possibly large) system prompt and tool schemas."""
+class SessionListOut(SessionOut):
+    """The list view leaves out the (possibly large) system prompt, tool schemas and metadata."""
 
-    context_window = serializers.IntegerField(source="context_window_override", allow_null=True)
-
-    class Meta:
-        model = AgentSession
-        fields = [
-            "id",
-            "project",
-            "name",
-            "external_id",
-            "model",
-            "context_window",
-            "status",
-            "parent",
-            "auto_compact",
-            "last_seq",
-            "message_count",
-            "active_message_count",
-            "created_at",
-            "last_activity_at",
-        ]
+    class Meta(SessionOut.Meta):
+        fields = [f for f in SessionOut.Meta.fields if f not in {"system_prompt", "tools", "metadata", "updated_at"}]
 
 
 class SessionIn(serializers.Serializer):
