@@ -152,6 +152,14 @@ ANTHROPIC_BASE_URL = env.str("ANTHROPIC_BASE_URL", default="") or None
 ANTHROPIC_TIMEOUT = env.float("ANTHROPIC_TIMEOUT", default=30.0)
 ANTHROPIC_MAX_RETRIES = env.int("ANTHROPIC_MAX_RETRIES", default=2)
 CTX_EXACT_COUNT_CACHE_SECONDS = 3600
+# Where people reach this service; handoff documents name it in their "how to resume" footer.
+CTX_PUBLIC_URL = env.str("CTX_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
+
+# Periodic jobs (``make beat``): crash recovery of compactions and expiry of revert backups.
+CELERY_BEAT_SCHEDULE = {
+    "requeue-stale-compactions": {"task": "sessions_app.tasks.requeue_stale_compactions", "schedule": 60.0},
+    "expire-compaction-backups": {"task": "sessions_app.tasks.expire_compaction_backups", "schedule": 3600.0},
+}
 # Don't ask for an exact count more often than this per session while messages stream in.
 CTX_EXACT_COUNT_DEBOUNCE_SECONDS = env.int("CTX_EXACT_COUNT_DEBOUNCE_SECONDS", default=5)
 CTX_DEFAULT_POLICY_PRESET = env.str("CTX_DEFAULT_POLICY_PRESET", default="default")
@@ -186,7 +194,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "ENUM_NAME_OVERRIDES": {"TokenSourceEnum": ["exact", "estimate"]},
+    "ENUM_NAME_OVERRIDES": {
+        "TokenSourceEnum": ["exact", "estimate"],
+        "SessionStatusEnum": "sessions_app.models.SessionStatus",
+        "CompactionStatusEnum": "sessions_app.models.CompactionStatus",
+        "CompactionLevelEnum": "sessions_app.models.Level",
+        "UsageLevelEnum": ["ok", "remind", "compact", "summarize", "handoff"],
+    },
 }
 
 LOGGING = {

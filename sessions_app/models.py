@@ -210,6 +210,10 @@ class MessageState(models.TextChoices):
     ARCHIVED = "archived", "Archived"
 
 
+# The states whose messages a model sees: untouched, or shrunk by a reversible compaction.
+CONTEXT_STATES = (MessageState.ACTIVE, MessageState.COMPACTED)
+
+
 class Message(models.Model):
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="messages")
     seq = models.PositiveIntegerField()

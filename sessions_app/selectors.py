@@ -13,17 +13,20 @@ from compaction import context as engine_context
 from compaction import models as engine_models
 from compaction.policy import Policy, preset
 from compaction.tokens import DEFAULT_FRAMING, calibrate
-from compaction.types import Level
+from compaction.types import Level, Usage
 from compaction.usage import compute_usage, recommendation, usage_warnings
 
 from .errors import Forbidden, NotFound
 from .models import (
+    CONTEXT_STATES,
     ROLE_RANK,
     AgentSession,
+    Checkpoint,
+    Compaction,
     CompactionStatus,
+    HandoffDocument,
     Membership,
     Message,
-    MessageState,
     ModelProfile,
     Project,
     Role,
@@ -106,9 +109,37 @@ def session_get_for(user: AbstractBaseUser, session_ref: Any, *, min_role: Role 
     return session
 
 
+def _owned(model: type, user: AbstractBaseUser, pk: Any, *, min_role: Role, what: str) -> Any:
+    """A row hanging off a session, scoped like its session: 404 outside the user's projects."""
+    ref = str(pk)
+    row = (
+        model.objects.select_related("session", "session__project").filter(pk=int(ref)).first()
+        if (ref.isdigit() and int(ref) < 2**63)
+        else None
+    )
+    _require(role_in(user, row.session.project_id) if row else None, min_role, what)
+    return row
+
+
+def compaction_get_for(user: AbstractBaseUser, pk: Any, *, min_role: Role = Role.VIEWER) -> Compaction:
+    return _owned(Compaction, user, pk, min_role=min_role, what="Compaction")
+
+
+def checkpoint_get_for(user: AbstractBaseUser, pk: Any) -> Checkpoint:
+    return _owned(Checkpoint, user, pk, min_role=Role.VIEWER, what="Checkpoint")
+
+
+def handoff_get_for(user: AbstractBaseUser, pk: Any) -> HandoffDocument:
+    return _owned(HandoffDocument, user, pk, min_role=Role.VIEWER, what="Handoff")
+
+
 def message_list(session: AgentSession, *, state: str = "active", after_seq: int | None = None) -> QuerySet[Message]:
+    """``active``: what the model sees (untouched or reversibly compacted); ``all``: every stored message;
+    or one state by name."""
     qs = Message.objects.filter(session=session)
-    if state != "all":
+    if state == "active":
+        qs = qs.filter(state__in=CONTEXT_STATES)
+    elif state != "all":
         qs = qs.filter(state=state)
     if after_seq is not None:
         qs = qs.filter(seq__gt=after_seq)
@@ -169,21 +200,20 @@ def auto_compact_enabled(session: AgentSession, policy: Policy) -> bool:
 # ----------------------------------------------------------------------------- status
 
 
-def session_status(session: AgentSession) -> dict[str, Any]:
-    """STATUS from the session's running totals; never re-tokenizes."""
+def session_usage(session: AgentSession, *, policy: Policy | None = None) -> Usage:
+    """The breakdown from the session's running totals (exact when a fresh exact count exists)."""
     info = model_info(session.model)
-    policy = policy_for(session)
+    policy = policy or policy_for(session)
     window = session.context_window_override or info.context_window
     factor = info.calibration
     system = calibrate(session.system_tokens, factor)
     tools = calibrate(session.tool_tokens, factor)
     summary = calibrate(session.summary_tokens, factor)
-    exact = session.exact_tokens is not None and session.exact_upto_seq == session.last_seq
-    if exact:
+    if _exact(session):
         messages = max(0, session.exact_tokens - system - tools - summary)
     else:
         messages = calibrate(session.message_tokens + DEFAULT_FRAMING.request, factor)
-    usage = compute_usage(
+    return compute_usage(
         model=session.model,
         context_window=window,
         system_prompt=system,
@@ -192,6 +222,20 @@ def session_status(session: AgentSession) -> dict[str, Any]:
         summary=summary,
         policy=policy,
     )
+
+
+def _exact(session: AgentSession) -> bool:
+    return session.exact_tokens is not None and session.exact_upto_seq == session.last_seq
+
+
+def session_status(session: AgentSession) -> dict[str, Any]:
+    """STATUS from the session's running totals; never re-tokenizes."""
+    info = model_info(session.model)
+    policy = policy_for(session)
+    window = session.context_window_override or info.context_window
+    factor = info.calibration
+    exact = _exact(session)
+    usage = session_usage(session, policy=policy)
     warnings = usage_warnings(usage)
     if not info.known:
         warnings.append(
@@ -231,7 +275,8 @@ def session_status(session: AgentSession) -> dict[str, Any]:
         "level": usage.level.value,
         "thresholds": usage.thresholds.as_dict(),
         "will_compact": auto and not session.auto_paused and usage.level >= Level.COMPACT,
-        "compacted": session.active_message_count < session.message_count or session.summary_tokens > 0,
+        "compacted": session.summary_tokens > 0
+        or session.compactions.filter(status=CompactionStatus.SUCCEEDED).exists(),
         "recommendation": recommendation(usage),
         "token_source": "exact" if exact else "estimate",
         "warnings": warnings,
@@ -249,14 +294,19 @@ def session_status(session: AgentSession) -> dict[str, Any]:
 
 def session_context_messages(session: AgentSession) -> list[dict[str, Any]]:
     """The messages a model should see now: the latest summary (if any) then the active messages."""
-    rows = message_list(session, state=MessageState.ACTIVE).values_list("role", "content")
+    rows = message_list(session, state="active").values_list("role", "content")
     messages = [{"role": role, "content": content} for role, content in rows]
-    checkpoint = session.checkpoints.filter(reverted=False).order_by("-version").first()
-    if checkpoint is not None and session.summary_tokens:
+    checkpoint = current_checkpoint(session)
+    if checkpoint is not None:
         summary_text = checkpoint.data.get("summary_text") or ""
         if summary_text:
             messages.insert(0, engine_context.summary_message(summary_text))
     return messages
+
+
+def current_checkpoint(session: AgentSession) -> Checkpoint | None:
+    """The checkpoint whose summary stands in for the summarized messages: the newest not reverted."""
+    return session.checkpoints.filter(reverted=False, reason="compaction").order_by("-version").first()
 
 
 def session_context(session: AgentSession, *, fmt: str = "anthropic") -> dict[str, Any]:

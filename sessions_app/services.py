@@ -296,7 +296,11 @@ def _check_tool_results(session: AgentSession, messages: list[NormalizedMessage]
 
 
 def _after_append(session: AgentSession) -> None:
-    """Work an append sets off once it is committed: an exact count when a key is configured."""
+    """Work an append sets off once it is committed: a compaction when the level calls for one, an
+    exact count when a key is configured. Runs under the session's row lock."""
+    from .compacting import auto_queue  # compacting imports this module
+
+    auto_queue(session)
     if settings.ANTHROPIC_API_KEY:
         delay = settings.CTX_EXACT_COUNT_DEBOUNCE_SECONDS
         # One queued count per session per debounce window; it counts whatever is stored when it runs.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from compaction.errors import ProviderError
+from compaction.errors import EngineError, ProviderError
 
-from . import counting
+from . import compacting, counting, reverting
 
 
 def _backoff(retries: int) -> int:
@@ -21,3 +21,26 @@ def count_exact_tokens(self, session_id: int) -> str:
         if exc.permanent:
             return "failed"
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+
+
+@shared_task(bind=True, max_retries=4, acks_late=True, ignore_result=True)
+def run_compaction(self, compaction_id: int) -> str:
+    """Idempotent: a compaction that is no longer queued (done, or claimed by another worker) is left alone."""
+    try:
+        return compacting.compaction_run(compaction_id)
+    except EngineError as exc:  # transient by construction: permanent ones are recorded by the service
+        if self.request.retries >= self.max_retries:
+            compacting.compaction_fail(compaction_id, f"gave up after {self.request.retries + 1} tries: {exc}")
+            return "failed"
+        compacting.release_for_retry(compaction_id, str(exc))
+        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+
+
+@shared_task(ignore_result=True)
+def requeue_stale_compactions() -> int:
+    return compacting.stale_requeue()
+
+
+@shared_task(ignore_result=True)
+def expire_compaction_backups() -> int:
+    return reverting.backups_expire()

@@ -55,6 +55,62 @@ def _fast_password_hashing(settings) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _tasks_as_in_production(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Outside the tests that run a real worker, tasks run in-process (the embedded mode), and an
+    ``on_commit`` callback fires when the transaction that queued it would commit in production.
+
+    A non-transactional test wraps everything in an atomic block that never commits, so Django
+    would hold every callback until the end of the test. Here the test's own block counts as "no
+    transaction": a callback queued outside any further block runs at once, one queued inside a
+    block runs when that block (the outermost one the code opened) exits without error."""
+    if request.node.get_closest_marker("services"):
+        yield
+        return
+    from django.db import connections, transaction
+
+    from ctxweb.celery import app
+
+    eager = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    marker = request.node.get_closest_marker("django_db")
+    if marker is None or marker.kwargs.get("transaction") or (marker.args and marker.args[0]):
+        yield
+        app.conf.task_always_eager = eager
+        return
+    request.getfixturevalue("_django_db_helper")
+    baseline = {alias: len(connections[alias].savepoint_ids) for alias in connections}
+    original_exit = transaction.Atomic.__exit__
+
+    def exit_and_run(self, exc_type, exc_value, traceback):  # type: ignore[no-untyped-def]
+        result = original_exit(self, exc_type, exc_value, traceback)
+        connection = transaction.get_connection(self.using)
+        alias = self.using or "default"
+        if len(connection.savepoint_ids) <= baseline.get(alias, 0) and not connection.needs_rollback:
+            pending, connection.run_on_commit = connection.run_on_commit, []
+            for _, callback, _robust in pending:
+                callback()
+        return result
+
+    original_on_commit = transaction.on_commit
+
+    def on_commit_now(func, using=None, robust=False):  # type: ignore[no-untyped-def]
+        connection = transaction.get_connection(using)
+        if len(connection.savepoint_ids) <= baseline.get(using or "default", 0):
+            func()  # no transaction of the code's own: Django runs it at once too
+        else:
+            original_on_commit(func, using=using, robust=robust)
+
+    transaction.Atomic.__exit__ = exit_and_run
+    transaction.on_commit = on_commit_now
+    try:
+        yield
+    finally:
+        transaction.Atomic.__exit__ = original_exit
+        transaction.on_commit = original_on_commit
+        app.conf.task_always_eager = eager
+
+
+@pytest.fixture(autouse=True)
 def _fresh_model_profiles() -> Iterator[None]:
     """Model profiles are cached per process for a few seconds; a test's rollback must not leak."""
     from sessions_app import selectors

@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from compaction.transcripts import FORMATS as TRANSCRIPT_FORMATS
 
-from ..models import AgentSession, Message, Project, SessionStatus
+from ..models import AgentSession, Checkpoint, Compaction, HandoffDocument, Level, Message, Project, SessionStatus
 
 
 class ProjectOut(serializers.ModelSerializer):
@@ -162,3 +162,79 @@ class ModelOut(serializers.Serializer):
     context_window = serializers.IntegerField()
     max_output_tokens = serializers.IntegerField()
     calibration_factor = serializers.FloatField()
+
+
+class CompactionOut(serializers.ModelSerializer):
+    session = serializers.PrimaryKeyRelatedField(read_only=True)
+    saved_tokens = serializers.IntegerField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = Compaction
+        fields = [
+            "id",
+            "session",
+            "level",
+            "status",
+            "trigger",
+            "tokens_before",
+            "tokens_after",
+            "saved_tokens",
+            "items",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "revertible_until",
+            "reverted_at",
+            "upto_seq",
+            "attempts",
+            "instructions",
+        ]
+
+
+class CompactionIn(serializers.Serializer):
+    level = serializers.ChoiceField(choices=Level.choices, default=Level.COMPACT)
+    dry_run = serializers.BooleanField(default=False)
+    instructions = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
+
+
+class CheckpointOut(serializers.ModelSerializer):
+    session = serializers.PrimaryKeyRelatedField(read_only=True)
+    compaction = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = Checkpoint
+        fields = [
+            "id",
+            "session",
+            "version",
+            "reason",
+            "data",
+            "compaction",
+            "upto_seq",
+            "tokens",
+            "lossy",
+            "reverted",
+            "created_at",
+        ]
+
+
+class HandoffIn(serializers.Serializer):
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # ``continue`` is a Python keyword, so the field can't be a class attribute.
+        return {"continue": serializers.BooleanField(default=False, help_text="Also start the continuation session")}
+
+
+class HandoffOut(serializers.ModelSerializer):
+    session = serializers.PrimaryKeyRelatedField(read_only=True)
+    checkpoint = serializers.PrimaryKeyRelatedField(read_only=True)
+    continuation = serializers.PrimaryKeyRelatedField(read_only=True)
+    downloads = serializers.SerializerMethodField()
+
+    class Meta:
+        model = HandoffDocument
+        fields = ["id", "session", "checkpoint", "continuation", "text", "markdown", "data", "created_at", "downloads"]
+
+    def get_downloads(self, handoff: HandoffDocument) -> dict[str, str]:
+        base = f"/api/v1/handoffs/{handoff.pk}/download/"
+        return {fmt: f"{base}?format={fmt}" for fmt in ("txt", "md", "json")}

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from . import compaction_views as cv
 from . import views
 
 app_name = "api"
@@ -13,6 +14,14 @@ urlpatterns = [
     path("sessions/<str:session_id>/messages/", views.MessageListCreateApi.as_view(), name="session-messages"),
     path("sessions/<str:session_id>/status/", views.SessionStatusApi.as_view(), name="session-status"),
     path("sessions/<str:session_id>/context/", views.SessionContextApi.as_view(), name="session-context"),
+    path("sessions/<str:session_id>/compactions/", cv.SessionCompactionsApi.as_view(), name="session-compactions"),
+    path("sessions/<str:session_id>/checkpoints/", cv.SessionCheckpointsApi.as_view(), name="session-checkpoints"),
+    path("sessions/<str:session_id>/handoff/", cv.SessionHandoffApi.as_view(), name="session-handoff"),
+    path("compactions/<str:compaction_id>/", cv.CompactionDetailApi.as_view(), name="compaction"),
+    path("compactions/<str:compaction_id>/revert/", cv.CompactionRevertApi.as_view(), name="compaction-revert"),
+    path("checkpoints/<str:checkpoint_id>/", cv.CheckpointDetailApi.as_view(), name="checkpoint"),
+    path("handoffs/<str:handoff_id>/", cv.HandoffDetailApi.as_view(), name="handoff"),
+    path("handoffs/<str:handoff_id>/download/", cv.HandoffDownloadApi.as_view(), name="handoff-download"),
     path("models/", views.ModelListApi.as_view(), name="models"),
     path("count_tokens/", views.CountTokensApi.as_view(), name="count-tokens"),
 ]

@@ -52,6 +52,22 @@ class Command(BaseCommand):
         p.add_argument("--format", choices=["anthropic", "openai"], default="anthropic")
         p.add_argument("--json", action="store_true", help="accepted for symmetry; output is always JSON")
 
+        p = sub.add_parser("compact", help="compact a session now, in-process (or preview, or revert)")
+        p.add_argument("session")
+        p.add_argument("--level", choices=["compact", "summarize", "handoff"], default="compact")
+        p.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
+        p.add_argument("--revert", action="store_true", help="revert the newest compaction (or --id)")
+        p.add_argument("--id", type=int, help="with --revert: this compaction")
+        p.add_argument("--instructions", default="", help="extra guidance for the summarizer")
+        p.add_argument("--json", action="store_true")
+
+        p = sub.add_parser("handoff", help="write the handoff document of a session")
+        p.add_argument("session")
+        p.add_argument("-o", "--output", help="write the document here instead of stdout")
+        p.add_argument("--format", choices=["txt", "md", "json"], default="txt")
+        p.add_argument("--continue", dest="continue_", action="store_true", help="also start the continuation")
+        p.add_argument("--json", action="store_true")
+
         p = sub.add_parser("apikey", help="print a new API key for a user")
         p.add_argument("user")
         p.add_argument("--create-user", action="store_true")
@@ -180,6 +196,72 @@ class Command(BaseCommand):
     def do_context(self, options: dict[str, Any]) -> None:
         session = self.find_session(options["session"])
         self.emit(options, selectors.session_context(session, fmt=options["format"]))
+
+    def do_compact(self, options: dict[str, Any]) -> None:
+        from ... import compacting, planning, reverting
+        from ...api.serializers import CompactionOut
+
+        session = self.find_session(options["session"])
+        if options["revert"]:
+            qs = session.compactions.filter(status="succeeded", revertible_until__isnull=False)
+            record = qs.filter(pk=options["id"]).first() if options["id"] else qs.order_by("-id").first()
+            if record is None:
+                raise CommandError("No compaction of this session to revert.")
+            record = reverting.compaction_revert(compaction=record)
+        elif options["dry_run"]:
+            preview = planning.preview(session, options["level"], instructions=options["instructions"])
+            lines = [
+                f"Dry run of {options['level']} on session {session.pk}: {preview['tokens_before']:,} → "
+                f"{preview['tokens_after']:,} tokens (saves {preview['saved_tokens']:,})"
+            ]
+            lines += [
+                f"  {name}: {v['messages']} messages, {v['tokens_before']:,} → {v['tokens_after']:,}"
+                for name, v in preview["strategies"].items()
+            ]
+            lines += [f"  note: {n}" for n in preview["notes"]]
+            self.emit(options, preview, "\n".join(lines))
+            return
+        else:
+            record = compacting.compaction_request(
+                session=session,
+                level=options["level"],
+                user=None,
+                instructions=options["instructions"],
+                enqueue=False,  # runs right here, not in a worker
+            )
+            compacting.compaction_run(record.pk)
+            record.refresh_from_db()
+        human = f"Compaction {record.pk} ({record.level}): {record.status}"
+        if record.tokens_after is not None:
+            human += f", {record.tokens_before:,} → {record.tokens_after:,} tokens"
+        if record.error:
+            human += f"\n{record.error}"
+        human += "\n\n" + self.bar(AgentSession.objects.get(pk=session.pk))
+        self.emit(options, CompactionOut(record).data, human)
+
+    def do_handoff(self, options: dict[str, Any]) -> None:
+        from ... import handoffs
+
+        session = self.find_session(options["session"])
+        document = handoffs.handoff_create(session=session, user=None, continue_=options["continue_"])
+        rendered = {"txt": document.text, "md": document.markdown, "json": json.dumps(document.data, indent=2)}
+        body = rendered[options["format"]]
+        data = {
+            "handoff": document.pk,
+            "session": session.pk,
+            "checkpoint": document.checkpoint_id,
+            "continuation": document.continuation_id,
+        }
+        if options["output"]:
+            Path(options["output"]).write_text(body, encoding="utf-8")
+            data["output"] = options["output"]
+            human = f"Wrote handoff {document.pk} to {options['output']}"
+        else:
+            data["text"] = body
+            human = body
+        if document.continuation_id:
+            human += f"\nContinue in session {document.continuation_id}."
+        self.emit(options, data, human)
 
     def do_apikey(self, options: dict[str, Any]) -> None:
         User = get_user_model()

@@ -1,0 +1,199 @@
+"""The checkpoint: a structured, versioned summary of the turns a compaction folded away.
+
+Fields (seed 002's summary plus what a handoff needs): ``objective``, ``completed``,
+``in_progress``, ``pending`` (next steps), ``blockers``, ``decisions`` (with rationale),
+``files_modified`` (path + what), ``important_details`` (identifiers verbatim) and
+``last_user_request``. A summarizer produces the fields — merged with the previous checkpoint's —
+and ``merge_checkpoint`` adds the bookkeeping: version, ``compaction_info`` and ``stats``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .errors import EngineError
+
+CHECKPOINT_FIELDS: tuple[str, ...] = (
+    "objective",
+    "completed",
+    "in_progress",
+    "pending",
+    "blockers",
+    "decisions",
+    "files_modified",
+    "important_details",
+    "last_user_request",
+)
+TEXT_FIELDS = ("objective", "last_user_request")
+LIST_FIELDS = ("completed", "in_progress", "pending", "blockers", "important_details")
+MAX_ITEMS = 200  # per list: a summary that long is not a summary
+
+
+class CheckpointError(EngineError):
+    """A summary that does not fit the schema (a model's malformed reply, say)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, permanent=True, code="invalid_summary")
+
+
+def empty_fields() -> dict[str, Any]:
+    return {name: "" if name in TEXT_FIELDS else [] for name in CHECKPOINT_FIELDS}
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """The JSON object in a model's reply, tolerating a code fence or words around it."""
+    stripped = text.strip()
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", stripped, re.DOTALL)
+    if fenced:
+        stripped = fenced.group(1).strip()
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if start < 0 or end <= start:
+        raise CheckpointError("The reply holds no JSON object.")
+    try:
+        value = json.loads(stripped[start : end + 1])
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"The reply is not valid JSON: {exc.msg} at character {exc.pos}.") from None
+    if not isinstance(value, dict):
+        raise CheckpointError("The reply's JSON is not an object.")
+    return value
+
+
+def validate_fields(raw: Any) -> dict[str, Any]:
+    """The checkpoint fields in canonical shape, or ``CheckpointError`` saying what is wrong.
+
+    Lenient where the meaning is plain (a decision given as a string, a file as a bare path, a
+    missing list), strict where it is not (no objective, a list that is not a list)."""
+    if not isinstance(raw, dict):
+        raise CheckpointError("A checkpoint is a JSON object.")
+    problems: list[str] = []
+    out = empty_fields()
+    for name in TEXT_FIELDS:
+        value = raw.get(name, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            problems.append(f"'{name}' must be a string")
+            continue
+        out[name] = value.strip()
+    if not out["objective"]:
+        problems.append("'objective' is missing or empty")
+    for name in LIST_FIELDS:
+        value = raw.get(name, [])
+        if value is None:
+            value = []
+        if not isinstance(value, list):
+            problems.append(f"'{name}' must be a list of strings")
+            continue
+        out[name] = [_item_text(v) for v in value if _item_text(v)][:MAX_ITEMS]
+    decisions = raw.get("decisions", []) or []
+    if not isinstance(decisions, list):
+        problems.append("'decisions' must be a list of {decision, rationale}")
+    else:
+        out["decisions"] = [d for d in (_decision(v) for v in decisions) if d["decision"]][:MAX_ITEMS]
+    files = raw.get("files_modified", []) or []
+    if not isinstance(files, list):
+        problems.append("'files_modified' must be a list of {path, what}")
+    else:
+        out["files_modified"] = [f for f in (_file(v) for v in files) if f["path"]][:MAX_ITEMS]
+    if problems:
+        raise CheckpointError("The summary does not fit the checkpoint schema: " + "; ".join(problems) + ".")
+    return out
+
+
+def _item_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {v}" for k, v in value.items() if v not in (None, ""))
+    if value is None:
+        return ""
+    return str(value)
+
+
+def _decision(value: Any) -> dict[str, str]:
+    if isinstance(value, dict):
+        decision = value.get("decision") or value.get("what") or value.get("title") or ""
+        return {"decision": str(decision).strip(), "rationale": str(value.get("rationale") or value.get("why") or "")}
+    return {"decision": _item_text(value), "rationale": ""}
+
+
+def _file(value: Any) -> dict[str, str]:
+    if isinstance(value, dict):
+        path = value.get("path") or value.get("file") or ""
+        return {"path": str(path).strip(), "what": str(value.get("what") or value.get("description") or "")}
+    return {"path": _item_text(value), "what": ""}
+
+
+def merge_checkpoint(
+    previous: dict[str, Any] | None,
+    fields: dict[str, Any],
+    *,
+    messages_compacted: int,
+    oldest: str | None,
+    newest: str | None,
+    compacted_at: str,
+) -> dict[str, Any]:
+    """The new checkpoint: the summarizer's fields (already merged with ``previous``'s content) plus
+    seed 002's bookkeeping — version + 1, what this compaction covered, running totals."""
+    previous = previous or {}
+    stats = previous.get("stats") or {}
+    return {
+        **validate_fields(fields),
+        "version": int(previous.get("version") or 0) + 1,
+        "lossy": True,
+        "compaction_info": {
+            "messages_compacted": messages_compacted,
+            "oldest_message_at": oldest,
+            "newest_message_at": newest,
+            "compacted_at": compacted_at,
+        },
+        "stats": {
+            "total_compactions": int(stats.get("total_compactions") or 0) + 1,
+            "total_messages": int(stats.get("total_messages") or 0) + messages_compacted,
+        },
+    }
+
+
+def render_summary_text(checkpoint: dict[str, Any]) -> str:
+    """The checkpoint as the text a model reads inside ``<context_summary>``: compact, labelled,
+    and plain about being a lossy summary."""
+    info = checkpoint.get("compaction_info") or {}
+    stats = checkpoint.get("stats") or {}
+    total = stats.get("total_messages") or info.get("messages_compacted")
+    lines = [
+        f"Summary of {total or 'the'} earlier messages (lossy: details were dropped; "
+        "ask the user or re-read files when something is missing)."
+    ]
+    if checkpoint.get("objective"):
+        lines.append(f"Objective: {checkpoint['objective']}")
+
+    def section(title: str, items: list[str]) -> None:
+        if items:
+            lines.append(f"{title}:")
+            lines.extend(f"- {item}" for item in items)
+
+    section("Completed", checkpoint.get("completed") or [])
+    section("In progress", checkpoint.get("in_progress") or [])
+    section("Next steps", checkpoint.get("pending") or [])
+    section("Blockers", checkpoint.get("blockers") or [])
+    section(
+        "Decisions",
+        [
+            f"{d['decision']}" + (f" (why: {d['rationale']})" if d.get("rationale") else "")
+            for d in _decisions(checkpoint)
+        ],
+    )
+    section(
+        "Files modified",
+        [f"{f['path']}" + (f": {f['what']}" if f.get("what") else "") for f in checkpoint.get("files_modified") or []],
+    )
+    section("Details kept verbatim", checkpoint.get("important_details") or [])
+    if checkpoint.get("last_user_request"):
+        lines.append(f"Last user request: {checkpoint['last_user_request']}")
+    return "\n".join(lines)
+
+
+def _decisions(checkpoint: dict[str, Any]) -> list[dict[str, str]]:
+    return [_decision(d) for d in checkpoint.get("decisions") or []]

@@ -1,0 +1,341 @@
+"""Reversible compaction: deterministic strategies that shrink old content without summarizing it.
+
+Three strategies, each reporting tokens before and after per message:
+
+- ``tool_output``: the content of an older ``tool_result`` becomes a placeholder naming the tool,
+  the original size and that a revert restores it. The block itself stays, so every call keeps
+  its result.
+- ``duplicate``: a tool output or text identical (after whitespace normalisation) to an earlier
+  one becomes a reference to the earlier seq.
+- ``verbose``: long diffs, logs, stack traces and JSON keep their head, their tail and every line
+  that matches a preserve pattern.
+
+What is never touched: the newest ``keep_recent_turns`` user turns and everything after them,
+the newest ``protected_tool_tokens`` of tool output, and the last message a person typed. Lines
+matching a preserve pattern survive every strategy verbatim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .policy import Policy
+from .tokens import Tokenizer
+from .types import Msg
+
+MARK = "[ctxweb:"  # every placeholder starts with it, so a second compaction leaves it alone
+# Below these sizes a placeholder or reference costs about what it saves.
+MIN_PRUNE_TOKENS = 40
+MIN_DUPLICATE_TOKENS = 40
+# Verbose output: keep this many lines at each end; only bother when at least this many go.
+HEAD_LINES = 12
+TAIL_LINES = 8
+MIN_ELIDED_LINES = 20
+LONG_LINE_CHARS = 1_000  # a single line longer than this (minified JSON) is cut in the middle too
+MIN_VERBOSE_TOKENS = 400
+# Tool arguments that are identifiers (what was run, where): their first line is always kept.
+IDENTIFIER_ARGUMENTS = frozenset({"command", "cmd", "file_path", "path", "paths", "pattern", "url", "query", "glob"})
+
+
+@dataclass(frozen=True)
+class Change:
+    """The new content of one message, and which strategy saved the most in it."""
+
+    strategy: str
+    seq: int
+    content: str | list[dict[str, Any]]
+    tokens_before: int
+    tokens_after: int
+
+    @property
+    def saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+
+def compile_patterns(patterns: Iterable[str]) -> list[re.Pattern[str]]:
+    """Preserve patterns match per line, case-insensitively (seed 000: ``/error|fail|critical/gi``)."""
+    compiled = []
+    for pattern in patterns:
+        try:
+            compiled.append(re.compile(pattern, re.IGNORECASE))
+        except re.error:
+            compiled.append(re.compile(re.escape(pattern), re.IGNORECASE))
+    return compiled
+
+
+def preserved(lines: Iterable[str], patterns: Sequence[re.Pattern[str]]) -> list[str]:
+    return [line for line in lines if any(p.search(line) for p in patterns)]
+
+
+def result_text(content: Any) -> str:
+    """The text of a ``tool_result``'s content (a string or a list of blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                parts.append(part.get("text", "") if part.get("type") == "text" else f"[{part.get('type')}]")
+        return "\n".join(parts)
+    return ""
+
+
+def message_text(content: str | list[dict[str, Any]]) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
+def is_human_prompt(msg: Msg) -> bool:
+    """A user message a person typed: it has text and is not only tool results."""
+    if msg.role != "user":
+        return False
+    if isinstance(msg.content, str):
+        return bool(msg.content.strip())
+    return any(b.get("type") == "text" and str(b.get("text", "")).strip() for b in msg.content)
+
+
+def _fingerprint(text: str) -> str:
+    return hashlib.sha1(" ".join(text.split()).encode("utf-8")).hexdigest()
+
+
+def classify(text: str) -> str | None:
+    """What kind of verbose output a text is: diff, trace, json, log — or None for prose and code."""
+    stripped = text.lstrip()
+    lines = text.splitlines()
+    if stripped.startswith(("diff --git", "--- a/", "Index: ")) or sum(1 for line in lines if line.startswith("@@")):
+        return "diff"
+    if "Traceback (most recent call last)" in text or sum(1 for line in lines if line.lstrip().startswith("at ")) > 5:
+        return "trace"
+    if stripped[:1] in "{[":
+        return "json"
+    if len(lines) >= HEAD_LINES + TAIL_LINES + MIN_ELIDED_LINES:
+        return "log"
+    if any(len(line) > LONG_LINE_CHARS for line in lines):
+        return "log"
+    return None
+
+
+def condense(text: str, patterns: Sequence[re.Pattern[str]], kind: str) -> str | None:
+    """Head, tail and every preserved line of a long output; None when that would not shrink it."""
+    lines = text.splitlines()
+    n = len(lines)
+    keep = set(range(min(HEAD_LINES, n))) | set(range(max(0, n - TAIL_LINES), n))
+    keep |= {i for i, line in enumerate(lines) if any(p.search(line) for p in patterns)}
+    out: list[str] = []
+    elided = 0
+    for i, line in enumerate(lines):
+        if i in keep:
+            if elided:
+                out.append(f"{MARK} … {elided} lines of {kind} output elided; revert restores them]")
+                elided = 0
+            matched = any(p.search(line) for p in patterns)
+            if len(line) > LONG_LINE_CHARS and not matched:
+                cut = len(line) - 600
+                line = f"{line[:400]}{MARK} … {cut} characters elided]{line[-200:]}"
+            out.append(line)
+        else:
+            elided += 1
+    if elided:
+        out.append(f"{MARK} … {elided} lines of {kind} output elided; revert restores them]")
+    result = "\n".join(out)
+    return result if len(result) < len(text) * 0.8 else None
+
+
+def cleared(what: str, text: str, tokens: int, patterns: Sequence[re.Pattern[str]]) -> str:
+    """The placeholder for cleared content: what it was, its size, that a revert restores it, and
+    every line a preserve pattern protects."""
+    lines = text.splitlines()
+    kept = preserved(lines, patterns)
+    size = f"{tokens:,} tokens" + (f", {len(lines):,} lines" if len(lines) > 1 else "")
+    head = f"{MARK} {what}cleared ({size}); revert restores]"
+    return head + ("\n" + "\n".join(kept) if kept else "")
+
+
+def duplicate_reference(seq: int, what: str) -> str:
+    return f"{MARK} same {what} as seq {seq}, verbatim; not repeated here. Reverting this compaction restores it.]"
+
+
+class _Planner:
+    def __init__(self, messages: Sequence[Msg], policy: Policy, context_window: int, tokenizer: Tokenizer) -> None:
+        self.messages = messages
+        self.policy = policy
+        self.tokenizer = tokenizer
+        self.patterns = compile_patterns(policy.preserve_patterns)
+        self.protected_seqs = self._protected_messages()
+        self.protected_blocks = self._protected_tool_blocks(policy.protected_tool_tokens(context_window))
+        self.tool_names = {
+            b["id"]: b.get("name", "tool")
+            for m in messages
+            if isinstance(m.content, list)
+            for b in m.content
+            if b.get("type") == "tool_use" and "id" in b
+        }
+        self.seen: dict[str, int] = {}  # fingerprint → first seq holding it
+
+    def _protected_messages(self) -> set[int]:
+        """The newest N user turns (user-role messages, as the API counts turns) and all after them,
+        and the last message a person typed, wherever it is."""
+        turns = [i for i, m in enumerate(self.messages) if m.role in ("user", "tool")]
+        keep = self.policy.keep_recent_turns
+        start = len(self.messages) if keep <= 0 else (turns[-keep] if len(turns) >= keep else 0)
+        protected = {m.seq for m in self.messages[start:]}
+        if turns:
+            protected.add(self.messages[turns[-1]].seq)  # the last user message stays verbatim
+        prompts = [m.seq for m in self.messages if is_human_prompt(m)]
+        if prompts:
+            protected.add(prompts[-1])
+        return protected
+
+    def _protected_tool_blocks(self, budget: int) -> set[tuple[int, int]]:
+        """(seq, block index) of the newest tool outputs, up to ``budget`` tokens (OpenCode's rule)."""
+        protected: set[tuple[int, int]] = set()
+        total = 0
+        for m in reversed(self.messages):
+            if not isinstance(m.content, list):
+                continue
+            for i in range(len(m.content) - 1, -1, -1):
+                block = m.content[i]
+                if block.get("type") != "tool_result":
+                    continue
+                total += self.tokenizer.count_message("user", [block]) - self.tokenizer.count_message("user", [])
+                if total > budget:
+                    return protected
+                protected.add((m.seq, i))
+        return protected
+
+    def plan(self) -> list[Change]:
+        changes = []
+        for msg in self.messages:
+            change = self._message(msg)
+            if change is not None:
+                changes.append(change)
+        return changes
+
+    def _remember(self, text: str, seq: int) -> int | None:
+        """The seq of an earlier identical text, or None (and this one is remembered)."""
+        if not text.strip() or text.startswith(MARK):
+            return None
+        key = _fingerprint(text)
+        earlier = self.seen.get(key)
+        if earlier is None:
+            self.seen[key] = seq
+        return earlier if earlier != seq else None
+
+    def _message(self, msg: Msg) -> Change | None:
+        touchable = msg.seq not in self.protected_seqs
+        saved: dict[str, int] = {}
+        if isinstance(msg.content, str):
+            earlier = self._remember(msg.content, msg.seq)
+            new = self._text(msg.content, earlier, saved, touchable, "message")
+            content: str | list[dict[str, Any]] = new if new is not None else msg.content
+        else:
+            blocks = []
+            for i, block in enumerate(msg.content):
+                blocks.append(self._block(msg, i, block, saved, touchable))
+            content = blocks
+        if not saved:
+            return None
+        after = self.tokenizer.count_message(msg.role, content)
+        if after >= msg.tokens:
+            return None
+        strategy = max(saved, key=lambda k: saved[k])
+        return Change(strategy=strategy, seq=msg.seq, content=content, tokens_before=msg.tokens, tokens_after=after)
+
+    def _text(self, text: str, earlier: int | None, saved: dict[str, int], touchable: bool, what: str) -> str | None:
+        """A shorter form of a text (a reference or a condensed form), or None to keep it."""
+        if not touchable or text.startswith(MARK):
+            return None
+        tokens = self.tokenizer.count_text(text)
+        if earlier is not None and tokens >= MIN_DUPLICATE_TOKENS:
+            new = self._reference(earlier, what, text)
+            if self._record(saved, "duplicate", tokens, new) is not None:
+                return new
+        if tokens >= MIN_VERBOSE_TOKENS:
+            kind = classify(text)
+            if kind is not None:
+                new = condense(text, self.patterns, kind)
+                if new is not None:
+                    return self._record(saved, "verbose", tokens, new)
+        return None
+
+    def _reference(self, earlier: int, what: str, text: str) -> str:
+        kept = preserved(text.splitlines(), self.patterns)
+        return duplicate_reference(earlier, what) + ("\n" + "\n".join(kept) if kept else "")
+
+    def _record(self, saved: dict[str, int], strategy: str, tokens: int, new: str) -> str | None:
+        gain = tokens - self.tokenizer.count_text(new)
+        if gain <= 0:
+            return None
+        saved[strategy] = saved.get(strategy, 0) + gain
+        return new
+
+    def _block(self, msg: Msg, index: int, block: dict[str, Any], saved: dict[str, int], touchable: bool) -> Any:
+        kind = block.get("type")
+        if kind == "tool_result":
+            text = result_text(block.get("content"))
+            earlier = self._remember(text, msg.seq)
+            if not touchable or (msg.seq, index) in self.protected_blocks or text.startswith(MARK):
+                return block
+            tokens = self.tokenizer.count_text(text)
+            if earlier is not None and tokens >= MIN_DUPLICATE_TOKENS:
+                new = self._reference(earlier, "tool output", text)
+                if self._record(saved, "duplicate", tokens, new) is not None:
+                    return {**block, "content": new}
+            if tokens >= MIN_PRUNE_TOKENS:
+                name = self.tool_names.get(block.get("tool_use_id", ""), "tool")
+                new = cleared(f"{name} output ", text, tokens, self.patterns)
+                if self._record(saved, "tool_output", tokens, new) is not None:
+                    return {**block, "content": new}
+            return block
+        if kind == "text":
+            text = str(block.get("text", ""))
+            earlier = self._remember(text, msg.seq)
+            new = self._text(text, earlier, saved, touchable, "text")
+            return {**block, "text": new} if new is not None else block
+        if kind == "tool_use" and touchable:
+            changed = self._tool_input(block.get("name", "tool"), block.get("input"), saved)
+            return {**block, "input": changed} if changed is not None else block
+        return block
+
+    def _tool_input(self, name: str, value: Any, saved: dict[str, int]) -> dict[str, Any] | None:
+        """Long string arguments of an older call (a written file, an edit, a script) are cleared
+        like its output; identifiers (a command's first line, a path) stay. The input keeps its keys."""
+        if not isinstance(value, dict):
+            return None
+        out, changed = {}, False
+        for key, item in value.items():
+            new = None
+            if isinstance(item, str) and not item.startswith(MARK):
+                first, _, rest = item.partition("\n")
+                keep_first = key in IDENTIFIER_ARGUMENTS
+                body = rest if keep_first else item
+                tokens = self.tokenizer.count_text(body)
+                if tokens >= MIN_PRUNE_TOKENS:
+                    placeholder = cleared("", body, tokens, self.patterns)
+                    new = self._record(
+                        saved, "tool_output", tokens, f"{first}\n{placeholder}" if keep_first else placeholder
+                    )
+            out[key] = new if new is not None else item
+            changed = changed or new is not None
+        return out if changed else None
+
+
+def plan_compact(messages: Sequence[Msg], policy: Policy, *, context_window: int, tokenizer: Tokenizer) -> list[Change]:
+    """The reversible changes for a session's context messages (in seq order); writes nothing."""
+    return _Planner(messages, policy, context_window, tokenizer).plan()
+
+
+def apply_changes(messages: Sequence[Msg], changes: Sequence[Change]) -> list[Msg]:
+    """The messages as they would be after the changes (for planning a summary on top)."""
+    by_seq = {c.seq: c for c in changes}
+    return [
+        Msg(m.seq, m.role, by_seq[m.seq].content, by_seq[m.seq].tokens_after, m.state, m.created_at, m.flags)
+        if m.seq in by_seq
+        else m
+        for m in messages
+    ]

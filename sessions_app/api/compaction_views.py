@@ -1,0 +1,104 @@
+"""REST for the compaction lifecycle: compactions (+ dry run, revert), checkpoints, handoffs."""
+
+from __future__ import annotations
+
+import json
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import compacting, handoffs, planning, reverting, selectors
+from ..errors import InvalidInput
+from ..models import Role
+from . import serializers as s
+from .views import _paginate, _valid
+
+
+class SessionCompactionsApi(APIView):
+    @extend_schema(responses=s.CompactionOut(many=True))
+    def get(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for(request.user, session_id)
+        return _paginate(self, request, session.compactions.all(), s.CompactionOut)
+
+    @extend_schema(
+        request=s.CompactionIn,
+        responses={202: s.CompactionOut, 200: {"type": "object", "description": "the dry-run preview"}},
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for(request.user, session_id, min_role=Role.MEMBER)
+        data = _valid(s.CompactionIn, request.data)
+        if data["dry_run"]:
+            return Response(planning.preview(session, data["level"], instructions=data["instructions"]))
+        record = compacting.compaction_request(
+            session=session, level=data["level"], user=request.user, instructions=data["instructions"]
+        )
+        record.refresh_from_db()  # in embedded mode the task has already run
+        return Response(s.CompactionOut(record).data, status=202)
+
+
+class CompactionDetailApi(APIView):
+    @extend_schema(responses=s.CompactionOut)
+    def get(self, request: Request, compaction_id: str) -> Response:
+        return Response(s.CompactionOut(selectors.compaction_get_for(request.user, compaction_id)).data)
+
+
+class CompactionRevertApi(APIView):
+    @extend_schema(request=None, responses=s.CompactionOut)
+    def post(self, request: Request, compaction_id: str) -> Response:
+        record = selectors.compaction_get_for(request.user, compaction_id, min_role=Role.MEMBER)
+        return Response(s.CompactionOut(reverting.compaction_revert(compaction=record)).data)
+
+
+class SessionCheckpointsApi(APIView):
+    @extend_schema(responses=s.CheckpointOut(many=True))
+    def get(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for(request.user, session_id)
+        return _paginate(self, request, session.checkpoints.order_by("-version"), s.CheckpointOut)
+
+
+class CheckpointDetailApi(APIView):
+    @extend_schema(responses=s.CheckpointOut)
+    def get(self, request: Request, checkpoint_id: str) -> Response:
+        return Response(s.CheckpointOut(selectors.checkpoint_get_for(request.user, checkpoint_id)).data)
+
+
+class SessionHandoffApi(APIView):
+    @extend_schema(responses=s.HandoffOut(many=True))
+    def get(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for(request.user, session_id)
+        return _paginate(self, request, session.handoffs.all(), s.HandoffOut)
+
+    @extend_schema(request=s.HandoffIn, responses={201: s.HandoffOut})
+    def post(self, request: Request, session_id: str) -> Response:
+        session = selectors.session_get_for(request.user, session_id, min_role=Role.MEMBER)
+        data = _valid(s.HandoffIn, request.data or {})
+        document = handoffs.handoff_create(session=session, user=request.user, continue_=data["continue"])
+        return Response(s.HandoffOut(document).data, status=201)
+
+
+class HandoffDetailApi(APIView):
+    @extend_schema(responses=s.HandoffOut)
+    def get(self, request: Request, handoff_id: str) -> Response:
+        return Response(s.HandoffOut(selectors.handoff_get_for(request.user, handoff_id)).data)
+
+
+DOWNLOAD_TYPES = {"txt": "text/plain; charset=utf-8", "md": "text/markdown; charset=utf-8", "json": "application/json"}
+
+
+class HandoffDownloadApi(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=list(DOWNLOAD_TYPES))],
+        responses={(200, "text/plain"): str},
+    )
+    def get(self, request: Request, handoff_id: str) -> HttpResponse:
+        document = selectors.handoff_get_for(request.user, handoff_id)
+        fmt = request.query_params.get("format", "txt")
+        if fmt not in DOWNLOAD_TYPES:
+            raise InvalidInput("format is one of txt, md, json.", code="invalid_format")
+        body = {"txt": document.text, "md": document.markdown, "json": json.dumps(document.data, indent=2)}[fmt]
+        response = HttpResponse(body, content_type=DOWNLOAD_TYPES[fmt])
+        response["Content-Disposition"] = f'attachment; filename="handoff-{document.session_id}-{document.pk}.{fmt}"'
+        return response

@@ -1,0 +1,200 @@
+"""Handoff: a checkpoint of the whole session (reason ``context_overflow``) rendered as a document a
+fresh session starts from; with ``continue``, that fresh session is created and the old one closed."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from compaction.checkpoint import merge_checkpoint, render_summary_text
+from compaction.context import summary_message
+from compaction.errors import EngineError
+from compaction.handoff import Handoff, HandoffContext, continuation_prompt, render_handoff
+from compaction.messages import normalize_message
+from compaction.summarize import ExtractiveSummarizer
+
+from . import selectors, services
+from .errors import Conflict
+from .models import AgentSession, Checkpoint, Compaction, CompactionStatus, HandoffDocument, SessionStatus
+from .planning import Outcome, Snapshot, snapshot, summarizer_for
+
+log = logging.getLogger(__name__)
+
+RECENT_FOR_CONTEXT = 4
+
+
+def _summarize_all(snap: Snapshot, *, allow_fallback: bool) -> tuple[dict[str, Any], str]:
+    """A checkpoint of everything in the context, merged with the current one. With ``allow_fallback``
+    an API failure falls back to the offline summarizer (a person is waiting for the document)."""
+    policy = snap.policy
+    previous = snap.previous_checkpoint.data if snap.previous_checkpoint else None
+    summarizer = summarizer_for(policy)
+    try:
+        fields = summarizer.summarize(snap.messages, previous=previous, budget=policy.summary_budget)
+        used = getattr(summarizer, "name", type(summarizer).__name__)
+    except EngineError as exc:
+        if not allow_fallback or isinstance(summarizer, ExtractiveSummarizer):
+            raise
+        log.warning("handoff summary fell back to the offline summarizer: %s", exc)
+        fallback = ExtractiveSummarizer(services.offline_tokenizer(), policy.preserve_patterns)
+        fields = fallback.summarize(snap.messages, previous=previous, budget=policy.summary_budget)
+        used = f"{fallback.name} (fallback: {exc})"
+    stamps = [m.created_at for m in snap.messages if m.created_at]
+    merged = merge_checkpoint(
+        previous,
+        fields,
+        messages_compacted=len(snap.messages),
+        oldest=min(stamps) if stamps else None,
+        newest=max(stamps) if stamps else None,
+        compacted_at=timezone.now().isoformat(),
+    )
+    return merged, used
+
+
+def _context(session: AgentSession, checkpoint: Checkpoint, usage_percent: float, snap: Snapshot) -> HandoffContext:
+    recent = []
+    for m in snap.messages[-RECENT_FOR_CONTEXT:]:
+        text = (
+            m.content
+            if isinstance(m.content, str)
+            else " ".join(str(b.get("text", "")) for b in m.content if isinstance(b, dict) and b.get("type") == "text")
+        )
+        if text.strip():
+            recent.append(f"{m.role}: {text.strip()[:400]}")
+    return HandoffContext(
+        project=session.project.name,
+        session_id=session.pk,
+        session_name=session.name or f"session {session.pk}",
+        model=session.model,
+        checkpoint_id=checkpoint.pk,
+        checkpoint_version=checkpoint.version,
+        created_at=timezone.now().isoformat(),
+        base_url=settings.CTX_PUBLIC_URL,
+        usage_percent=usage_percent,
+        recent_messages=tuple(recent),
+    )
+
+
+def _store(
+    *,
+    session: AgentSession,
+    snap: Snapshot,
+    merged: dict[str, Any],
+    summarizer: str,
+    compaction: Compaction | None,
+    user: AbstractBaseUser | None,
+) -> tuple[HandoffDocument, Handoff]:
+    latest = Checkpoint.objects.filter(session=session).order_by("-version").values_list("version", flat=True).first()
+    summary_text = render_summary_text(merged)
+    checkpoint = Checkpoint.objects.create(
+        session=session,
+        version=(latest or 0) + 1,
+        data={**merged, "summary_text": summary_text, "summarizer": summarizer},
+        reason="context_overflow",
+        compaction=compaction,
+        upto_seq=snap.upto_seq,
+        tokens=services.offline_tokenizer().count_message("user", summary_message(summary_text)["content"]),
+    )
+    usage = selectors.session_usage(session)
+    rendered = render_handoff(checkpoint.data, _context(session, checkpoint, usage.usage_percent, snap))
+    document = HandoffDocument.objects.create(
+        session=session,
+        checkpoint=checkpoint,
+        text=rendered.text,
+        markdown=rendered.markdown,
+        data=rendered.data,
+        created_by=user if user is not None and user.is_authenticated else None,
+    )
+    return document, rendered
+
+
+def handoff_create(*, session: AgentSession, user: AbstractBaseUser | None, continue_: bool = False) -> HandoffDocument:
+    """Write the handoff document now (REST, CLI, page). The summary call happens outside any
+    transaction; the checkpoint, document and continuation are written in one."""
+    if session.status != SessionStatus.ACTIVE:
+        raise Conflict(f"Session {session.pk} is {session.status.replace('_', ' ')}.", code="session_closed")
+    snap = snapshot(session)
+    merged, used = _summarize_all(snap, allow_fallback=True)
+    with transaction.atomic():
+        locked = AgentSession.objects.select_for_update().get(pk=session.pk)
+        if continue_ and locked.status != SessionStatus.ACTIVE:
+            raise Conflict(f"Session {locked.pk} was handed off meanwhile.", code="session_closed")
+        document, rendered = _store(
+            session=locked, snap=snap, merged=merged, summarizer=used, compaction=None, user=user
+        )
+        if continue_:
+            document.continuation = _continue(locked, rendered, user)
+            document.save(update_fields=["continuation"])
+    return document
+
+
+def _continue(session: AgentSession, rendered: Handoff, user: AbstractBaseUser | None) -> AgentSession:
+    """The fresh session: same model, system prompt and tools; the handoff is its first message."""
+    fresh = services.session_create(
+        user=user or session.owner,
+        project=session.project,
+        name=f"{session.name or f'session {session.pk}'} (continued)",
+        model=session.model,
+        system_prompt=session.system_prompt,
+        tools=session.tools,
+        context_window=session.context_window_override,
+        auto_compact=session.auto_compact,
+        parent=session,
+        metadata={"continues": session.pk},
+    )
+    services.message_append(
+        session=fresh, messages=[normalize_message({"role": "user", "content": continuation_prompt(rendered)})]
+    )
+    session.status = SessionStatus.HANDED_OFF
+    session.save(update_fields=["status", "updated_at"])
+    return fresh
+
+
+def handoff_auto_document(record: Compaction) -> HandoffDocument:
+    """After an automatic compaction that left the session above the handoff threshold: the document
+    the agent can continue from (the session stays open)."""
+    session = AgentSession.objects.select_related("project", "project__policy").get(pk=record.session_id)
+    snap = snapshot(session)
+    merged, used = _summarize_all(snap, allow_fallback=True)
+    with transaction.atomic():
+        locked = AgentSession.objects.select_for_update().get(pk=session.pk)
+        document, _ = _store(session=locked, snap=snap, merged=merged, summarizer=used, compaction=record, user=None)
+    return document
+
+
+def handoff_from_compaction(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
+    """The worker's handoff level: a document for the session, changing no message. The session
+    stays open — the agent (or a person) decides when to continue from it."""
+    from .compacting import compaction_fail
+
+    try:
+        merged, used = _summarize_all(snap, allow_fallback=False)
+    except EngineError as exc:
+        if not exc.permanent:
+            raise
+        compaction_fail(record.pk, str(exc))
+        return "failed"
+    now = timezone.now()
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=record.session_id)
+        current = Compaction.objects.select_for_update().get(pk=record.pk)
+        if current.status != CompactionStatus.RUNNING:
+            return "lost-claim"
+        document, _ = _store(session=session, snap=snap, merged=merged, summarizer=used, compaction=current, user=None)
+        current.status = CompactionStatus.SUCCEEDED
+        current.upto_seq = snap.upto_seq
+        current.tokens_before = current.tokens_after = outcome.tokens_before
+        current.items = [
+            {"strategy": "handoff", "seq": None, "tokens_before": 0, "tokens_after": 0, "handoff": document.pk}
+        ]
+        current.finished_at = now
+        current.revertible_until = None  # nothing changed, nothing to revert
+        current.save()
+        session.compaction_failures = 0
+        session.save(update_fields=["compaction_failures", "updated_at"])
+    return "succeeded"

@@ -1,0 +1,68 @@
+"""Revert: the newest succeeded compaction of a session, within its window, restores every message
+it changed byte for byte (content, token counts, state, the compaction that changed it before)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import Count, Sum
+from django.utils import timezone
+
+from . import selectors
+from .errors import Conflict
+from .models import CONTEXT_STATES, AgentSession, Compaction, CompactionStatus, Message, MessageBackup
+
+
+def compaction_revert(*, compaction: Compaction) -> Compaction:
+    """Restore every message the compaction changed, byte for byte. Only the newest succeeded
+    compaction of the session, only within its revert window, and not while another one runs."""
+    now = timezone.now()
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=compaction.session_id)
+        record = Compaction.objects.select_for_update().get(pk=compaction.pk)
+        if record.status != CompactionStatus.SUCCEEDED:
+            raise Conflict(
+                f"Only a succeeded compaction can be reverted; this one is {record.status}.", code="not_revertible"
+            )
+        if record.revertible_until is None:
+            raise Conflict("This compaction changed no message; there is nothing to revert.", code="not_revertible")
+        if record.revertible_until < now:
+            raise Conflict("The revert window of this compaction has passed.", code="revert_window_passed")
+        newer = session.compactions.filter(
+            status=CompactionStatus.SUCCEEDED, id__gt=record.pk, revertible_until__isnull=False
+        ).exists()
+        if newer:
+            raise Conflict("A newer compaction exists; revert that one first.", code="not_newest")
+        if session.compactions.filter(status__in=[CompactionStatus.QUEUED, CompactionStatus.RUNNING]).exists():
+            raise Conflict("A compaction of this session is queued or running.", code="compaction_in_progress")
+        backups = list(record.backups.all())
+        rows = {m.pk: m for m in Message.objects.select_for_update().filter(pk__in=[b.message_id for b in backups])}
+        for backup in backups:
+            row = rows[backup.message_id]
+            row.content, row.tokens, row.tokens_exact = backup.content, backup.tokens, backup.tokens_exact
+            row.state, row.compaction_id = backup.state, backup.previous_compaction_id
+        Message.objects.bulk_update(list(rows.values()), ["content", "tokens", "tokens_exact", "state", "compaction"])
+        record.checkpoints.update(reverted=True)
+        record.status = CompactionStatus.REVERTED
+        record.reverted_at = now
+        record.save(update_fields=["status", "reverted_at"])
+        _totals_refresh(session)
+    return record
+
+
+def _totals_refresh(session: AgentSession) -> None:
+    """Recompute the context totals from the rows (revert is rare; exactness matters more than speed)."""
+    agg = Message.objects.filter(session=session, state__in=CONTEXT_STATES).aggregate(n=Count("id"), t=Sum("tokens"))
+    checkpoint = selectors.current_checkpoint(session)
+    session.active_message_count = agg["n"] or 0
+    session.message_tokens = agg["t"] or 0
+    session.summary_tokens = checkpoint.tokens if checkpoint else 0
+    session.exact_upto_seq = None
+    session.save(
+        update_fields=["active_message_count", "message_tokens", "summary_tokens", "exact_upto_seq", "updated_at"]
+    )
+
+
+def backups_expire() -> int:
+    """Drop backups of compactions whose revert window has passed (beat runs this hourly)."""
+    deleted, _ = MessageBackup.objects.filter(compaction__revertible_until__lt=timezone.now()).delete()
+    return deleted

@@ -1,0 +1,151 @@
+"""Compactions run by a real Celery worker on Redis, against Postgres and the fake Anthropic API."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from compaction.checkpoint import CHECKPOINT_FIELDS
+from compaction.messages import normalize_message
+from sessions_app import compacting, services
+from sessions_app.errors import Conflict
+from sessions_app.models import Compaction, Message
+from tests.sessions_app.compaction_helpers import agent_rounds, append, rows_of
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+def good_checkpoint(body: dict) -> str:
+    return json.dumps(
+        {
+            "objective": "Fix the failing tests",
+            "completed": ["ran the suite"],
+            "in_progress": ["step 23"],
+            "pending": ["summarize what changed"],
+            "blockers": [],
+            "decisions": [{"decision": "keep pytest", "rationale": "the suite uses it"}],
+            "files_modified": [{"path": "src/mod_1.py", "what": "fixed"}],
+            "important_details": ["pytest tests/t_1.py"],
+            "last_user_request": "Now summarize what changed and what is left, verbatim please.",
+        }
+    )
+
+
+@pytest.fixture
+def worker(celery_worker, settings):
+    fake = celery_worker["fake"]
+    fake.reset()
+    fake.set_reply_function(good_checkpoint)
+    # this process queues with the same settings the worker runs with
+    settings.ANTHROPIC_API_KEY = "test-key"
+    settings.ANTHROPIC_BASE_URL = fake.base_url
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    yield celery_worker
+    fake.set_delay(0)
+    fake.set_reply_function(None)
+    fake.reset()
+
+
+def wait_for(compaction_id: int, statuses=("succeeded", "failed", "skipped"), seconds: float = 60) -> Compaction:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        record = Compaction.objects.get(pk=compaction_id)
+        if record.status in statuses:
+            return record
+        time.sleep(0.1)
+    raise AssertionError(f"compaction {compaction_id} still {record.status} after {seconds} s")
+
+
+@pytest.fixture
+def busy(session_of):
+    session = session_of(model="claude-sonnet-4-5", context_window=30_000, auto_compact=False)
+    append(session, agent_rounds(24))
+    return session
+
+
+def test_appends_during_a_running_summary_are_kept_and_active(worker, busy):
+    assert CHECKPOINT_FIELDS  # the worker's summarizer answers with this schema
+    worker["fake"].set_delay(2.0, endpoint="messages")  # the LLM call takes a while
+    record = compacting.compaction_request(session=busy, level="summarize", user=None)
+    wait_for(record.pk, statuses=("running",), seconds=30)
+    upto = busy.last_seq
+    late = [{"role": "user", "content": f"late message {i}", "client_id": f"late-{i}"} for i in range(10)]
+    for message in late:  # one by one, while the worker is inside the LLM call
+        services.message_append(session=busy, messages=[normalize_message(message)])
+    done = wait_for(record.pk)
+    assert done.status == "succeeded", done.error
+    assert done.upto_seq == upto
+    rows = Message.objects.filter(session=busy, seq__gt=upto).order_by("seq")
+    assert [(r.content, r.state, r.compaction_id) for r in rows] == [(m["content"], "active", None) for m in late]
+    assert not Message.objects.filter(session=busy, seq__gt=upto).exclude(state="active").exists()
+    assert worker["fake"].requests_for("messages"), "the summary went through the (fake) Anthropic API"
+
+
+def test_one_compaction_per_session_however_many_ask(worker, busy):
+    results: list[str] = []
+
+    def ask() -> None:
+        try:
+            compacting.compaction_request(session=busy, level="compact", user=None, enqueue=False)
+            results.append("queued")
+        except Conflict:
+            results.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["queued"] + ["refused"] * 7
+    record = Compaction.objects.get(session=busy)
+    claims: list[bool] = []
+
+    def claim() -> None:
+        claims.append(compacting.claim(record.pk))
+        connection.close()
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert claims.count(True) == 1
+
+
+def test_a_dead_workers_compaction_is_reclaimed(worker, busy, settings):
+    # A worker took it and died: the record is running, its start older than the hard time limit.
+    record = Compaction.objects.create(session=busy, level="compact", trigger="manual")
+    assert compacting.claim(record.pk)
+    Compaction.objects.filter(pk=record.pk).update(
+        started_at=timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 60)
+    )
+    assert compacting.stale_requeue() == 1  # what beat runs every minute
+    done = wait_for(record.pk)
+    assert done.status == "succeeded" and done.attempts == 2
+
+
+def test_a_failed_summary_changes_nothing(worker, busy):
+    rows = rows_of(busy)
+    worker["fake"].queue_error(400, endpoint="messages", times=5)  # permanent: no retry helps
+    record = compacting.compaction_request(session=busy, level="summarize", user=None)
+    done = wait_for(record.pk)
+    assert done.status == "failed" and "400" in done.error
+    assert rows_of(busy) == rows
+    busy.refresh_from_db()
+    assert busy.compaction_failures == 1 and busy.summary_tokens == 0
+
+
+def test_transient_errors_are_retried(worker, busy):
+    worker["fake"].queue_error(529, endpoint="messages", times=1, retry_after_ms=1)
+    record = compacting.compaction_request(session=busy, level="summarize", user=None)
+    done = wait_for(record.pk, seconds=90)
+    assert done.status == "succeeded", done.error
+    assert done.attempts == 2
