@@ -274,7 +274,6 @@ class AnthropicSummarizer:
                 max_tokens=max(1024, budget * 3),
                 system=SYSTEM_PROMPT,
                 messages=conversation,
-                temperature=0,
             )
         except anthropic.APIError as exc:
             raise provider_error_from(exc) from exc
