@@ -47,6 +47,11 @@ class Policy:
         """The tool-output tokens never pruned: the policy's figure, capped at 20 % of the window."""
         return min(self.protect_tool_tokens, int(context_window * 0.20))
 
+    def summary_tokens(self, context_window: int) -> int:
+        """The summary budget: the policy's figure, capped at 10 % of the window so that the tail
+        (``tail_fraction``) plus the summary leave a summarized session below half its window."""
+        return max(50, min(self.summary_budget, int(context_window * 0.10)))
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["preserve_patterns"] = list(self.preserve_patterns)

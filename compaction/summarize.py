@@ -69,9 +69,18 @@ class SummaryPlan:
     lossy: bool = True
 
 
-def split_tail(messages: Sequence[Msg], policy: Policy, *, context_window: int, minimal: bool = False) -> int:
-    """Index of the first tail message. ``minimal``: only the ``keep_recent_messages`` (and what
-    they need), for a summary someone asked for while everything would fit the tail budget."""
+# Seed 001: after summarizing, the session uses less than half its window.
+TARGET_AFTER_SUMMARY = 0.5
+
+
+def split_tail(
+    messages: Sequence[Msg], policy: Policy, *, context_window: int, minimal: bool = False, limit: float | None = None
+) -> int:
+    """Index of the first tail message.
+
+    ``minimal``: only the ``keep_recent_messages`` (and what they need), for a summary someone
+    asked for while everything would fit the tail budget. ``limit``: the most tokens the tail may
+    hold for the session to end below half its window; the keep-recent floor yields to it."""
     n = len(messages)
     budget = 0 if minimal else policy.tail_fraction * context_window
     fitting, total = 0, 0
@@ -80,13 +89,23 @@ def split_tail(messages: Sequence[Msg], policy: Policy, *, context_window: int, 
             break
         total += m.tokens
         fitting += 1
-    start = n - min(n, max(fitting, policy.keep_recent_messages))
     users = [i for i, m in enumerate(messages) if m.role in ("user", "tool")]
-    if users and users[-1] < start:
-        start = users[-1]
-    # A tool result keeps its call: start the tail at the assistant message that made the call.
-    while 0 < start < n and _has_tool_result(messages[start]):
-        start -= 1
+
+    def start_for(count: int) -> int:
+        start = n - count
+        if users and users[-1] < start:
+            start = users[-1]  # the last user message stays verbatim
+        # A tool result keeps its call: start the tail at the assistant message that made the call.
+        while 0 < start < n and _has_tool_result(messages[start]):
+            start -= 1
+        return start
+
+    count = min(n, max(fitting, policy.keep_recent_messages))
+    start = start_for(count)
+    if limit is not None:
+        while count > 1 and sum(m.tokens for m in messages[start:]) > limit:
+            count -= 1
+            start = start_for(count)
     return start
 
 
@@ -109,12 +128,17 @@ def plan_summarize(
     instructions: str = "",
     now: str,
     force: bool = False,
+    fixed_tokens: int = 0,
 ) -> SummaryPlan:
     """What summarizing would do: which messages the checkpoint replaces, and the checkpoint.
-    ``force`` (a person asked): when every message fits the tail budget, keep only the minimal tail."""
-    start = split_tail(messages, policy, context_window=context_window)
+
+    ``fixed_tokens`` (system prompt, tools) count toward the half-window goal. ``force`` (a person
+    asked): when every message fits the tail budget, keep only the minimal tail."""
+    budget = policy.summary_tokens(context_window)
+    limit = TARGET_AFTER_SUMMARY * context_window - budget - fixed_tokens
+    start = split_tail(messages, policy, context_window=context_window, limit=limit)
     if start == 0 and force:
-        start = split_tail(messages, policy, context_window=context_window, minimal=True)
+        start = split_tail(messages, policy, context_window=context_window, minimal=True, limit=limit)
     head, tail = list(messages[:start]), list(messages[start:])
     if not head:
         raise EngineError(
@@ -122,7 +146,7 @@ def plan_summarize(
             permanent=True,
             code="nothing_to_summarize",
         )
-    fields = summarizer.summarize(head, previous=previous, budget=policy.summary_budget, instructions=instructions)
+    fields = summarizer.summarize(head, previous=previous, budget=budget, instructions=instructions)
     stamps = sorted(m.created_at for m in head if m.created_at)
     checkpoint = merge_checkpoint(
         previous,
@@ -132,7 +156,7 @@ def plan_summarize(
         newest=stamps[-1] if stamps else None,
         compacted_at=now,
     )
-    checkpoint = fit_to_budget(checkpoint, tokenizer, policy.summary_budget)
+    checkpoint = fit_to_budget(checkpoint, tokenizer, budget)
     text = render_summary_text(checkpoint)
     tokens = summary_tokens_of(text, tokenizer)
     previous_tokens = (

@@ -174,6 +174,7 @@ def plan(
         instructions=instructions,
         now=timezone.now().isoformat(),
         force=force,
+        fixed_tokens=snap.fixed_tokens,
     )
     tokens_of = {m.seq: m.tokens for m in view}
     outcome.summary = summary

@@ -8,6 +8,7 @@ CTX_REQUIRE_SERVICES=1 (CI), where a missing service fails the run instead.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -236,33 +237,15 @@ def fake_anthropic_session() -> Iterator[object]:
         yield server
 
 
-@pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) -> Iterator[dict]:
-    """A real `celery worker` process on Redis, using the test database and the fake Anthropic API."""
-    import subprocess
+def start_worker(*, queue: str, env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    """A real `celery worker` process listening on ``queue``, answering a ping before it returns."""
     import sys
     import time
 
-    from django.db import connection
+    from ctxweb.celery import app
 
-    need(_postgres_configured(), "DATABASE_URL does not point at Postgres")
-    need(_redis_configured(), "REDIS_URL is not set")
-    with django_db_blocker.unblock():
-        db_name = connection.settings_dict["NAME"]
-    base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
-    queue = f"ctx-test-{os.getpid()}"
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"{base}/{db_name}",
-        "ANTHROPIC_API_KEY": "test-key",
-        "ANTHROPIC_BASE_URL": fake_anthropic_session.base_url,
-        "ANTHROPIC_MAX_RETRIES": "0",
-        "CTX_EXACT_COUNT_DEBOUNCE_SECONDS": "0",
-        "CELERY_TASK_DEFAULT_QUEUE": queue,
-    }
-    log_path = ROOT / "test-artifacts" / "celery-worker.log"
     log_path.parent.mkdir(exist_ok=True)
-    log = open(log_path, "w")  # noqa: SIM115 - the worker writes to it until the session ends
+    log = open(log_path, "w")  # noqa: SIM115 - the worker writes to it until it ends
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -286,23 +269,47 @@ def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) ->
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    from ctxweb.celery import app
-
-    app.conf.task_default_queue = queue  # this process sends where the worker listens
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"the Celery worker exited with {proc.returncode}")
-        replies = app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5)
-        if replies:
-            break
-    else:
-        proc.terminate()
-        pytest.fail("the Celery worker did not answer a ping within 60 s")
-    yield {"process": proc, "queue": queue, "fake": fake_anthropic_session}
+            pytest.fail(f"the Celery worker exited with {proc.returncode}; see {log_path}")
+        if app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5):
+            return proc
+    proc.terminate()
+    pytest.fail("the Celery worker did not answer a ping within 60 s")
+
+
+def stop_worker(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
-    log.close()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) -> Iterator[dict]:
+    """A real `celery worker` process on Redis, using the test database and the fake Anthropic API."""
+    from django.db import connection
+
+    from ctxweb.celery import app
+
+    need(_postgres_configured(), "DATABASE_URL does not point at Postgres")
+    need(_redis_configured(), "REDIS_URL is not set")
+    with django_db_blocker.unblock():
+        db_name = connection.settings_dict["NAME"]
+    base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+    queue = f"ctx-test-{os.getpid()}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"{base}/{db_name}",
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake_anthropic_session.base_url,
+        "ANTHROPIC_MAX_RETRIES": "0",
+        "CTX_EXACT_COUNT_DEBOUNCE_SECONDS": "0",
+        "CELERY_TASK_DEFAULT_QUEUE": queue,
+    }
+    app.conf.task_default_queue = queue  # this process sends where the worker listens
+    proc = start_worker(queue=queue, env=env, log_path=ROOT / "test-artifacts" / "celery-worker.log")
+    yield {"process": proc, "queue": queue, "fake": fake_anthropic_session, "env": env}
+    stop_worker(proc)

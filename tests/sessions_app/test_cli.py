@@ -107,3 +107,52 @@ def test_context_command_prints_a_request(session_of):
     ]
     with pytest.raises(CommandError):
         ctx("status", "does-not-exist")
+
+
+@pytest.fixture
+def busy_session(session_of):
+    from tests.sessions_app.compaction_helpers import agent_rounds, append
+
+    session = session_of(model="claude-sonnet-4-5", context_window=30_000, auto_compact=False, external_id="ext-busy")
+    append(session, agent_rounds(24))
+    return session
+
+
+def test_compact_dry_run_writes_nothing_then_compact_and_revert_by_external_id(busy_session):
+    from tests.sessions_app.compaction_helpers import rows_of
+
+    rows = rows_of(busy_session)
+    preview = json.loads(ctx("compact", "ext-busy", "--dry-run", "--json"))
+    assert preview["dry_run"] is True and preview["saved_tokens"] > 0
+    assert rows_of(busy_session) == rows
+    human = ctx("compact", "ext-busy", "--dry-run")
+    assert "Dry run of compact" in human and "tool_output" in human
+
+    done = json.loads(ctx("compact", "ext-busy", "--json"))
+    assert done["status"] == "succeeded" and done["saved_tokens"] == preview["saved_tokens"]
+    assert rows_of(busy_session) != rows
+    reverted = json.loads(ctx("compact", "ext-busy", "--revert", "--json"))
+    assert (reverted["id"], reverted["status"]) == (done["id"], "reverted")
+    assert rows_of(busy_session) == rows
+    with pytest.raises(CommandError, match="No compaction"):
+        ctx("compact", "ext-busy", "--revert")
+
+
+def test_summarize_then_context_starts_with_the_summary(busy_session):
+    done = json.loads(ctx("compact", str(busy_session.pk), "--level", "summarize", "--json"))
+    assert done["status"] == "succeeded"
+    context = json.loads(ctx("context", str(busy_session.pk)))
+    first = context["messages"][0]["content"][0]["text"]
+    assert first.startswith("<context_summary>") and context["status"]["usage_percent"] < 50
+
+
+def test_handoff_writes_the_document_and_continues(busy_session, tmp_path):
+    target = tmp_path / "handoff.md"
+    out = json.loads(ctx("handoff", "ext-busy", "-o", str(target), "--format", "md", "--continue", "--json"))
+    body = target.read_text()
+    assert body.startswith("# Handoff") and "## Next Steps" in body
+    assert out["continuation"] and out["output"] == str(target)
+    busy_session.refresh_from_db()
+    assert busy_session.status == "handed_off"
+    text = ctx("handoff", str(out["continuation"]))
+    assert "HANDOFF DOCUMENT" in text and "CURRENT TASK" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from datetime import timedelta
@@ -16,6 +17,8 @@ from compaction.messages import normalize_message
 from sessions_app import compacting, services
 from sessions_app.errors import Conflict
 from sessions_app.models import Compaction, Message
+from sessions_app.tasks import run_compaction
+from tests.conftest import ROOT, start_worker, stop_worker
 from tests.sessions_app.compaction_helpers import agent_rounds, append, rows_of
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
@@ -47,7 +50,7 @@ def worker(celery_worker, settings):
     settings.ANTHROPIC_BASE_URL = fake.base_url
     settings.CELERY_TASK_ALWAYS_EAGER = False
     yield celery_worker
-    fake.set_delay(0)
+    fake.set_delay(0, endpoint="messages")
     fake.set_reply_function(None)
     fake.reset()
 
@@ -120,6 +123,28 @@ def test_one_compaction_per_session_however_many_ask(worker, busy):
     assert claims.count(True) == 1
 
 
+def test_two_real_workers_handed_the_same_compaction_run_it_once(worker, busy):
+    second_queue = f"{worker['queue']}-second"
+    second = start_worker(
+        queue=second_queue,
+        env={**worker["env"], "CELERY_TASK_DEFAULT_QUEUE": second_queue},
+        log_path=ROOT / "test-artifacts" / "celery-worker-second.log",
+    )
+    try:
+        worker["fake"].set_delay(1.0, endpoint="messages")
+        record = compacting.compaction_request(session=busy, level="summarize", user=None, enqueue=False)
+        for queue in (worker["queue"], second_queue, worker["queue"], second_queue):
+            run_compaction.apply_async((record.pk,), queue=queue)  # a redelivery storm
+        done = wait_for(record.pk)
+        time.sleep(1.5)  # let the other deliveries arrive and be refused
+    finally:
+        stop_worker(second)
+    done.refresh_from_db()
+    assert done.status == "succeeded" and done.attempts == 1
+    assert len(worker["fake"].requests_for("messages")) == 1  # one summary, not two
+    assert Compaction.objects.filter(session=busy).count() == 1
+
+
 def test_a_dead_workers_compaction_is_reclaimed(worker, busy, settings):
     # A worker took it and died: the record is running, its start older than the hard time limit.
     record = Compaction.objects.create(session=busy, level="compact", trigger="manual")
@@ -128,6 +153,43 @@ def test_a_dead_workers_compaction_is_reclaimed(worker, busy, settings):
         started_at=timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 60)
     )
     assert compacting.stale_requeue() == 1  # what beat runs every minute
+    done = wait_for(record.pk)
+    assert done.status == "succeeded" and done.attempts == 2
+
+
+def test_a_worker_killed_mid_summary_leaves_a_record_another_worker_reclaims(worker, busy, settings):
+    """A second real worker takes the compaction and is killed (SIGKILL) inside the slow LLM call;
+    the record stays running, nothing changed, and once its start is older than the hard time limit
+    the periodic recovery hands it to the other worker, which finishes it."""
+    rows = rows_of(busy)
+    victim_queue = f"{worker['queue']}-victim"
+    victim = start_worker(
+        queue=victim_queue,
+        env={**worker["env"], "CELERY_TASK_DEFAULT_QUEUE": victim_queue},
+        log_path=ROOT / "test-artifacts" / "celery-worker-victim.log",
+    )
+    try:
+        worker["fake"].set_delay(30.0, endpoint="messages")
+        record = compacting.compaction_request(session=busy, level="summarize", user=None, enqueue=False)
+        run_compaction.apply_async((record.pk,), queue=victim_queue)
+        wait_for(record.pk, statuses=("running",), seconds=30)
+        deadline = time.monotonic() + 30
+        while not worker["fake"].requests_for("messages") and time.monotonic() < deadline:
+            time.sleep(0.05)  # inside the LLM call now
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=15)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+    worker["fake"].set_delay(0, endpoint="messages")
+    dead = Compaction.objects.get(pk=record.pk)
+    assert dead.status == "running" and dead.attempts == 1
+    assert rows_of(busy) == rows
+    assert compacting.stale_requeue() == 0  # not stale yet: nobody steals a live-looking run
+    Compaction.objects.filter(pk=record.pk).update(
+        started_at=timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 60)
+    )
+    assert compacting.stale_requeue() == 1
     done = wait_for(record.pk)
     assert done.status == "succeeded" and done.attempts == 2
 
