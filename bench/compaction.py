@@ -7,7 +7,9 @@ compaction and the extractive summary (seed 000 targets < 1 s and < 3 s at 100k 
 each strategy saves; and, side by side, what Anthropic's `clear_tool_uses` (keep the 3 newest tool
 uses) and OpenCode's prune rule (protect the newest 40k tokens of tool output) save — each with its
 identifier retention: the share of the original's file paths, error lines and decision lines still
-present verbatim in the context (+ the checkpoint, for a summary).
+present verbatim in the context (+ the checkpoint, for a summary). A session the engine refuses to
+summarize (too small: ``nothing_to_summarize``, ``summary_too_large``) shows "—" and is named below
+the table. The baselines and the retention measure are in ``bench/baselines.py``.
 """
 
 from __future__ import annotations
@@ -25,18 +27,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.baselines import anthropic_clear_tool_uses, opencode_prune, retention
-
+from bench.baselines import anthropic_clear_tool_uses, identifiers, message_text, opencode_prune, retention
 from compaction.checkpoint import render_summary_text
+from compaction.errors import EngineError
 from compaction.policy import Policy
 from compaction.prune import plan_compact
-from compaction.summarize import ExtractiveSummarizer, plan_summarize
+from compaction.summarize import ExtractiveSummarizer, SummaryPlan, plan_summarize
 from compaction.tokens import OfflineTokenizer
 from compaction.transcripts import read_transcript
 from compaction.types import Msg
 
 SHARED = Path(os.environ.get("CTX_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 TOKENIZER = OfflineTokenizer()
+NOW = "2026-11-22T00:00:00Z"
 WORDS = ("build", "test", "config", "request", "handler", "module", "parser", "value", "token", "queue", "cache")
 
 
@@ -125,16 +128,24 @@ def measure(name: str, messages: list[dict[str, Any]], runs: int) -> dict[str, A
         by_strategy[c.strategy] += c.tokens_before - c.tokens_after
     compacted = apply_changes(messages, changes)
     summarizer = ExtractiveSummarizer(TOKENIZER, policy.preserve_patterns)
-    summary, t_summary = timed(
-        lambda: plan_summarize(
-            msgs, policy, context_window=window, tokenizer=TOKENIZER, summarizer=summarizer, now="2026-11-22T00:00:00Z"
-        ),
-        runs,
-    )
-    gone = set(summary.summarized_seqs)
-    kept = [m for i, m in enumerate(messages, start=1) if i not in gone]
-    summary_text = render_summary_text(summary.checkpoint)
-    after_summary = summary.kept_tokens + summary.summary_tokens
+
+    def summarize() -> SummaryPlan | EngineError:
+        try:
+            return plan_summarize(
+                msgs, policy, context_window=window, tokenizer=TOKENIZER, summarizer=summarizer, now=NOW
+            )
+        except EngineError as exc:  # a session too small to summarize: reported, not a crash
+            return exc
+
+    summary, t_summary = timed(summarize, runs)
+    if isinstance(summary, EngineError):
+        summary_usage, summary_retention, summary_refused = None, None, summary.code
+    else:
+        gone = set(summary.summarized_seqs)
+        kept = [m for i, m in enumerate(messages, start=1) if i not in gone]
+        summary_usage = (summary.kept_tokens + summary.summary_tokens) / window
+        summary_retention = retention(messages, kept, [render_summary_text(summary.checkpoint)])
+        summary_refused = None
     anthropic = anthropic_clear_tool_uses(messages, keep=3)
     opencode = opencode_prune(messages)
     return {
@@ -144,24 +155,36 @@ def measure(name: str, messages: list[dict[str, Any]], runs: int) -> dict[str, A
         "t_summary": t_summary,
         "saved": {k: v / total for k, v in sorted(by_strategy.items())},
         "compact_saved": sum(by_strategy.values()) / total,
-        "summary_usage": after_summary / window,
+        "summary_usage": summary_usage,
+        "summary_refused": summary_refused,
         "anthropic_saved": 1 - count(anthropic) / total,
         "opencode_saved": 1 - count(opencode) / total,
+        "identifiers": {kind: len(found) for kind, found in identifiers(message_text(m) for m in messages).items()},
         "retention": {
             "compact": retention(messages, compacted),
-            "summarize": retention(messages, kept, [summary_text]),
+            "summarize": summary_retention,
             "anthropic": retention(messages, anthropic),
             "opencode": retention(messages, opencode),
         },
     }
 
 
-def pct(x: float) -> str:
-    return f"{x * 100:5.1f}%"
+def pct(x: float | None) -> str:
+    return "—" if x is None else f"{x * 100:5.1f}%"
 
 
-def mean_retention(r: dict[str, float]) -> str:
-    return pct(sum(r.values()) / len(r))
+def mean_retention(r: dict[str, float] | None) -> str:
+    return "—" if r is None else pct(sum(r.values()) / len(r))
+
+
+def pooled_retention(rows: list[dict[str, Any]], method: str, kind: str) -> str:
+    """Identifiers of one kind kept by one method, over all the rows' identifiers of that kind."""
+    counted = [r for r in rows if r["retention"][method] is not None and r["identifiers"][kind]]
+    total = sum(r["identifiers"][kind] for r in counted)
+    if not total:
+        return "—"
+    kept = sum(r["retention"][method][kind] * r["identifiers"][kind] for r in counted)
+    return f"{pct(kept / total)} of {total:,}"
 
 
 def main() -> int:
@@ -174,7 +197,12 @@ def main() -> int:
     )
     rows = [measure("synthetic 100k", synthetic(), args.runs)]
     rows += [measure(name, messages, args.runs) for name, messages in sessions(paths)]
-    print("Savings are shares of message tokens; retention = paths / error lines / decision lines kept verbatim, mean.")
+    print(
+        "Each session fills 90 % of its window. compact / anthr. / openc. = share of message tokens saved; "
+        "summ.use = window used after summarizing (— = refused);\n"
+        "ret = file paths / error lines / decision lines kept verbatim, mean of the three shares "
+        "(ret sum counts the checkpoint text)."
+    )
     print(
         f"{'session':44} {'tokens':>8} {'compact':>8} {'t(ms)':>7} {'summ.use':>8} {'t(ms)':>7} "
         f"{'anthr.':>7} {'openc.':>7} | {'ret ours':>8} {'ret sum':>8} {'ret anth':>8} {'ret openc':>9}"
@@ -188,19 +216,47 @@ def main() -> int:
             f"{mean_retention(ret['summarize']):>8} "
             f"{mean_retention(ret['anthropic']):>8} {mean_retention(ret['opencode']):>9}"
         )
-    print("\nTokens saved per strategy (share of message tokens), compact level:")
+    print("\nTokens saved per strategy (share of message tokens; a message counts for the strategy saving most in it):")
     for r in rows:
-        print(f"  {r['name'][:44]:44} " + ", ".join(f"{k} {pct(v)}" for k, v in r["saved"].items()))
+        saved = ", ".join(f"{k} {pct(v)}" for k, v in r["saved"].items()) or "nothing"
+        print(f"  {r['name'][:44]:44} {saved}")
+    refused = [r for r in rows if r["summary_refused"]]
+    if refused:
+        print("\nSummarize refused: " + ", ".join(f"{r['name']} ({r['summary_refused']})" for r in refused))
     real = rows[1:]
     if real:
+        usage = [r["summary_usage"] for r in real if r["summary_usage"] is not None]
         print(
             f"\nMedian over {len(real)} real sessions: "
             f"compact saves {pct(statistics.median(r['compact_saved'] for r in real))}, "
             f"Anthropic clear_tool_uses {pct(statistics.median(r['anthropic_saved'] for r in real))}, "
-            f"OpenCode prune {pct(statistics.median(r['opencode_saved'] for r in real))}; "
-            f"usage after summarize {pct(statistics.median(r['summary_usage'] for r in real))} "
-            f"(max {pct(max(r['summary_usage'] for r in real))})"
+            f"OpenCode prune {pct(statistics.median(r['opencode_saved'] for r in real))}"
+            + (
+                f"; usage after summarize {pct(statistics.median(usage))} (max {pct(max(usage))}, "
+                f"{len(usage)} sessions)"
+                if usage
+                else ""
+            )
         )
+        tokens = sum(r["tokens"] for r in real)
+        print(
+            f"All {len(real)} real sessions together ({tokens:,} tokens): "
+            f"compact saves {pct(sum(r['compact_saved'] * r['tokens'] for r in real) / tokens)}, "
+            f"Anthropic clear_tool_uses {pct(sum(r['anthropic_saved'] * r['tokens'] for r in real) / tokens)}, "
+            f"OpenCode prune {pct(sum(r['opencode_saved'] * r['tokens'] for r in real) / tokens)}"
+        )
+        print(f"\nIdentifier retention over the {len(real)} real sessions, pooled (kept of all identifiers of a kind):")
+        print(f"  {'':10} {'paths':>18} {'error lines':>18} {'decision lines':>18}")
+        for method, label in (
+            ("compact", "compact"),
+            ("summarize", "summarize"),
+            ("anthropic", "Anthropic"),
+            ("opencode", "OpenCode"),
+        ):
+            print(
+                f"  {label:10} "
+                + " ".join(f"{pooled_retention(real, method, kind):>18}" for kind in ("paths", "errors", "decisions"))
+            )
     return 0
 
 

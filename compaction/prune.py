@@ -111,7 +111,7 @@ def classify(text: str) -> str | None:
         return "diff"
     if "Traceback (most recent call last)" in text or sum(1 for line in lines if line.lstrip().startswith("at ")) > 5:
         return "trace"
-    if stripped[:1] in "{[":
+    if stripped[:1] and stripped[:1] in "{[":
         return "json"
     if len(lines) >= HEAD_LINES + TAIL_LINES + MIN_ELIDED_LINES:
         return "log"
@@ -156,8 +156,11 @@ def cleared(what: str, text: str, tokens: int, patterns: Sequence[re.Pattern[str
     return head + ("\n" + "\n".join(kept) if kept else "")
 
 
-def duplicate_reference(seq: int, what: str) -> str:
-    return f"{MARK} same {what} as seq {seq}, verbatim; not repeated here. Reverting this compaction restores it.]"
+def duplicate_reference(seq: int, what: str, *, shrunk_there: bool = False) -> str:
+    """A reference to the earlier copy; says so when that copy is cleared too, so the model is not
+    pointed at text it can't see."""
+    where = f"seq {seq}, which is cleared too" if shrunk_there else f"seq {seq}, verbatim; not repeated here"
+    return f"{MARK} same {what} as {where}. Reverting this compaction restores it.]"
 
 
 class _Planner:
@@ -176,6 +179,7 @@ class _Planner:
             if b.get("type") == "tool_use" and "id" in b
         }
         self.seen: dict[str, int] = {}  # fingerprint → first seq holding it
+        self.shrunk: set[str] = set()  # fingerprints whose first copy this plan clears or condenses
 
     def _protected_messages(self) -> set[int]:
         """The newest N user turns (user-role messages, as the API counts turns) and all after them,
@@ -259,13 +263,15 @@ class _Planner:
             kind = classify(text)
             if kind is not None:
                 new = condense(text, self.patterns, kind)
-                if new is not None:
-                    return self._record(saved, "verbose", tokens, new)
+                if new is not None and self._record(saved, "verbose", tokens, new) is not None:
+                    self.shrunk.add(_fingerprint(text))
+                    return new
         return None
 
     def _reference(self, earlier: int, what: str, text: str) -> str:
         kept = preserved(text.splitlines(), self.patterns)
-        return duplicate_reference(earlier, what) + ("\n" + "\n".join(kept) if kept else "")
+        reference = duplicate_reference(earlier, what, shrunk_there=_fingerprint(text) in self.shrunk)
+        return reference + ("\n" + "\n".join(kept) if kept else "")
 
     def _record(self, saved: dict[str, int], strategy: str, tokens: int, new: str) -> str | None:
         gain = tokens - self.tokenizer.count_text(new)
@@ -290,6 +296,7 @@ class _Planner:
                 name = self.tool_names.get(block.get("tool_use_id", ""), "tool")
                 new = cleared(f"{name} output ", text, tokens, self.patterns)
                 if self._record(saved, "tool_output", tokens, new) is not None:
+                    self.shrunk.add(_fingerprint(text))
                     return {**block, "content": new}
             return block
         if kind == "text":

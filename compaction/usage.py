@@ -54,6 +54,11 @@ def usage_warnings(usage: Usage) -> list[str]:
             f"The context no longer leaves the {usage.reserved_output:,} tokens reserved for the reply "
             f"({-usage.free:,} over)."
         )
+    if usage.level == Level.REMIND:
+        warnings.append(
+            f"Context at {usage.usage_percent:.0f}%, past the reminder threshold "
+            f"({usage.thresholds.remind:.0%}); nothing is compacted yet."
+        )
     if usage.used > usage.context_window:
         warnings.append("The context is larger than the model's window: a request would be refused.")
     return warnings
