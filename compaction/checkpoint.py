@@ -43,21 +43,30 @@ def empty_fields() -> dict[str, Any]:
 
 
 def parse_json_object(text: str) -> dict[str, Any]:
-    """The JSON object in a model's reply, tolerating a code fence or words around it."""
+    """The JSON object in a model's reply, tolerating a code fence or words around it. The plain
+    readings come first, so a fence quoted inside a string value does not confuse it."""
     stripped = text.strip()
-    fenced = re.search(r"```(?:json)?\s*(.*?)```", stripped, re.DOTALL)
-    if fenced:
-        stripped = fenced.group(1).strip()
+    candidates = [stripped]
     start, end = stripped.find("{"), stripped.rfind("}")
+    if 0 <= start < end:
+        candidates.append(stripped[start : end + 1])
+    fenced = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", stripped, re.DOTALL)
+    if fenced:
+        candidates.append(fenced.group(1))
+    error: json.JSONDecodeError | None = None
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except json.JSONDecodeError as exc:
+            error = error or exc
+            continue
+        if isinstance(value, dict):
+            return value
     if start < 0 or end <= start:
         raise CheckpointError("The reply holds no JSON object.")
-    try:
-        value = json.loads(stripped[start : end + 1])
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"The reply is not valid JSON: {exc.msg} at character {exc.pos}.") from None
-    if not isinstance(value, dict):
-        raise CheckpointError("The reply's JSON is not an object.")
-    return value
+    if error is not None:
+        raise CheckpointError(f"The reply is not valid JSON: {error.msg} at character {error.pos}.")
+    raise CheckpointError("The reply's JSON is not an object.")
 
 
 def validate_fields(raw: Any) -> dict[str, Any]:

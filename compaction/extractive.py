@@ -32,6 +32,7 @@ WRITE_TOOLS = {
     "apply_patch",
     "replace",
 }
+READ_COMMANDS = {"view", "read"}  # the text editor tools' commands that change nothing
 PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file")
 ITEM_CHARS = 240
 REQUEST_CHARS = 1_500
@@ -44,6 +45,12 @@ NEXT_RE = re.compile(r"\b(next|todo|remaining|still need|need to|will now|then i
 SENTENCE_RE = re.compile(r"(?<=[.!?])\s+")
 # Trimmed first when over budget: the longest lists of the least essential kind.
 TRIM_ORDER = ("important_details", "completed", "blockers", "decisions", "files_modified", "in_progress", "pending")
+
+
+def _cut(text: str, limit: int) -> str:
+    """Verbatim (whitespace and line breaks kept) up to ``limit`` characters."""
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _clip(text: str, limit: int = ITEM_CHARS) -> str:
@@ -94,14 +101,14 @@ class ExtractiveSummarizer:
         objective = prev["objective"] or (_clip(prompts[0], 400) if prompts else "")
         if not objective:
             objective = _clip(texts[0], 400) if texts else "Continue the session's work."
-        last_request = _clip(prompts[-1], REQUEST_CHARS) if prompts else prev["last_user_request"]
+        last_request = _cut(prompts[-1], REQUEST_CHARS) if prompts else prev["last_user_request"]
 
         files = {f["path"]: f for f in prev["files_modified"]}
         for call in calls:
             name = str(call.get("name", "")).lower()
             args = call.get("input") or {}
             path = next((args[k] for k in PATH_KEYS if isinstance(args.get(k), str)), None)
-            if name in WRITE_TOOLS and path:
+            if name in WRITE_TOOLS and path and args.get("command") not in READ_COMMANDS:
                 action = args.get("command") if isinstance(args.get("command"), str) else call.get("name")
                 files.pop(path, None)  # re-insert: most recently modified last
                 files[path] = {"path": path, "what": f"{action}"}
@@ -119,7 +126,7 @@ class ExtractiveSummarizer:
             hits = [line for line in lines if self._preserved(line) and not line.startswith(MARK)]
             if block.get("is_error") and lines and not hits:
                 hits = lines[:1]
-            error_lines.extend(_clip(line) for line in hits)
+            error_lines.extend(_cut(line, ITEM_CHARS) for line in hits)
         decisions = self._decisions(messages)
         paths = [p for t in [*prompts, *texts] for p in PATH_RE.findall(t)]
 
@@ -185,7 +192,7 @@ def fit_to_budget(checkpoint: dict[str, Any], tokenizer: Tokenizer, budget: int)
     for name in TEXT_FIELDS:
         limit = 600
         while current > budget and len(out.get(name) or "") > 40:
-            out[name] = _clip(out[name], limit)
+            out[name] = _cut(out[name], limit)
             limit //= 2
             current = size()
     return out

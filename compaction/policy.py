@@ -12,6 +12,8 @@ from typing import Any
 
 from .types import Level, Thresholds
 
+# The smallest summary worth writing: the header, an objective and the latest request, shortened.
+MIN_SUMMARY_TOKENS = 100
 DEFAULT_PRESERVE_PATTERNS: tuple[str, ...] = (r"^## Decision:", r"^ADR-\d+", r"error|fail|critical")
 
 
@@ -50,7 +52,7 @@ class Policy:
     def summary_tokens(self, context_window: int) -> int:
         """The summary budget: the policy's figure, capped at 10 % of the window so that the tail
         (``tail_fraction``) plus the summary leave a summarized session below half its window."""
-        return max(50, min(self.summary_budget, int(context_window * 0.10)))
+        return max(MIN_SUMMARY_TOKENS, min(self.summary_budget, int(context_window * 0.10)))
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -152,7 +154,7 @@ def validate(values: dict[str, Any]) -> dict[str, str]:
             "The kept tail must be smaller than the summarize threshold, or summarizing frees nothing."
         )
     for name, low, high in (
-        ("summary_budget", 50, 20_000),
+        ("summary_budget", MIN_SUMMARY_TOKENS, 20_000),
         ("keep_recent_messages", 0, 1_000),
         ("keep_recent_turns", 0, 100),
         ("protect_tool_tokens", 0, 1_000_000),

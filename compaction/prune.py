@@ -103,19 +103,28 @@ def _fingerprint(text: str) -> str:
     return hashlib.sha1(" ".join(text.split()).encode("utf-8")).hexdigest()
 
 
+LOG_LINE = re.compile(
+    r"^\s*(\[|\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}:\d{2}|(INFO|DEBUG|WARN|WARNING|ERROR|TRACE|FATAL)\b|"
+    r"[\w./-]+:\d+|\$ |>>> |PASSED|FAILED|ok\b|=+|-+$|#\d+|\d+[.)|:]\s)",
+    re.IGNORECASE,
+)
+
+
 def classify(text: str) -> str | None:
-    """What kind of verbose output a text is: diff, trace, json, log — or None for prose and code."""
+    """What kind of verbose output a text is: diff, trace, json, log — or None for prose and code,
+    which are never condensed."""
     stripped = text.lstrip()
     lines = text.splitlines()
     if stripped.startswith(("diff --git", "--- a/", "Index: ")) or sum(1 for line in lines if line.startswith("@@")):
         return "diff"
     if "Traceback (most recent call last)" in text or sum(1 for line in lines if line.lstrip().startswith("at ")) > 5:
         return "trace"
-    if stripped[:1] and stripped[:1] in "{[":
+    if stripped[:1] and stripped[:1] in "{[" and stripped.rstrip()[-1:] in "}]":
         return "json"
-    if len(lines) >= HEAD_LINES + TAIL_LINES + MIN_ELIDED_LINES:
-        return "log"
-    if any(len(line) > LONG_LINE_CHARS for line in lines):
+    filled = [line for line in lines if line.strip()]
+    # A log: long, and most lines start like log lines do (a time, a level, a path:line, a counter).
+    long_enough = len(lines) >= HEAD_LINES + TAIL_LINES + MIN_ELIDED_LINES and filled
+    if long_enough and sum(1 for line in filled if LOG_LINE.match(line)) >= 0.6 * len(filled):
         return "log"
     return None
 
@@ -305,11 +314,11 @@ class _Planner:
             new = self._text(text, earlier, saved, touchable, "text")
             return {**block, "text": new} if new is not None else block
         if kind == "tool_use" and touchable:
-            changed = self._tool_input(block.get("name", "tool"), block.get("input"), saved)
+            changed = self._tool_input(block.get("input"), saved)
             return {**block, "input": changed} if changed is not None else block
         return block
 
-    def _tool_input(self, name: str, value: Any, saved: dict[str, int]) -> dict[str, Any] | None:
+    def _tool_input(self, value: Any, saved: dict[str, int]) -> dict[str, Any] | None:
         """Long string arguments of an older call (a written file, an edit, a script) are cleared
         like its output; identifiers (a command's first line, a path) stay. The input keeps its keys."""
         if not isinstance(value, dict):
@@ -321,6 +330,10 @@ class _Planner:
                 first, _, rest = item.partition("\n")
                 keep_first = key in IDENTIFIER_ARGUMENTS
                 body = rest if keep_first else item
+                if body.startswith(MARK):
+                    # cleared by an earlier compaction
+                    out[key] = item
+                    continue
                 tokens = self.tokenizer.count_text(body)
                 if tokens >= MIN_PRUNE_TOKENS:
                     placeholder = cleared("", body, tokens, self.patterns)

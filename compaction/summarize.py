@@ -14,6 +14,7 @@ official SDK, JSON out, one repair attempt) and the offline, deterministic
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -29,6 +30,7 @@ from .checkpoint import (
 from .context import summary_message
 from .errors import EngineError, provider_error_from
 from .extractive import ExtractiveSummarizer, fit_to_budget
+from .messages import tool_result_ids, tool_use_ids
 from .policy import Policy
 from .prune import result_text
 from .tokens import Tokenizer
@@ -90,14 +92,20 @@ def split_tail(
         total += m.tokens
         fitting += 1
     users = [i for i, m in enumerate(messages) if m.role in ("user", "tool")]
+    call_at = {call: i for i, m in enumerate(messages) for call in tool_use_ids(m.content)}
 
     def start_for(count: int) -> int:
         start = n - count
         if users and users[-1] < start:
             start = users[-1]  # the last user message stays verbatim
-        # A tool result keeps its call: start the tail at the assistant message that made the call.
-        while 0 < start < n and _has_tool_result(messages[start]):
-            start -= 1
+        # A tool result keeps its call: start the tail at the message that made the earliest call
+        # answered in the tail (results may come several messages after their call).
+        while start > 0:
+            answered = {r for m in messages[start:] for r in tool_result_ids(m.content)}
+            callers = [call_at[i] for i in answered if call_at.get(i, n) < start]
+            if not callers:
+                break
+            start = min(callers)
         return start
 
     count = min(n, max(fitting, policy.keep_recent_messages))
@@ -107,10 +115,6 @@ def split_tail(
             count -= 1
             start = start_for(count)
     return start
-
-
-def _has_tool_result(msg: Msg) -> bool:
-    return isinstance(msg.content, list) and any(b.get("type") == "tool_result" for b in msg.content)
 
 
 def summary_tokens_of(text: str, tokenizer: Tokenizer) -> int:
@@ -227,7 +231,13 @@ def render_transcript(messages: Sequence[Msg]) -> str:
     return text
 
 
+CLOSING_TAG = re.compile(r"</(transcript|message)", re.IGNORECASE)
+
+
 def _clip(text: str) -> str:
+    """A block's text for the transcript: tags that would close the data early are defused, long
+    text keeps its start and end."""
+    text = CLOSING_TAG.sub(r"<\\/\1", text)
     if len(text) <= MAX_RENDERED_CHARS:
         return text
     keep = MAX_RENDERED_CHARS // 2
