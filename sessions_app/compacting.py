@@ -170,13 +170,13 @@ def compaction_run(compaction_id: int) -> str:
     try:
         result = apply(record, snap, outcome)
         # Escalation: compact, summarize, and only when the session is still too full, the handoff document.
-        if record.level == Level.HANDOFF.value and result != "lost-claim":
+        if record.level == Level.HANDOFF.value and result in ("succeeded", "skipped"):
             record.refresh_from_db()
-            after = record.tokens_after if record.tokens_after is not None else outcome.tokens_before
-            if after >= snap.policy.handoff * snap.window:
+            if record.tokens_after >= snap.policy.handoff * snap.window:
                 from .handoffs import handoff_auto_document
 
                 handoff_auto_document(record)
+                return "succeeded"
         return result
     except EngineError as exc:
         if not exc.permanent:

@@ -157,14 +157,24 @@ def _continue(session: AgentSession, rendered: Handoff, user: AbstractBaseUser |
 
 def handoff_auto_document(record: Compaction) -> HandoffDocument:
     """After an automatic compaction that left the session above the handoff threshold: the document
-    the agent can continue from (the session stays open)."""
+    the agent can continue from (the session stays open). The compaction record lists it among its
+    items; a run that changed no message but wrote the document counts as succeeded."""
     session = AgentSession.objects.select_related("project", "project__policy").get(pk=record.session_id)
     snap = snapshot(session)
     merged, used = _summarize_all(snap, allow_fallback=True)
     with transaction.atomic():
         locked = AgentSession.objects.select_for_update().get(pk=session.pk)
-        document, _ = _store(session=locked, snap=snap, merged=merged, summarizer=used, compaction=record, user=None)
+        current = Compaction.objects.select_for_update().get(pk=record.pk)
+        document, _ = _store(session=locked, snap=snap, merged=merged, summarizer=used, compaction=current, user=None)
+        current.items = [*current.items, _handoff_item(document)]
+        if current.status == CompactionStatus.SKIPPED:
+            current.status, current.error = CompactionStatus.SUCCEEDED, ""
+        current.save(update_fields=["items", "status", "error"])
     return document
+
+
+def _handoff_item(document: HandoffDocument) -> dict[str, Any]:
+    return {"strategy": "handoff", "seq": None, "tokens_before": 0, "tokens_after": 0, "handoff": document.pk}
 
 
 def handoff_from_compaction(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
@@ -189,9 +199,7 @@ def handoff_from_compaction(record: Compaction, snap: Snapshot, outcome: Outcome
         current.status = CompactionStatus.SUCCEEDED
         current.upto_seq = snap.upto_seq
         current.tokens_before = current.tokens_after = outcome.tokens_before
-        current.items = [
-            {"strategy": "handoff", "seq": None, "tokens_before": 0, "tokens_after": 0, "handoff": document.pk}
-        ]
+        current.items = [_handoff_item(document)]
         current.finished_at = now
         current.revertible_until = None  # nothing changed, nothing to revert
         current.save()

@@ -276,3 +276,37 @@ def test_claim_is_taken_once_and_a_stale_run_is_reclaimed(busy, settings):
     assert compacting.claim(record.pk) is True
     record.refresh_from_db()
     assert record.attempts == 2
+
+
+def test_automatic_compaction_escalates_with_the_level(session_of):
+    """A session past the summarize threshold whose tool outputs are too small to prune: the
+    reversible step can't make room, so the same run checkpoints the older turns."""
+    session = session_of(model="claude-sonnet-4-5", auto_compact=False)
+    append(session, agent_rounds(40, output_lines=2))
+    used = selectors.session_status(session)["used"]
+    AgentSession.objects.filter(pk=session.pk).update(context_window_override=int(used / 0.9), auto_compact=None)
+    session.refresh_from_db()
+    append(session, [{"role": "assistant", "content": "Working on it."}])
+    record = Compaction.objects.get(session=session)
+    assert (record.trigger, record.level, record.status) == ("auto", "summarize", "succeeded"), record.error
+    assert {i["strategy"] for i in record.items} >= {"summarize", "checkpoint"}
+    assert Checkpoint.objects.filter(session=session, compaction=record).exists()
+    status = selectors.session_status(session)
+    assert status["usage_percent"] < 50 and status["compacted"]
+    stored_totals_match(session)
+
+
+def test_a_session_still_past_the_handoff_threshold_gets_a_handoff_document(session_of):
+    """The newest turn alone fills the window: nothing older can make room, so after compacting the
+    worker writes the handoff document the agent can continue from (the session stays open)."""
+    session = session_of(model="claude-sonnet-4-5", context_window=4_000)
+    huge = "Please review this log:\n" + "\n".join(f"line {i}: value {i * 7}" for i in range(900))
+    append(session, [*agent_rounds(2, output_lines=10), {"role": "user", "content": huge}])
+    record = Compaction.objects.filter(session=session).order_by("id").first()
+    assert (record.trigger, record.level, record.status) == ("auto", "handoff", "succeeded")
+    document = session.handoffs.get()
+    assert record.items[-1]["handoff"] == document.pk
+    assert document.checkpoint.reason == "context_overflow" and "CURRENT TASK" in document.text
+    session.refresh_from_db()
+    assert session.status == "active"
+    assert selectors.session_status(session)["level"] == "handoff"
