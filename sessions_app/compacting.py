@@ -205,15 +205,23 @@ def compaction_fail(compaction_id: int, error: str) -> None:
         session.save(update_fields=["compaction_failures", "auto_paused", "updated_at"])
 
 
+def lock_running(record: Compaction) -> tuple[AgentSession, Compaction] | None:
+    """Inside a transaction: the session and the record, locked — or None when the record is no
+    longer running (another worker reclaimed it after this one looked dead)."""
+    session = AgentSession.objects.select_for_update().get(pk=record.session_id)
+    current = Compaction.objects.select_for_update().get(pk=record.pk)
+    return (session, current) if current.status == CompactionStatus.RUNNING else None
+
+
 def apply(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
     """Write the plan in one transaction, to exactly the planned messages as they were planned."""
     policy = snap.policy
     now = timezone.now()
     with transaction.atomic():
-        session = AgentSession.objects.select_for_update().get(pk=record.session_id)
-        current = Compaction.objects.select_for_update().get(pk=record.pk)
-        if current.status != CompactionStatus.RUNNING:
+        locked = lock_running(record)
+        if locked is None:
             return "lost-claim"
+        session, current = locked
         current.upto_seq = snap.upto_seq
         current.tokens_before = outcome.tokens_before
         if (outcome.saved < policy.min_saving_tokens and record.trigger == "auto") or outcome.saved <= 0:

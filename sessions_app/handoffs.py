@@ -180,7 +180,7 @@ def _handoff_item(document: HandoffDocument) -> dict[str, Any]:
 def handoff_from_compaction(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
     """The worker's handoff level: a document for the session, changing no message. The session
     stays open — the agent (or a person) decides when to continue from it."""
-    from .compacting import compaction_fail
+    from .compacting import compaction_fail, lock_running
 
     try:
         merged, used = _summarize_all(snap, allow_fallback=False)
@@ -191,10 +191,10 @@ def handoff_from_compaction(record: Compaction, snap: Snapshot, outcome: Outcome
         return "failed"
     now = timezone.now()
     with transaction.atomic():
-        session = AgentSession.objects.select_for_update().get(pk=record.session_id)
-        current = Compaction.objects.select_for_update().get(pk=record.pk)
-        if current.status != CompactionStatus.RUNNING:
+        locked = lock_running(record)
+        if locked is None:
             return "lost-claim"
+        session, current = locked
         document, _ = _store(session=session, snap=snap, merged=merged, summarizer=used, compaction=current, user=None)
         current.status = CompactionStatus.SUCCEEDED
         current.upto_seq = snap.upto_seq

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -63,6 +66,26 @@ def wait_for(compaction_id: int, statuses=("succeeded", "failed", "skipped"), se
             return record
         time.sleep(0.1)
     raise AssertionError(f"compaction {compaction_id} still {record.status} after {seconds} s")
+
+
+EXTRA: dict[str, subprocess.Popen] = {}
+
+
+@contextlib.contextmanager
+def extra_worker(worker: dict, name: str) -> Iterator[str]:
+    """Another real worker process, on a queue of its own (its name is yielded); stopped afterwards."""
+    queue = f"{worker['queue']}-{name}"
+    EXTRA[queue] = start_worker(
+        queue=queue,
+        env={**worker["env"], "CELERY_TASK_DEFAULT_QUEUE": queue},
+        log_path=ROOT / "test-artifacts" / f"celery-worker-{name}.log",
+    )
+    try:
+        yield queue
+    finally:
+        process = EXTRA.pop(queue)
+        if process.poll() is None:
+            stop_worker(process)
 
 
 @pytest.fixture
@@ -124,21 +147,13 @@ def test_one_compaction_per_session_however_many_ask(worker, busy):
 
 
 def test_two_real_workers_handed_the_same_compaction_run_it_once(worker, busy):
-    second_queue = f"{worker['queue']}-second"
-    second = start_worker(
-        queue=second_queue,
-        env={**worker["env"], "CELERY_TASK_DEFAULT_QUEUE": second_queue},
-        log_path=ROOT / "test-artifacts" / "celery-worker-second.log",
-    )
-    try:
+    with extra_worker(worker, "second") as second_queue:
         worker["fake"].set_delay(1.0, endpoint="messages")
         record = compacting.compaction_request(session=busy, level="summarize", user=None, enqueue=False)
         for queue in (worker["queue"], second_queue, worker["queue"], second_queue):
             run_compaction.apply_async((record.pk,), queue=queue)  # a redelivery storm
         done = wait_for(record.pk)
         time.sleep(1.5)  # let the other deliveries arrive and be refused
-    finally:
-        stop_worker(second)
     done.refresh_from_db()
     assert done.status == "succeeded" and done.attempts == 1
     assert len(worker["fake"].requests_for("messages")) == 1  # one summary, not two
@@ -162,13 +177,7 @@ def test_a_worker_killed_mid_summary_leaves_a_record_another_worker_reclaims(wor
     the record stays running, nothing changed, and once its start is older than the hard time limit
     the periodic recovery hands it to the other worker, which finishes it."""
     rows = rows_of(busy)
-    victim_queue = f"{worker['queue']}-victim"
-    victim = start_worker(
-        queue=victim_queue,
-        env={**worker["env"], "CELERY_TASK_DEFAULT_QUEUE": victim_queue},
-        log_path=ROOT / "test-artifacts" / "celery-worker-victim.log",
-    )
-    try:
+    with extra_worker(worker, "victim") as victim_queue:
         worker["fake"].set_delay(30.0, endpoint="messages")
         record = compacting.compaction_request(session=busy, level="summarize", user=None, enqueue=False)
         run_compaction.apply_async((record.pk,), queue=victim_queue)
@@ -176,11 +185,9 @@ def test_a_worker_killed_mid_summary_leaves_a_record_another_worker_reclaims(wor
         deadline = time.monotonic() + 30
         while not worker["fake"].requests_for("messages") and time.monotonic() < deadline:
             time.sleep(0.05)  # inside the LLM call now
+        victim = EXTRA[victim_queue]
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=15)
-    finally:
-        if victim.poll() is None:
-            victim.kill()
     worker["fake"].set_delay(0, endpoint="messages")
     dead = Compaction.objects.get(pk=record.pk)
     assert dead.status == "running" and dead.attempts == 1
