@@ -3,6 +3,8 @@ it changed byte for byte (content, token counts, state, the compaction that chan
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
@@ -19,21 +21,9 @@ def compaction_revert(*, compaction: Compaction) -> Compaction:
     with transaction.atomic():
         session = AgentSession.objects.select_for_update().get(pk=compaction.session_id)
         record = Compaction.objects.select_for_update().get(pk=compaction.pk)
-        if record.status != CompactionStatus.SUCCEEDED:
-            raise Conflict(
-                f"Only a succeeded compaction can be reverted; this one is {record.status}.", code="not_revertible"
-            )
-        if record.revertible_until is None:
-            raise Conflict("This compaction changed no message; there is nothing to revert.", code="not_revertible")
-        if record.revertible_until < now:
-            raise Conflict("The revert window of this compaction has passed.", code="revert_window_passed")
-        newer = session.compactions.filter(
-            status=CompactionStatus.SUCCEEDED, id__gt=record.pk, revertible_until__isnull=False
-        ).exists()
-        if newer:
-            raise Conflict("A newer compaction exists; revert that one first.", code="not_newest")
-        if session.compactions.filter(status__in=[CompactionStatus.QUEUED, CompactionStatus.RUNNING]).exists():
-            raise Conflict("A compaction of this session is queued or running.", code="compaction_in_progress")
+        refusal = revert_refusal(record, now=now)
+        if refusal is not None:
+            raise refusal
         backups = list(record.backups.all())
         rows = {m.pk: m for m in Message.objects.select_for_update().filter(pk__in=[b.message_id for b in backups])}
         for backup in backups:
@@ -47,6 +37,26 @@ def compaction_revert(*, compaction: Compaction) -> Compaction:
         record.save(update_fields=["status", "reverted_at"])
         _totals_refresh(session)
     return record
+
+
+def revert_refusal(record: Compaction, *, now: datetime | None = None) -> Conflict | None:
+    """Why this compaction can't be reverted now (the 409 to answer), or None when it can. The page
+    shows the same reasons the API answers with."""
+    now = now or timezone.now()
+    if record.status != CompactionStatus.SUCCEEDED:
+        return Conflict(
+            f"Only a succeeded compaction can be reverted; this one is {record.status}.", code="not_revertible"
+        )
+    if record.revertible_until is None:
+        return Conflict("This compaction changed no message; there is nothing to revert.", code="not_revertible")
+    if record.revertible_until < now:
+        return Conflict("The revert window of this compaction has passed.", code="revert_window_passed")
+    siblings = Compaction.objects.filter(session_id=record.session_id)
+    if siblings.filter(status=CompactionStatus.SUCCEEDED, id__gt=record.pk, revertible_until__isnull=False).exists():
+        return Conflict("A newer compaction exists; revert that one first.", code="not_newest")
+    if siblings.filter(status__in=[CompactionStatus.QUEUED, CompactionStatus.RUNNING]).exists():
+        return Conflict("A compaction of this session is queued or running.", code="compaction_in_progress")
+    return None
 
 
 def _totals_refresh(session: AgentSession) -> None:

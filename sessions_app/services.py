@@ -56,11 +56,37 @@ def project_create(*, user: AbstractBaseUser, name: str, description: str = "") 
     return project
 
 
+@transaction.atomic
 def membership_set(*, project: Project, user: AbstractBaseUser, role: str) -> Membership:
     if role not in Role.values:
         raise InvalidInput(f"Role must be one of {', '.join(Role.values)}.", code="invalid_role", field="role")
+    if role != Role.ADMIN:
+        _keep_an_admin(project, leaving=user)
     membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
     return membership
+
+
+@transaction.atomic
+def membership_remove(*, project: Project, user: AbstractBaseUser) -> None:
+    _keep_an_admin(project, leaving=user)
+    Membership.objects.filter(project=project, user=user).delete()
+
+
+def _keep_an_admin(project: Project, *, leaving: AbstractBaseUser) -> None:
+    """A project always keeps one admin, or nobody could manage it again."""
+    admins = Membership.objects.select_for_update().filter(project=project, role=Role.ADMIN)
+    if not admins.exclude(user=leaving).exists():
+        raise Conflict("A project needs at least one admin; make someone else admin first.", code="last_admin")
+
+
+def policy_update(*, policy: CompactionPolicy, changes: dict[str, Any]) -> CompactionPolicy:
+    """Edited numbers: validated as in Django admin (the model's clean), then marked custom."""
+    for name, value in changes.items():
+        setattr(policy, name, value)
+    policy.preset = "custom"
+    policy.full_clean()
+    policy.save()
+    return policy
 
 
 def policy_apply_preset(*, policy: CompactionPolicy, preset_name: str) -> CompactionPolicy:

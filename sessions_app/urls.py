@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import views, views_actions, views_settings
 
 app_name = "web"
 
@@ -9,5 +9,21 @@ urlpatterns = [
     path("healthz/", views.healthz, name="healthz"),
     path("projects/", views.project_list, name="projects"),
     path("projects/<int:project_id>/", views.project_detail, name="project"),
+    path("projects/<int:project_id>/settings/", views_settings.project_settings, name="project-settings"),
+    path("projects/<int:project_id>/members/", views_settings.member_add, name="member-add"),
+    path("projects/<int:project_id>/members/<int:user_id>/role/", views_settings.member_role, name="member-role"),
+    path("projects/<int:project_id>/members/<int:user_id>/remove/", views_settings.member_remove, name="member-remove"),
+    path("projects/<int:project_id>/policy/preset/", views_settings.policy_preset, name="policy-preset"),
+    path("projects/<int:project_id>/policy/", views_settings.policy_update, name="policy-update"),
+    path("keys/", views_settings.keys, name="keys"),
+    path("keys/new/", views_settings.key_create, name="key-create"),
+    path("keys/<int:key_id>/revoke/", views_settings.key_revoke, name="key-revoke"),
     path("sessions/<int:session_id>/", views.session_detail, name="session"),
+    path("sessions/<int:session_id>/live/", views.session_live, name="session-live"),
+    path("sessions/<int:session_id>/timeline/", views.session_timeline, name="session-timeline"),
+    path("sessions/<int:session_id>/compactions/preview/", views_actions.compaction_preview, name="compaction-preview"),
+    path("sessions/<int:session_id>/compactions/", views_actions.compaction_run, name="compaction-run"),
+    path("sessions/<int:session_id>/handoff/", views_actions.handoff_create, name="handoff-create"),
+    path("compactions/<int:compaction_id>/revert/", views_actions.compaction_revert, name="compaction-revert"),
+    path("messages/<int:message_id>/original/", views.message_original, name="message-original"),
 ]

@@ -1,15 +1,27 @@
-"""HTML pages. Same selectors and services as the API; no rule of their own."""
+"""HTML pages. Same selectors and services as the API; no rule of their own.
+
+Outside a user's projects everything is 404; a member whose role does not allow a write gets 403
+(forms for it are not even shown). Writes live in ``views_actions`` and ``views_settings``.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 
 from . import selectors
-from .errors import NotFound
+from . import selectors_web as pages
+from .errors import Forbidden, NotFound
+from .forms import CompactionForm, HandoffForm, SessionFilterForm
+from .models import AgentSession, Message, Project, Role
+
+SESSIONS_PER_PAGE = 25
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -23,35 +35,109 @@ def home(request: HttpRequest) -> HttpResponse:
     return redirect("web:projects" if request.user.is_authenticated else "login")
 
 
+# ----------------------------------------------------------------------------- access
+
+
+def project_for(request: HttpRequest, project_id: Any, *, min_role: Role = Role.VIEWER) -> Project:
+    try:
+        return selectors.project_get_for(request.user, project_id, min_role=min_role)
+    except NotFound:
+        raise Http404("Project not found") from None
+    except Forbidden as exc:
+        raise PermissionDenied(exc.detail) from None
+
+
+def session_for(request: HttpRequest, session_id: Any, *, min_role: Role = Role.VIEWER) -> AgentSession:
+    try:
+        return selectors.session_get_for(request.user, session_id, min_role=min_role)
+    except NotFound:
+        raise Http404("Session not found") from None
+    except Forbidden as exc:
+        raise PermissionDenied(exc.detail) from None
+
+
+def is_htmx(request: HttpRequest) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+# ----------------------------------------------------------------------------- pages
+
+
 @login_required
 def project_list(request: HttpRequest) -> HttpResponse:
+    if request.GET.get("go"):  # the header's project switcher
+        return redirect("web:project", project_for(request, request.GET["go"]).pk)
     return render(request, "sessions_app/project_list.html", {"projects": selectors.project_list_for(request.user)})
 
 
 @login_required
 def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
-    try:
-        project = selectors.project_get_for(request.user, project_id)
-    except NotFound:
-        raise Http404("Project not found") from None
+    project = project_for(request, project_id)
+    filters = SessionFilterForm(request.GET)
+    values = filters.cleaned_data if filters.is_valid() else {}
     sessions = selectors.session_list_for(
-        request.user, project=project.pk, status=request.GET.get("status") or None, q=request.GET.get("q") or None
+        request.user, project=project.pk, status=values.get("status") or None, q=values.get("q") or None
     )
-    page = Paginator(sessions, 25).get_page(request.GET.get("page"))
-    rows = [(session, selectors.session_status(session)) for session in page]
-    return render(request, "sessions_app/project_detail.html", {"project": project, "page": page, "rows": rows})
+    rows = pages.session_rows(sessions, level=values.get("level") or None, model=values.get("model") or None)
+    page = Paginator(rows, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "sessions_app/project_detail.html",
+        {
+            "project": project,
+            "page": page,
+            "filters": filters,
+            "query": query.urlencode(),
+            "is_admin": pages.is_admin(request.user, project.pk),
+        },
+    )
+
+
+def render_session(request: HttpRequest, session: AgentSession, *, status: int = 200, **extra: Any) -> HttpResponse:
+    """The session page; actions re-render it with a bound form (errors) or a preview."""
+    context = pages.session_page(session, request.user)
+    context.update(
+        {
+            "entries": pages.timeline(session),
+            "compaction_form": CompactionForm(),
+            "handoff_form": HandoffForm(),
+            **extra,
+        }
+    )
+    return render(request, "sessions_app/session_detail.html", context, status=status)
 
 
 @login_required
 def session_detail(request: HttpRequest, session_id: int) -> HttpResponse:
-    try:
-        session = selectors.session_get_for(request.user, session_id)
-    except NotFound:
-        raise Http404("Session not found") from None
-    status = selectors.session_status(session)
-    messages = selectors.message_list(session, state="all").order_by("-seq")[:200]
+    return render_session(request, session_for(request, session_id))
+
+
+@login_required
+def session_live(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Polled by the page: 204 while nothing changed; otherwise the fresh usage and compaction panel,
+    and an ``HX-Trigger`` that makes the timeline reload itself."""
+    session = session_for(request, session_id)
+    if request.GET.get("v") == pages.live_version(session):
+        return HttpResponse(status=204)
+    response = render(request, "sessions_app/_live.html", pages.session_page(session, request.user))
+    response["HX-Trigger"] = "session-changed"
+    return response
+
+
+@login_required
+def session_timeline(request: HttpRequest, session_id: int) -> HttpResponse:
+    session = session_for(request, session_id)
+    return render(request, "sessions_app/_timeline.html", {"session": session, "entries": pages.timeline(session)})
+
+
+@login_required
+def message_original(request: HttpRequest, message_id: int) -> HttpResponse:
+    message = Message.objects.filter(pk=message_id).select_related("session").first()
+    if message is None:
+        raise Http404("Message not found")
+    session_for(request, message.session_id)
     return render(
-        request,
-        "sessions_app/session_detail.html",
-        {"session": session, "status": status, "messages": list(reversed(list(messages)))},
+        request, "sessions_app/_original.html", {"message": message, "blocks": pages.message_original(message)}
     )

@@ -1,0 +1,15 @@
+"""What every page's header needs: the signed-in user's projects, for the project switcher."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+
+from . import selectors
+
+
+def projects(request: HttpRequest) -> dict[str, Any]:
+    if not getattr(request, "user", None) or not request.user.is_authenticated:
+        return {}
+    return {"switcher_projects": selectors.project_list_for(request.user)[:50]}

@@ -1,0 +1,109 @@
+"""The browser's forms: they parse and validate input; services do the work."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+
+from compaction.policy import PRESETS
+
+from .models import CompactionPolicy, Level, Role, SessionStatus
+
+
+class CompactionForm(forms.Form):
+    level = forms.ChoiceField(choices=Level.choices, initial=Level.COMPACT)
+    instructions = forms.CharField(
+        required=False,
+        max_length=4000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Optional: what the summary should focus on.",
+    )
+
+
+class HandoffForm(forms.Form):
+    continue_session = forms.BooleanField(
+        required=False, label="Also start the continuation session (this one is closed)"
+    )
+
+
+class SessionFilterForm(forms.Form):
+    q = forms.CharField(required=False, label="Search", max_length=200)
+    status = forms.ChoiceField(required=False, choices=[("", "any status"), *SessionStatus.choices])
+    level = forms.ChoiceField(
+        required=False,
+        choices=[("", "any level"), *[(v, v) for v in ("ok", "remind", "compact", "summarize", "handoff")]],
+    )
+    model = forms.CharField(required=False, max_length=100)
+
+
+class MemberForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+
+    def clean_username(self) -> Any:
+        name = self.cleaned_data["username"].strip()
+        user = get_user_model().objects.filter(username=name, is_active=True).first()
+        if user is None:
+            raise forms.ValidationError(f"No active user is called {name!r}.")
+        return user
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(choices=Role.choices)
+
+
+class PresetForm(forms.Form):
+    preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS])
+
+
+class PolicyForm(forms.ModelForm):
+    """The same fields and the same validation (the model's ``clean``) as Django admin."""
+
+    preserve_patterns = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One regular expression per line; matching lines are never removed.",
+    )
+
+    class Meta:
+        model = CompactionPolicy
+        fields = [
+            "remind",
+            "compact",
+            "summarize",
+            "handoff",
+            "output_reserve",
+            "keep_recent_turns",
+            "protect_tool_tokens",
+            "tail_fraction",
+            "keep_recent_messages",
+            "summary_budget",
+            "min_saving_tokens",
+            "revert_hours",
+            "prune_days",
+            "context_doc_max_lines",
+            "auto",
+            "summarizer_model",
+            "preserve_patterns",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.is_bound:
+            self.initial["preserve_patterns"] = "\n".join(self.instance.preserve_patterns or [])
+
+    def clean_preserve_patterns(self) -> list[str]:
+        patterns = [line.strip() for line in self.cleaned_data["preserve_patterns"].splitlines() if line.strip()]
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise forms.ValidationError(f"{pattern!r} is not a regular expression: {exc}.") from None
+        return patterns
+
+
+class ApiKeyForm(forms.Form):
+    name = forms.CharField(required=False, max_length=100, help_text="What the key is for, e.g. the agent's host.")

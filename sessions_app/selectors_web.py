@@ -1,0 +1,219 @@
+"""Reads that shape what the browser pages show. Numbers come from the same selectors as the API."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+
+from compaction.prune import MARK, result_text
+from compaction.tokens import calibrate
+
+from . import selectors
+from .models import AgentSession, Checkpoint, CompactionStatus, HandoffDocument, Message, Role
+from .reverting import revert_refusal
+
+LONG_TEXT = 600  # characters; longer content starts collapsed
+SEGMENTS = (
+    ("system_prompt", "System prompt"),
+    ("tool_definitions", "Tool definitions"),
+    ("messages", "Messages"),
+    ("summary", "Summary"),
+    ("reserved_output", "Reserved output"),
+    ("free", "Free space"),
+)
+LEVELS = ("ok", "remind", "compact", "summarize", "handoff")
+
+
+def can_write(user: AbstractBaseUser, project_id: int) -> bool:
+    role = selectors.role_in(user, project_id)
+    return role is not None and selectors.ROLE_RANK[role] >= selectors.ROLE_RANK[Role.MEMBER]
+
+
+def is_admin(user: AbstractBaseUser, project_id: int) -> bool:
+    return selectors.role_in(user, project_id) == Role.ADMIN
+
+
+# ----------------------------------------------------------------------------- sessions list
+
+
+def session_rows(
+    sessions: QuerySet[AgentSession], *, level: str | None = None, model: str | None = None
+) -> list[dict[str, Any]]:
+    """One row per session with its usage. The level is derived, not stored, so filtering by it
+    reads the cached totals of every session in the list (cheap: no message is read)."""
+    if model:
+        sessions = sessions.filter(model__icontains=model)
+    rows = []
+    for session in sessions.select_related("project", "project__policy"):
+        usage = selectors.session_usage(session)
+        if level and usage.level.value != level:
+            continue
+        rows.append(
+            {
+                "session": session,
+                "usage_percent": usage.usage_percent,
+                "level": usage.level.value,
+                "used": usage.used,
+                "context_window": usage.context_window,
+                "width": min(100.0, usage.usage_percent),
+            }
+        )
+    return rows
+
+
+# ----------------------------------------------------------------------------- session page
+
+
+def breakdown(status: dict[str, Any]) -> dict[str, Any]:
+    """Seed 001's breakdown as segments of one stacked bar, with the thresholds to mark on it."""
+    window = status["context_window"] or 1
+    segments = []
+    for key, label in SEGMENTS:
+        tokens = status[key]
+        segments.append(
+            {
+                "key": key,
+                "label": label,
+                "tokens": tokens,
+                "percent": round(tokens / window * 100, 1),
+                "width": max(0.0, min(100.0, tokens / window * 100)),
+            }
+        )
+    marks = [{"name": name, "percent": round(value * 100, 1)} for name, value in status["thresholds"].items()]
+    return {"segments": segments, "marks": marks}
+
+
+def compaction_rows(session: AgentSession) -> list[dict[str, Any]]:
+    rows = []
+    for record in session.compactions.order_by("-id")[:50]:
+        refusal = revert_refusal(record)
+        strategies: dict[str, dict[str, int]] = {}
+        for item in record.items or []:
+            entry = strategies.setdefault(item["strategy"], {"messages": 0, "before": 0, "after": 0})
+            entry["messages"] += 1 if item.get("seq") is not None else 0
+            entry["before"] += item.get("tokens_before") or 0
+            entry["after"] += item.get("tokens_after") or 0
+        rows.append(
+            {
+                "record": record,
+                "active": record.status in (CompactionStatus.QUEUED, CompactionStatus.RUNNING),
+                "revertible": refusal is None,
+                "why_not": refusal.detail if refusal is not None and record.status == "succeeded" else "",
+                "strategies": strategies,
+            }
+        )
+    return rows
+
+
+def live_version(session: AgentSession) -> str:
+    """Changes whenever anything the session page shows changes: a message, a compaction's state."""
+    latest = session.compactions.order_by("-id").values_list("id", "status").first()
+    handoffs = session.handoffs.count()
+    return f"{session.last_seq}-{session.status}-{session.summary_tokens}-{latest}-{handoffs}".replace(" ", "")
+
+
+def session_page(session: AgentSession, user: AbstractBaseUser) -> dict[str, Any]:
+    status = selectors.session_status(session)
+    return {
+        "session": session,
+        "status": status,
+        "bar": breakdown(status),
+        "recommendation": status["recommendation"],
+        "compactions": compaction_rows(session),
+        "running": session.compactions.filter(status__in=[CompactionStatus.QUEUED, CompactionStatus.RUNNING]).exists(),
+        "checkpoints": [(c, checkpoint_sections(c)) for c in session.checkpoints.order_by("-version")[:20]],
+        "handoffs": list(HandoffDocument.objects.filter(session=session).select_related("continuation")[:20]),
+        "continuations": list(session.continuations.all()),
+        "can_write": can_write(user, session.project_id) and session.status == "active",
+        "version": live_version(session),
+    }
+
+
+# ----------------------------------------------------------------------------- timeline
+
+
+@dataclass
+class Block:
+    kind: str
+    title: str
+    body: str
+    long: bool = False
+    compacted: bool = False
+    error: bool = False
+
+
+@dataclass
+class Entry:
+    message: Message
+    tokens: int
+    blocks: list[Block] = field(default_factory=list)
+
+    @property
+    def compacted(self) -> bool:
+        return any(b.compacted for b in self.blocks)
+
+
+def blocks_of(content: Any) -> list[Block]:
+    """Content blocks as readable pieces; the template escapes every string."""
+    if isinstance(content, str):
+        return [_block("text", "", content)]
+    out = []
+    for b in content or []:
+        kind = b.get("type")
+        if kind == "text":
+            out.append(_block("text", "", str(b.get("text", ""))))
+        elif kind == "tool_use":
+            args = json.dumps(b.get("input", {}), ensure_ascii=False, indent=1)
+            out.append(_block("tool_use", f"→ {b.get('name')} ({b.get('id')})", args))
+        elif kind == "tool_result":
+            title = f"← result of {b.get('tool_use_id')}" + (" (error)" if b.get("is_error") else "")
+            block = _block("tool_result", title, result_text(b.get("content")))
+            block.error = bool(b.get("is_error"))
+            out.append(block)
+        elif kind in ("thinking", "redacted_thinking"):
+            out.append(_block("thinking", "thinking", str(b.get("thinking", ""))))
+        else:
+            out.append(_block(str(kind), str(kind), json.dumps(b, ensure_ascii=False)[:2000]))
+    return out
+
+
+def _block(kind: str, title: str, body: str) -> Block:
+    return Block(kind, title, body, long=len(body) > LONG_TEXT, compacted=MARK in body)
+
+
+def timeline(session: AgentSession, *, limit: int = 200) -> list[Entry]:
+    factor = selectors.model_info(session.model).calibration
+    rows = list(Message.objects.filter(session=session).order_by("-seq")[:limit])
+    return [Entry(m, calibrate(m.tokens, factor), blocks_of(m.content)) for m in reversed(rows)]
+
+
+def message_original(message: Message) -> list[Block] | None:
+    """What a compacted message said before its current compaction (kept until the revert window
+    passes), or None when no backup is left."""
+    backup = message.backups.filter(compaction_id=message.compaction_id).order_by("-id").first()
+    return blocks_of(backup.content) if backup is not None else None
+
+
+def checkpoint_sections(checkpoint: Checkpoint) -> list[tuple[str, list[str]]]:
+    data = checkpoint.data or {}
+    decisions = [
+        d.get("decision", "") + (f" — {d['rationale']}" if d.get("rationale") else "")
+        for d in data.get("decisions", [])
+    ]
+    files = [f.get("path", "") + (f": {f['what']}" if f.get("what") else "") for f in data.get("files_modified", [])]
+    sections = [
+        ("Objective", [data.get("objective", "")]),
+        ("Completed", data.get("completed", [])),
+        ("In progress", data.get("in_progress", [])),
+        ("Next steps", data.get("pending", [])),
+        ("Blockers", data.get("blockers", [])),
+        ("Decisions", decisions),
+        ("Files modified", files),
+        ("Details kept verbatim", data.get("important_details", [])),
+        ("Last user request", [data.get("last_user_request", "")]),
+    ]
+    return [(title, [i for i in items if i]) for title, items in sections if any(items)]

@@ -1,0 +1,112 @@
+"""What the session page can do: preview and run a compaction, revert one, write a handoff.
+Members and admins only (viewers get 403); each calls one service."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from . import compacting, handoffs, planning, reverting, selectors
+from .errors import Forbidden, NotFound, ServiceError
+from .forms import CompactionForm, HandoffForm
+from .models import Compaction, Role
+from .views import is_htmx, render_session, session_for
+
+
+def _back(session_id: int, anchor: str = "") -> HttpResponse:
+    return redirect(reverse("web:session", args=[session_id]) + anchor)
+
+
+@login_required
+@require_POST
+def compaction_preview(request: HttpRequest, session_id: int) -> HttpResponse:
+    session = session_for(request, session_id, min_role=Role.MEMBER)
+    form = CompactionForm(request.POST)
+    if not form.is_valid():
+        return render_session(request, session, compaction_form=form, status=400)
+    try:
+        preview = planning.preview(session, form.cleaned_data["level"], instructions=form.cleaned_data["instructions"])
+    except ServiceError as exc:
+        form.add_error(None, exc.detail)
+        return render_session(request, session, compaction_form=form, status=400)
+    context = {"session": session, "preview": preview, "compaction_form": form}
+    if is_htmx(request):
+        return render(request, "sessions_app/_preview.html", context)
+    return render_session(request, session, **context)
+
+
+@login_required
+@require_POST
+def compaction_run(request: HttpRequest, session_id: int) -> HttpResponse:
+    session = session_for(request, session_id, min_role=Role.MEMBER)
+    form = CompactionForm(request.POST)
+    if not form.is_valid():
+        return render_session(request, session, compaction_form=form, status=400)
+    try:
+        record = compacting.compaction_request(
+            session=session,
+            level=form.cleaned_data["level"],
+            user=request.user,
+            instructions=form.cleaned_data["instructions"],
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    else:
+        messages.success(request, f"Compaction {record.pk} ({record.level}) queued; this page follows it live.")
+    return _back(session.pk, "#compactions")
+
+
+def _compaction_for(request: HttpRequest, compaction_id: int) -> Compaction:
+    try:
+        return selectors.compaction_get_for(request.user, compaction_id, min_role=Role.MEMBER)
+    except NotFound:
+        raise Http404("Compaction not found") from None
+    except Forbidden as exc:
+        raise PermissionDenied(exc.detail) from None
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def compaction_revert(request: HttpRequest, compaction_id: int) -> HttpResponse:
+    """GET: the confirm step (what will be restored, or why it can't be); POST: revert."""
+    record = _compaction_for(request, compaction_id)
+    if request.method == "GET":
+        refusal = reverting.revert_refusal(record)
+        return render(
+            request,
+            "sessions_app/revert_confirm.html",
+            {"record": record, "session": record.session, "refusal": refusal, "changed": record.backups.count()},
+        )
+    try:
+        reverting.compaction_revert(compaction=record)
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    else:
+        messages.success(request, f"Compaction {record.pk} reverted: every message it changed is back as it was.")
+    return _back(record.session_id, "#compactions")
+
+
+@login_required
+@require_POST
+def handoff_create(request: HttpRequest, session_id: int) -> HttpResponse:
+    session = session_for(request, session_id, min_role=Role.MEMBER)
+    form = HandoffForm(request.POST)
+    if not form.is_valid():
+        return render_session(request, session, handoff_form=form, status=400)
+    try:
+        document = handoffs.handoff_create(
+            session=session, user=request.user, continue_=form.cleaned_data["continue_session"]
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+        return _back(session.pk, "#handoffs")
+    if document.continuation_id:
+        messages.success(request, f"Handoff {document.pk} written; this is the session that continues from it.")
+        return _back(document.continuation_id)
+    messages.success(request, f"Handoff {document.pk} written.")
+    return _back(session.pk, "#handoffs")

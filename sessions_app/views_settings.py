@@ -1,0 +1,168 @@
+"""Project settings (project admins): members and roles, the compaction policy; and every user's own
+API keys. Each form posts to its own view, which calls one service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from . import services
+from .errors import ServiceError
+from .forms import ApiKeyForm, MemberForm, PolicyForm, PresetForm, RoleForm
+from .models import ApiKey, Membership, Project, Role
+from .views import project_for
+
+
+def _settings_url(project: Project, anchor: str = "") -> str:
+    return reverse("web:project-settings", args=[project.pk]) + anchor
+
+
+def render_settings(request: HttpRequest, project: Project, *, status: int = 200, **forms: Any) -> HttpResponse:
+    memberships = Membership.objects.filter(project=project).select_related("user").order_by("user__username")
+    context = {
+        "project": project,
+        "members": [(m, RoleForm(initial={"role": m.role}, prefix=f"m{m.user_id}")) for m in memberships],
+        "member_form": forms.get("member_form") or MemberForm(),
+        "preset_form": forms.get("preset_form") or PresetForm(initial={"preset": project.policy.preset}),
+        "policy_form": forms.get("policy_form") or PolicyForm(instance=project.policy),
+        "key_form": forms.get("key_form") or ApiKeyForm(),
+        "keys": ApiKey.objects.filter(user=request.user).order_by("-created_at"),
+        "new_key": forms.get("new_key"),
+    }
+    return render(request, "sessions_app/project_settings.html", context, status=status)
+
+
+@login_required
+def project_settings(request: HttpRequest, project_id: int) -> HttpResponse:
+    return render_settings(request, project_for(request, project_id, min_role=Role.ADMIN))
+
+
+@login_required
+@require_POST
+def member_add(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = project_for(request, project_id, min_role=Role.ADMIN)
+    form = MemberForm(request.POST)
+    if not form.is_valid():
+        return render_settings(request, project, member_form=form, status=400)
+    user = form.cleaned_data["username"]
+    services.membership_set(project=project, user=user, role=form.cleaned_data["role"])
+    messages.success(request, f"{user.username} is now {form.cleaned_data['role']} of {project.name}.")
+    return redirect(_settings_url(project, "#members"))
+
+
+def _member(project: Project, user_id: int) -> Any:
+    user = get_user_model().objects.filter(pk=user_id, memberships__project=project).first()
+    if user is None:
+        raise Http404("Not a member of this project")
+    return user
+
+
+@login_required
+@require_POST
+def member_role(request: HttpRequest, project_id: int, user_id: int) -> HttpResponse:
+    project = project_for(request, project_id, min_role=Role.ADMIN)
+    user = _member(project, user_id)
+    form = RoleForm(request.POST, prefix=f"m{user.pk}")
+    if not form.is_valid():
+        messages.error(request, "Choose viewer, member or admin.")
+        return redirect(_settings_url(project, "#members"))
+    try:
+        services.membership_set(project=project, user=user, role=form.cleaned_data["role"])
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    else:
+        messages.success(request, f"{user.username} is now {form.cleaned_data['role']}.")
+    return redirect(_settings_url(project, "#members"))
+
+
+@login_required
+@require_POST
+def member_remove(request: HttpRequest, project_id: int, user_id: int) -> HttpResponse:
+    project = project_for(request, project_id, min_role=Role.ADMIN)
+    user = _member(project, user_id)
+    try:
+        services.membership_remove(project=project, user=user)
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    else:
+        messages.success(request, f"{user.username} no longer belongs to {project.name}.")
+    if user == request.user:
+        return redirect("web:projects")
+    return redirect(_settings_url(project, "#members"))
+
+
+@login_required
+@require_POST
+def policy_preset(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = project_for(request, project_id, min_role=Role.ADMIN)
+    form = PresetForm(request.POST)
+    if not form.is_valid():
+        return render_settings(request, project, preset_form=form, status=400)
+    services.policy_apply_preset(policy=project.policy, preset_name=form.cleaned_data["preset"])
+    messages.success(request, f"Applied the {form.cleaned_data['preset']!r} preset.")
+    return redirect(_settings_url(project, "#policy"))
+
+
+@login_required
+@require_POST
+def policy_update(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = project_for(request, project_id, min_role=Role.ADMIN)
+    form = PolicyForm(request.POST, instance=project.policy)
+    if not form.is_valid():
+        return render_settings(request, project, policy_form=form, status=400)
+    services.policy_update(policy=project.policy, changes=form.cleaned_data)
+    messages.success(request, "Policy saved.")
+    return redirect(_settings_url(project, "#policy"))
+
+
+# ----------------------------------------------------------------------------- API keys (the user's own)
+
+
+def _keys_page(request: HttpRequest, *, status: int = 200, **extra: Any) -> HttpResponse:
+    project_id = request.POST.get("project") or request.GET.get("project")
+    if project_id:
+        project = project_for(request, project_id, min_role=Role.ADMIN)
+        return render_settings(request, project, status=status, **extra)
+    context = {
+        "keys": ApiKey.objects.filter(user=request.user).order_by("-created_at"),
+        "key_form": extra.get("key_form") or ApiKeyForm(),
+        "new_key": extra.get("new_key"),
+    }
+    return render(request, "sessions_app/keys.html", context, status=status)
+
+
+@login_required
+def keys(request: HttpRequest) -> HttpResponse:
+    return _keys_page(request)
+
+
+@login_required
+@require_POST
+def key_create(request: HttpRequest) -> HttpResponse:
+    form = ApiKeyForm(request.POST)
+    if not form.is_valid():
+        return _keys_page(request, key_form=form, status=400)
+    key, raw = services.apikey_create(user=request.user, name=form.cleaned_data["name"])
+    # Shown once, in this answer only: it is stored hashed.
+    return _keys_page(request, new_key={"key": key, "raw": raw})
+
+
+@login_required
+@require_POST
+def key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
+    key = ApiKey.objects.filter(pk=key_id, user=request.user).first()
+    if key is None:
+        raise Http404("API key not found")
+    services.apikey_revoke(key=key)
+    messages.success(request, f"Key {key.prefix}… revoked.")
+    if request.POST.get("project"):
+        project = project_for(request, request.POST["project"], min_role=Role.ADMIN)
+        return redirect(_settings_url(project, "#keys"))
+    return redirect("web:keys")
