@@ -34,10 +34,9 @@ def compaction_preview(request: HttpRequest, session_id: int) -> HttpResponse:
     except ServiceError as exc:
         form.add_error(None, exc.detail)
         return render_session(request, session, compaction_form=form, status=400)
-    context = {"session": session, "preview": preview, "compaction_form": form}
     if is_htmx(request):
-        return render(request, "sessions_app/_preview.html", context)
-    return render_session(request, session, **context)
+        return render(request, "sessions_app/_preview.html", {"session": session, "preview": preview})
+    return render_session(request, session, preview=preview, compaction_form=form)
 
 
 @login_required

@@ -1,0 +1,150 @@
+"""Project settings and API keys in the browser: every form's success, its error next to the field,
+non-admins refused (403) and outsiders 404."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from sessions_app import services
+from sessions_app.models import ApiKey, CompactionPolicy, Membership
+
+pytestmark = pytest.mark.django_db
+
+
+def url(name: str, *args) -> str:
+    return reverse(f"web:{name}", args=args)
+
+
+@pytest.fixture
+def as_user(client):
+    def login(persona):
+        client.force_login(persona.user)
+        return client
+
+    return login
+
+
+def test_only_admins_open_settings_and_outsiders_get_404(as_user, team):
+    path = url("project-settings", team.project.pk)
+    assert as_user(team.alice).get(path).status_code == 200
+    assert as_user(team.bob).get(path).status_code == 403
+    assert as_user(team.carol).get(path).status_code == 403
+    assert as_user(team.mallory).get(path).status_code == 404
+    project_page = as_user(team.bob).get(url("project", team.project.pk)).content.decode()
+    assert path not in project_page  # no Settings link for a member
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "data"),
+    [
+        ("member-add", (), {"username": "carol", "role": "admin"}),
+        ("member-role", ("carol",), {"mcarol-role": "admin"}),
+        ("member-remove", ("carol",), {}),
+        ("policy-preset", (), {"preset": "kai"}),
+        ("policy-update", (), {"remind": "0.5"}),
+    ],
+)
+def test_settings_forms_refuse_non_admins_and_outsiders(as_user, team, name, args, data):
+    users = {"carol": team.carol.user.pk}
+    path = url(name, team.project.pk, *(users[a] for a in args))
+    policy = CompactionPolicy.objects.filter(project=team.project)
+    before = (list(Membership.objects.values_list("user", "role")), policy.get().remind)
+    assert as_user(team.bob).post(path, data).status_code == 403
+    assert as_user(team.carol).post(path, data).status_code == 403
+    assert as_user(team.mallory).post(path, data).status_code == 404
+    assert (list(Membership.objects.values_list("user", "role")), policy.get().remind) == before
+
+
+def test_add_a_member_and_an_unknown_user_is_an_error_next_to_the_field(as_user, team):
+    admin = as_user(team.alice)
+    response = admin.post(url("member-add", team.project.pk), {"username": "mallory", "role": "viewer"})
+    assert response.status_code == 302
+    assert Membership.objects.get(project=team.project, user=team.mallory.user).role == "viewer"
+    bad = admin.post(url("member-add", team.project.pk), {"username": "nobody", "role": "viewer"})
+    assert bad.status_code == 400
+    body = bad.content.decode()
+    field = body.split('id="id_username"', 1)[1].split("</p>", 1)[0]
+    assert "No active user is called &#x27;nobody&#x27;" in field
+
+
+def test_change_a_role_remove_a_member_but_never_the_last_admin(as_user, team):
+    admin = as_user(team.alice)
+    carol, alice = team.carol.user, team.alice.user
+    admin.post(url("member-role", team.project.pk, carol.pk), {f"m{carol.pk}-role": "member"})
+    assert Membership.objects.get(project=team.project, user=carol).role == "member"
+    admin.post(url("member-remove", team.project.pk, carol.pk))
+    assert not Membership.objects.filter(project=team.project, user=carol).exists()
+    refused = admin.post(url("member-role", team.project.pk, alice.pk), {f"m{alice.pk}-role": "viewer"}, follow=True)
+    assert "at least one admin" in refused.content.decode()
+    assert Membership.objects.get(project=team.project, user=alice).role == "admin"
+    admin.post(url("member-remove", team.project.pk, alice.pk))
+    assert Membership.objects.filter(project=team.project, user=alice).exists()
+    assert admin.post(url("member-role", team.project.pk, team.mallory.user.pk), {}).status_code == 404
+
+
+def test_apply_a_preset_and_an_unknown_one_is_an_error(as_user, team):
+    admin = as_user(team.alice)
+    assert admin.post(url("policy-preset", team.project.pk), {"preset": "kai"}).status_code == 302
+    policy = CompactionPolicy.objects.get(project=team.project)
+    assert (policy.preset, policy.compact, policy.output_reserve) == ("kai", 0.65, 0.15)
+    bad = admin.post(url("policy-preset", team.project.pk), {"preset": "nope"})
+    assert bad.status_code == 400 and "Select a valid choice" in bad.content.decode()
+
+
+def policy_data(policy: CompactionPolicy, **changes) -> dict:
+    from sessions_app.forms import PolicyForm
+
+    data = {name: getattr(policy, name) for name in PolicyForm.Meta.fields}
+    data["preserve_patterns"] = "\n".join(policy.preserve_patterns or [])
+    data["auto"] = "on" if data["auto"] else ""
+    return {**data, **changes}
+
+
+def test_edit_the_policy_with_the_admin_validation(as_user, team):
+    admin = as_user(team.alice)
+    policy = CompactionPolicy.objects.get(project=team.project)
+    ok = admin.post(url("policy-update", team.project.pk), policy_data(policy, remind="0.5", summary_budget="800"))
+    assert ok.status_code == 302
+    policy.refresh_from_db()
+    assert (policy.remind, policy.summary_budget, policy.preset) == (0.5, 800, "custom")
+
+    bad = admin.post(url("policy-update", team.project.pk), policy_data(policy, remind="0.9", compact="0.7"))
+    assert bad.status_code == 400
+    body = bad.content.decode()
+    compact_field = body.split('id="id_compact"', 1)[1].split("</p>", 1)[0]
+    assert "Must be at least the remind threshold" in compact_field
+    regex = admin.post(url("policy-update", team.project.pk), policy_data(policy, preserve_patterns="(unclosed"))
+    assert regex.status_code == 400 and "is not a regular expression" in regex.content.decode()
+    policy.refresh_from_db()
+    assert policy.remind == 0.5
+
+
+def test_api_keys_are_shown_once_stored_hashed_and_revocable(as_user, team):
+    member = as_user(team.bob)
+    response = member.post(url("key-create"), {"name": "laptop agent"})
+    assert response.status_code == 200
+    body = response.content.decode()
+    raw = body.split('id="new-key-value">', 1)[1].split("<", 1)[0]
+    key = ApiKey.objects.get(user=team.bob.user, name="laptop agent")
+    assert raw.startswith(key.prefix) and key.key_hash != raw and services.apikey_authenticate(raw) == key
+    listing = member.get(url("keys")).content.decode()
+    assert raw not in listing and f"{key.prefix}…" in listing
+    assert member.post(url("key-revoke", key.pk)).status_code == 302
+    key.refresh_from_db()
+    assert key.revoked_at is not None and services.apikey_authenticate(raw) is None
+    too_long = member.post(url("key-create"), {"name": "x" * 101})
+    assert too_long.status_code == 400 and "at most 100 characters" in too_long.content.decode()
+
+
+def test_keys_on_the_settings_page_and_nobody_revokes_anothers_key(as_user, team):
+    admin = as_user(team.alice)
+    created = admin.post(url("key-create"), {"name": "ci", "project": team.project.pk})
+    assert created.status_code == 200 and "Compaction policy" in created.content.decode()
+    assert 'id="new-key-value"' in created.content.decode()
+    bobs = ApiKey.objects.filter(user=team.bob.user).first()
+    assert admin.post(url("key-revoke", bobs.pk)).status_code == 404
+    bobs.refresh_from_db()
+    assert bobs.revoked_at is None
+    as_user(team.bob)
+    assert as_user(team.bob).post(url("key-create"), {"name": "x", "project": team.project.pk}).status_code == 403
