@@ -99,8 +99,9 @@ def demo_load() -> DemoResult:
                 },
             ],
         ),
-        ("Bug hunt (tools)", "claude-sonnet-4-5", 40_000, _TOOLS, _coding_turns(10)),
-        ("Long refactor", "gpt-4o", 16_000, _TOOLS, _coding_turns(16)),
+        # Windows sized so the sessions sit at different levels: compact, summarize.
+        ("Bug hunt (tools)", "claude-sonnet-4-5", 10_000, _TOOLS, _coding_turns(10)),
+        ("Long refactor", "gpt-4o", 10_000, _TOOLS, _coding_turns(16)),
     ]
     sessions = []
     for name, model, window, tools, turns in specs:
@@ -117,4 +118,17 @@ def demo_load() -> DemoResult:
         services.message_append(session=session, messages=[normalize_message(t) for t in turns])
         session.refresh_from_db()
         sessions.append(session)
+    # One with automatic compaction on: crossing the thresholds compacts it once this commits (in-process
+    # in the embedded mode, by a worker otherwise), so its history shows a compaction and a checkpoint.
+    nightly = services.session_create(
+        user=user,
+        project=project,
+        name="Nightly agent (auto-compacted)",
+        model="claude-sonnet-4-5",
+        context_window=12_000,
+        tools=_TOOLS,
+        system_prompt="You are a careful coding agent. Explain decisions briefly.",
+    )
+    services.message_append(session=nightly, messages=[normalize_message(t) for t in _coding_turns(24)])
+    sessions.append(nightly)
     return DemoResult(DEMO_USER, DEMO_PASSWORD, project, sessions, created=True)
