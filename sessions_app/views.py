@@ -137,7 +137,7 @@ def message_original(request: HttpRequest, message_id: int) -> HttpResponse:
     message = Message.objects.filter(pk=message_id).select_related("session").first()
     if message is None:
         raise Http404("Message not found")
-    session_for(request, message.session_id)
-    return render(
-        request, "sessions_app/_original.html", {"message": message, "blocks": pages.message_original(message)}
-    )
+    session = session_for(request, message.session_id)
+    context = {"session": session, "message": message, "blocks": pages.message_original(message)}
+    template = "sessions_app/_original.html" if is_htmx(request) else "sessions_app/message_original.html"
+    return render(request, template, context)
