@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,7 +114,19 @@ def live_version(session: AgentSession) -> str:
     """Changes whenever anything the session page shows changes: a message, a compaction's state."""
     latest = session.compactions.order_by("-id").values_list("id", "status").first()
     handoffs = session.handoffs.count()
-    return f"{session.last_seq}-{session.status}-{session.summary_tokens}-{latest}-{handoffs}".replace(" ", "")
+    parts = (
+        session.last_seq,
+        session.status,
+        session.summary_tokens,
+        session.message_tokens,
+        session.exact_tokens,
+        session.exact_upto_seq,
+        session.count_warning,
+        session.auto_paused,
+        latest,
+        handoffs,
+    )
+    return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
 
 
 def session_page(session: AgentSession, user: AbstractBaseUser) -> dict[str, Any]:

@@ -229,3 +229,11 @@ def test_forms_need_the_csrf_token(team, busy):
     client.force_login(team.bob.user)
     assert client.post(url("compaction-run", busy.pk), {"level": "compact"}).status_code == 403
     assert not Compaction.objects.exists()
+
+
+def test_live_panel_notices_an_exact_count(as_user, team, busy):
+    viewer = as_user(team.carol)
+    version = viewer.get(url("session-live", busy.pk)).content.decode().split("?v=", 1)[1].split('"', 1)[0]
+    type(busy).objects.filter(pk=busy.pk).update(exact_tokens=12_345, exact_upto_seq=busy.last_seq)
+    changed = viewer.get(url("session-live", busy.pk), {"v": version})
+    assert changed.status_code == 200 and "exact count" in changed.content.decode()
