@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_celery_beat",
     "sessions_app",
 ]
 
@@ -156,11 +157,10 @@ CTX_EXACT_COUNT_CACHE_SECONDS = 3600
 # Where people reach this service; handoff documents name it in their "how to resume" footer.
 CTX_PUBLIC_URL = env.str("CTX_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 
-# Periodic jobs (``make beat``): crash recovery of compactions and expiry of revert backups.
-CELERY_BEAT_SCHEDULE = {
-    "requeue-stale-compactions": {"task": "sessions_app.tasks.requeue_stale_compactions", "schedule": 60.0},
-    "expire-compaction-backups": {"task": "sessions_app.tasks.expire_compaction_backups", "schedule": 3600.0},
-}
+# Periodic jobs (``make beat``) live in the database (django-celery-beat), so admins edit them in
+# Django admin → Periodic tasks. Migration 0005 seeds them: reclaiming stuck compactions (every
+# minute), expiring revert backups (hourly), pruning inactive sessions and context documents (daily).
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # Don't ask for an exact count more often than this per session while messages stream in.
 CTX_EXACT_COUNT_DEBOUNCE_SECONDS = env.int("CTX_EXACT_COUNT_DEBOUNCE_SECONDS", default=5)
 CTX_DEFAULT_POLICY_PRESET = env.str("CTX_DEFAULT_POLICY_PRESET", default="default")

@@ -10,6 +10,7 @@ from . import services
 from .models import (
     AgentSession,
     ApiKey,
+    ArchiveEntry,
     Checkpoint,
     Compaction,
     CompactionPolicy,
@@ -179,3 +180,19 @@ class CheckpointAdmin(admin.ModelAdmin):
 class HandoffDocumentAdmin(admin.ModelAdmin):
     list_display = ["id", "session", "checkpoint", "continuation", "created_at"]
     raw_id_fields = ["session", "checkpoint", "continuation", "created_by"]
+
+
+@admin.register(ArchiveEntry)
+class ArchiveEntryAdmin(admin.ModelAdmin):
+    """The pruner's log: read-only, it records what happened."""
+
+    list_display = ["created_at", "kind", "project", "session", "items", "what"]
+    list_filter = ["kind"]
+    search_fields = ["what", "content_hash", "project__name"]
+    readonly_fields = [f.name for f in ArchiveEntry._meta.fields]
+
+    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from . import selectors
 from .errors import Conflict
-from .models import CONTEXT_STATES, AgentSession, Compaction, CompactionStatus, Message, MessageBackup
+from .models import CONTEXT_STATES, AgentSession, Compaction, CompactionStatus, Message
 
 
 def compaction_revert(*, compaction: Compaction) -> Compaction:
@@ -70,9 +70,3 @@ def _totals_refresh(session: AgentSession) -> None:
     session.save(
         update_fields=["active_message_count", "message_tokens", "summary_tokens", "exact_upto_seq", "updated_at"]
     )
-
-
-def backups_expire() -> int:
-    """Drop backups of compactions whose revert window has passed (beat runs this hourly)."""
-    deleted, _ = MessageBackup.objects.filter(compaction__revertible_until__lt=timezone.now()).delete()
-    return deleted

@@ -6,7 +6,7 @@ from celery import shared_task
 
 from compaction.errors import EngineError, ProviderError
 
-from . import compacting, counting, reverting
+from . import compacting, counting, pruning
 
 
 def _backoff(retries: int) -> int:
@@ -42,5 +42,12 @@ def requeue_stale_compactions() -> int:
 
 
 @shared_task(ignore_result=True)
-def expire_compaction_backups() -> int:
-    return reverting.backups_expire()
+def expire_compaction_backups() -> dict:
+    """Hourly: backups no revert can use any more are purged (and logged)."""
+    return pruning.prune_run(parts=("backups",))
+
+
+@shared_task(ignore_result=True)
+def prune() -> dict:
+    """Daily: archive inactive sessions, purge expired backups, trim context documents."""
+    return pruning.prune_run()

@@ -68,6 +68,11 @@ class Command(BaseCommand):
         p.add_argument("--continue", dest="continue_", action="store_true", help="also start the continuation")
         p.add_argument("--json", action="store_true")
 
+        p = sub.add_parser("prune", help="archive inactive sessions, purge expired backups, trim context documents")
+        p.add_argument("--dry-run", action="store_true", help="report the counts a real run would have; write nothing")
+        p.add_argument("--older-than", type=int, metavar="DAYS", help="inactive for this long (default: each policy's)")
+        p.add_argument("--json", action="store_true")
+
         p = sub.add_parser("apikey", help="print a new API key for a user")
         p.add_argument("user")
         p.add_argument("--create-user", action="store_true")
@@ -262,6 +267,22 @@ class Command(BaseCommand):
         if document.continuation_id:
             human += f"\nContinue in session {document.continuation_id}."
         self.emit(options, data, human)
+
+    def do_prune(self, options: dict[str, Any]) -> None:
+        from ... import pruning
+
+        days = options["older_than"]
+        if days is not None and days < 0:
+            raise CommandError("--older-than takes a number of days, 0 or more.")
+        counts = pruning.prune_run(dry_run=options["dry_run"], older_than_days=days)
+        verb = "Would archive" if options["dry_run"] else "Archived"
+        human = (
+            f"{verb} {counts['messages_archived']:,} messages of {counts['sessions_archived']:,} inactive sessions; "
+            f"{'would purge' if options['dry_run'] else 'purged'} {counts['backups_purged']:,} revert backups; "
+            f"{'would trim' if options['dry_run'] else 'trimmed'} {counts['context_documents_trimmed']:,} context "
+            f"documents ({counts['context_lines_archived']:,} lines)."
+        )
+        self.emit(options, counts, human)
 
     def do_apikey(self, options: dict[str, Any]) -> None:
         User = get_user_model()
