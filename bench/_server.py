@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +23,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _psql(sql: str) -> None:
-    subprocess.run(["psql", f"{PG}/postgres", "-q", "-c", sql], check=True, capture_output=True)
+def _psql(sql: str, pg: str = PG) -> None:
+    subprocess.run(["psql", f"{pg}/postgres", "-q", "-c", sql], check=True, capture_output=True)
 
 
 @contextmanager
-def gunicorn_on_postgres(db: str, *, workers: int = 4, extra_env: dict[str, str] | None = None):
+def gunicorn_on_postgres(db: str, *, workers: int = 4, extra_env: dict[str, str] | None = None, pg: str = PG):
     """A fresh database, migrated; gunicorn serving it; yields (base_url, env)."""
-    _psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-    _psql(f"CREATE DATABASE {db}")
+    _psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)", pg)
+    _psql(f"CREATE DATABASE {db}", pg)
     env = {
         **os.environ,
-        "DATABASE_URL": f"{PG}/{db}",
+        "DATABASE_URL": f"{pg}/{db}",
         "DEBUG": "0",
         "LOG_LEVEL": "WARNING",
         "SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
@@ -71,7 +71,8 @@ def gunicorn_on_postgres(db: str, *, workers: int = 4, extra_env: dict[str, str]
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-        _psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        with suppress(subprocess.CalledProcessError):  # the server is gone already (a fault scenario stopped it)
+            _psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)", pg)
 
 
 def make_key(env: dict[str, str], username: str = "bench") -> str:

@@ -3,7 +3,9 @@
 Everything that reaches storage has been through ``normalize_message``: roles are known, content
 is a string or a list of well-formed blocks, and OpenAI-style ``tool_calls`` / ``tool_call_id``
 have become Anthropic-style ``tool_use`` / ``tool_result`` blocks, so the rest of ctxweb speaks one
-shape.
+shape. A NUL character (U+0000, say in the output of ``cat`` on a binary file) becomes U+FFFD: stored
+text can't hold it (PostgreSQL's text and jsonb refuse it), and refusing the message would stall an
+agent that resends it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from .types import ROLES
 
+NUL, REPLACEMENT = "\x00", "\ufffd"
 BLOCK_TYPES = ("text", "tool_use", "tool_result", "image", "thinking", "redacted_thinking", "document")
 CLIENT_ID_MAX = 200
 
@@ -87,6 +90,7 @@ def normalize_message(raw: Any, *, index: int | None = None) -> NormalizedMessag
 
     if not isinstance(raw, dict):
         raise fail(f"a message is a JSON object, not {_kind(raw)}")
+    raw = _without_nul(raw)
     role = raw.get("role")
     if not isinstance(role, str) or role not in ROLES:
         raise fail(f"role must be one of {', '.join(ROLES)}; got {role!r}", "invalid_role")
@@ -192,6 +196,21 @@ def _with_tool_calls(content: str | list[dict[str, Any]], tool_calls: Any, fail)
             parsed = {"_value": parsed}
         blocks.append({"type": "tool_use", "id": call["id"], "name": fn["name"], "input": parsed})
     return blocks
+
+
+def _without_nul(value: Any) -> Any:
+    """``value`` with every U+0000 in its strings (keys too) replaced; the same object when it has none."""
+    if isinstance(value, str):
+        return value.replace(NUL, REPLACEMENT) if NUL in value else value
+    if isinstance(value, dict):
+        items = [(_without_nul(k), _without_nul(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
+            return value
+        return dict(items)
+    if isinstance(value, list):
+        out = [_without_nul(v) for v in value]
+        return value if all(a is b for a, b in zip(out, value, strict=True)) else out
+    return value
 
 
 def _nonempty_str(value: Any) -> bool:

@@ -128,6 +128,12 @@ class ClaudeCodeReader:
         convs = [chat.conv for chat in self._chats.values() if chat.conv.messages]
         return sorted(convs, key=lambda c: c.sidechain)
 
+    @property
+    def held_back(self) -> int:
+        """Messages read but not final yet: open responses (which may still grow) and the tool results
+        waiting behind them. ``finish()`` releases them; so does a later line that closes their group."""
+        return sum((chat.group is not None) + len(chat.waiting) for chat in self._chats.values())
+
     # ------------------------------------------------------------------ lines
 
     def _line(self, raw: str | bytes, out: list[tuple[str, Message]]) -> None:

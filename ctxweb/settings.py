@@ -37,6 +37,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "sessions_app.middleware.DatabaseUnavailableMiddleware",
     "sessions_app.middleware.ApiBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -75,7 +76,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Short socket timeouts and a backend that degrades: a Redis outage slows nothing and fails nothing.
+    CACHES = {
+        "default": {
+            "BACKEND": "ctxweb.cache.ResilientRedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
@@ -88,7 +96,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "socket_connect_timeout": 1, "socket_timeout": 2}
+# Publishing gives up fast when the broker is down: the request answers, the work stays recorded as
+# queued in the database and is re-sent when the broker is back (see CTX_REQUEUE_AFTER_SECONDS).
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CTX_TASK_SOFT_TIME_LIMIT", default=120)
 CELERY_TASK_TIME_LIMIT = env.int("CTX_TASK_TIME_LIMIT", default=180)
 CELERY_TIMEZONE = "UTC"
@@ -164,6 +175,16 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # Don't ask for an exact count more often than this per session while messages stream in.
 CTX_EXACT_COUNT_DEBOUNCE_SECONDS = env.int("CTX_EXACT_COUNT_DEBOUNCE_SECONDS", default=5)
 CTX_DEFAULT_POLICY_PRESET = env.str("CTX_DEFAULT_POLICY_PRESET", default="default")
+# Task retries back off from this many seconds, doubling (2, 4, 8, 16 s by default; at most 60 s).
+CTX_RETRY_BACKOFF_BASE = env.float("CTX_RETRY_BACKOFF_BASE", default=2.0)
+# A compaction still queued after this long (the broker was down when it was queued) is sent again.
+CTX_REQUEUE_AFTER_SECONDS = env.int("CTX_REQUEUE_AFTER_SECONDS", default=120)
+# STATUS warns when background work (a queued compaction, an exact count) has waited this long.
+CTX_PENDING_WARNING_SECONDS = env.int("CTX_PENDING_WARNING_SECONDS", default=60)
+
+# Rate limits ("N/second|minute|hour|day"; empty: none). 429 with Retry-After when exceeded.
+CTX_RATE_LIMIT_KEY = env.str("CTX_RATE_LIMIT_KEY", default="1200/minute")
+CTX_RATE_LIMIT_USER = env.str("CTX_RATE_LIMIT_USER", default="3000/minute")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -171,12 +192,16 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "sessions_app.api.throttling.ApiKeyRateThrottle",
+        "sessions_app.api.throttling.UserRateThrottle",
+    ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
         "rest_framework.parsers.JSONParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "sessions_app.api.schema.AutoSchema",  # + the documented 4xx answers
     "EXCEPTION_HANDLER": "sessions_app.api.errors.exception_handler",
     "DEFAULT_PAGINATION_CLASS": "sessions_app.api.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,

@@ -10,3 +10,5 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("", include("sessions_app.urls")),
 ]
+
+handler404 = "sessions_app.api.errors.page_not_found"  # JSON under /api/, Django's page elsewhere

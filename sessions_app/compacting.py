@@ -21,7 +21,7 @@ from compaction.errors import EngineError
 from compaction.summarize import SummaryPlan
 from compaction.types import Level
 
-from . import selectors
+from . import queueing, selectors
 from .errors import Conflict
 from .models import (
     CONTEXT_STATES,
@@ -34,7 +34,7 @@ from .models import (
     MessageState,
     SessionStatus,
 )
-from .planning import Outcome, Snapshot, plan, snapshot
+from .planning import FALLBACK_NOTE, Outcome, Snapshot, offline_summarizer, plan, snapshot
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def compaction_request(
 def _enqueue(compaction_id: int) -> None:
     from .tasks import run_compaction  # tasks import this module
 
-    transaction.on_commit(lambda: run_compaction.delay(compaction_id))
+    transaction.on_commit(lambda: queueing.send(run_compaction, compaction_id))
 
 
 def auto_level(session: AgentSession) -> Level | None:
@@ -142,9 +142,10 @@ def release_for_retry(compaction_id: int, error: str) -> None:
     )
 
 
-def compaction_run(compaction_id: int) -> str:
+def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
     """Claim, plan outside any transaction, apply. Transient engine errors propagate (the task
-    retries them); anything else marks the compaction failed and changes no message."""
+    retries them); anything else marks the compaction failed and changes no message.
+    ``fallback_reason``: the model kept failing, so the offline summarizer stands in (and says so)."""
     if not claim(compaction_id):
         return "not-claimed"
     record = Compaction.objects.select_related("session", "session__project", "session__project__policy").get(
@@ -153,7 +154,16 @@ def compaction_run(compaction_id: int) -> str:
     session = record.session
     try:
         snap = snapshot(session)
-        outcome = plan(snap, record.level, instructions=record.instructions, force=record.trigger == "manual")
+        summarizer = offline_summarizer(snap.policy) if fallback_reason else None
+        outcome = plan(
+            snap,
+            record.level,
+            summarizer=summarizer,
+            instructions=record.instructions,
+            force=record.trigger == "manual",
+        )
+        if fallback_reason and outcome.summary is not None:
+            outcome.notes.append(f"{FALLBACK_NOTE} ({fallback_reason}); the offline extractive summary was used.")
     except EngineError as exc:
         if not exc.permanent:
             raise
@@ -228,8 +238,11 @@ def apply(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
             current.status = CompactionStatus.SKIPPED
             current.tokens_after = outcome.tokens_before
             current.error = f"Would free only {max(outcome.saved, 0):,} tokens; nothing changed."
+            current.notes = outcome.notes
             current.finished_at = now
-            current.save(update_fields=["upto_seq", "tokens_before", "tokens_after", "status", "error", "finished_at"])
+            current.save(
+                update_fields=["upto_seq", "tokens_before", "tokens_after", "status", "error", "notes", "finished_at"]
+            )
             return "skipped"
         summarized = set(outcome.summary.summarized_seqs) if outcome.summary else set()
         touched = {c.seq for c in outcome.changes} | summarized
@@ -282,6 +295,7 @@ def apply(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
         current.items = outcome.items(snap.factor)
         current.tokens_after = outcome.tokens_after
         current.error = ""
+        current.notes = outcome.notes
         current.finished_at = now
         current.revertible_until = now + timedelta(hours=policy.revert_hours)
         current.save()
@@ -319,12 +333,13 @@ def _checkpoint_create(
 
 
 def stale_requeue() -> int:
-    """Re-send running compactions whose worker died (crash recovery; beat runs this)."""
+    """Re-send running compactions whose worker died (crash recovery), and queued ones nobody took —
+    the broker was down when they were queued, say (beat runs this every minute)."""
     stale = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
     ids = list(
         Compaction.objects.filter(status=CompactionStatus.RUNNING, started_at__lt=stale).values_list("pk", flat=True)
     )
-    queued_long = timezone.now() - timedelta(minutes=10)
+    queued_long = timezone.now() - timedelta(seconds=settings.CTX_REQUEUE_AFTER_SECONDS)
     ids += list(
         Compaction.objects.filter(status=CompactionStatus.QUEUED, created_at__lt=queued_long).values_list(
             "pk", flat=True
@@ -332,6 +347,4 @@ def stale_requeue() -> int:
     )
     from .tasks import run_compaction
 
-    for pk in ids:
-        run_compaction.delay(pk)
-    return len(ids)
+    return sum(queueing.send(run_compaction, pk) for pk in ids)

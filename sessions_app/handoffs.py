@@ -21,7 +21,7 @@ from compaction.summarize import ExtractiveSummarizer
 from . import selectors, services
 from .errors import Conflict
 from .models import AgentSession, Checkpoint, Compaction, CompactionStatus, HandoffDocument, SessionStatus
-from .planning import Outcome, Snapshot, snapshot, summarizer_for
+from .planning import Outcome, Snapshot, offline_summarizer, snapshot, summarizer_for
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def _summarize_all(snap: Snapshot, *, allow_fallback: bool) -> tuple[dict[str, A
         if not allow_fallback or isinstance(summarizer, ExtractiveSummarizer):
             raise
         log.warning("handoff summary fell back to the offline summarizer: %s", exc)
-        fallback = ExtractiveSummarizer(services.offline_tokenizer(), policy.preserve_patterns)
+        fallback = offline_summarizer(policy)
         fields = fallback.summarize(snap.messages, previous=previous, budget=policy.summary_budget)
         used = f"{fallback.name} (fallback: {exc})"
     stamps = [m.created_at for m in snap.messages if m.created_at]

@@ -291,6 +291,7 @@ class Compaction(models.Model):
     tokens_before = models.PositiveIntegerField(null=True, blank=True)
     tokens_after = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
+    notes = models.JSONField(default=list, blank=True, help_text="Why it did less than asked, in plain words.")
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

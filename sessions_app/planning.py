@@ -79,6 +79,10 @@ def snapshot(session: AgentSession) -> Snapshot:
 # ----------------------------------------------------------------------------- planning
 
 
+# Engine refusals that mean "summarizing can't help here", not "something broke".
+NO_SUMMARY_POSSIBLE = frozenset({"nothing_to_summarize", "summary_too_large"})
+
+
 @dataclass
 class Outcome:
     """What one run would do: reversible changes, then possibly a summary."""
@@ -122,6 +126,13 @@ class Outcome:
         return out
 
 
+FALLBACK_NOTE = "The summarizer model was unavailable"
+
+
+def offline_summarizer(policy: Policy) -> ExtractiveSummarizer:
+    return ExtractiveSummarizer(offline_tokenizer(), policy.preserve_patterns)
+
+
 def summarizer_for(policy: Policy) -> Summarizer:
     """Anthropic's model when a key is configured; the offline extractive summarizer otherwise."""
     if settings.ANTHROPIC_API_KEY:
@@ -135,7 +146,7 @@ def summarizer_for(policy: Policy) -> Summarizer:
             max_retries=0,  # the Celery task retries with backoff
             tokenizer=offline_tokenizer(),
         )
-    return ExtractiveSummarizer(offline_tokenizer(), policy.preserve_patterns)
+    return offline_summarizer(policy)
 
 
 def plan(
@@ -164,18 +175,26 @@ def plan(
     ]
     summarizer = summarizer or summarizer_for(policy)
     previous = snap.previous_checkpoint.data if snap.previous_checkpoint else None
-    summary = plan_summarize(
-        view,
-        policy,
-        context_window=snap.raw_window,
-        tokenizer=tokenizer,
-        summarizer=summarizer,
-        previous=previous,
-        instructions=instructions,
-        now=timezone.now().isoformat(),
-        force=force,
-        fixed_tokens=snap.fixed_tokens,
-    )
+    try:
+        summary = plan_summarize(
+            view,
+            policy,
+            context_window=snap.raw_window,
+            tokenizer=tokenizer,
+            summarizer=summarizer,
+            previous=previous,
+            instructions=instructions,
+            now=timezone.now().isoformat(),
+            force=force,
+            fixed_tokens=snap.fixed_tokens,
+        )
+    except EngineError as exc:
+        if exc.code not in NO_SUMMARY_POSSIBLE:
+            raise
+        # Not a fault: the session is too short to split, or a summary would not be smaller. The
+        # reversible part still stands; the note says why there is no checkpoint.
+        outcome.notes.append(str(exc))
+        return outcome
     tokens_of = {m.seq: m.tokens for m in view}
     outcome.summary = summary
     outcome.summary_rows = [(seq, tokens_of[seq]) for seq in summary.summarized_seqs]
@@ -193,7 +212,7 @@ def preview(session: AgentSession, level: str, *, instructions: str = "") -> dic
         outcome = plan(
             snap,
             level,
-            summarizer=ExtractiveSummarizer(offline_tokenizer(), snap.policy.preserve_patterns),
+            summarizer=offline_summarizer(snap.policy),
             instructions=instructions,
             force=True,
         )

@@ -35,6 +35,22 @@ from .models import (
 # ----------------------------------------------------------------------------- access
 
 
+def as_pk(ref: Any) -> int | None:
+    """A reference that is a primary key: ASCII digits within a bigint, else None. (``str.isdigit``
+    also holds for "²" and other digits ``int()`` refuses.)"""
+    ref = str(ref)
+    if not (ref.isascii() and ref.isdigit()):
+        return None
+    pk = int(ref)
+    return pk if pk < 2**63 else None
+
+
+def _storable(*values: Any) -> bool:
+    """Whether these strings could match stored text: PostgreSQL refuses U+0000 in a query's text
+    (as it refuses to store it), so a value holding one matches nothing."""
+    return not any(isinstance(v, str) and "\x00" in v for v in values)
+
+
 def project_list_for(user: AbstractBaseUser) -> QuerySet[Project]:
     return Project.objects.filter(memberships__user=user).distinct()
 
@@ -69,7 +85,7 @@ def project_find_for(user: AbstractBaseUser, ref: str, *, min_role: Role = Role.
     """A project by id or by name, among the user's projects."""
     if str(ref).isdigit():
         return project_get_for(user, ref, min_role=min_role)
-    matches = list(project_list_for(user).filter(name=ref)[:2])
+    matches = list(project_list_for(user).filter(name=ref)[:2]) if _storable(ref) else []
     if not matches:
         raise NotFound(f"No project named {ref!r} among yours.")
     if len(matches) > 1:
@@ -86,6 +102,8 @@ def session_list_for(
             qs = qs.filter(project_id=int(project))
         except (TypeError, ValueError):
             return qs.none()
+    if not _storable(status, q):
+        return qs.none()
     if status:
         qs = qs.filter(status=status)
     if q:
@@ -97,9 +115,10 @@ def session_get_for(user: AbstractBaseUser, session_ref: Any, *, min_role: Role 
     """A session by id (or, for strings that aren't ids, by external id) that the user may see."""
     qs = AgentSession.objects.select_related("project", "project__policy")
     ref = str(session_ref)
-    session = qs.filter(pk=int(ref)).first() if ref.isdigit() and int(ref) < 2**63 else None
+    pk = as_pk(ref)
+    session = qs.filter(pk=pk).first() if pk is not None else None
     role = role_in(user, session.project_id) if session else None
-    if role is None and ref:
+    if role is None and ref and _storable(ref):
         # Not an id of theirs: maybe an external id (the agent's own session id) in one of their projects.
         candidates = list(qs.filter(external_id=ref, project__memberships__user=user)[:2])
         if len(candidates) == 1:
@@ -111,12 +130,8 @@ def session_get_for(user: AbstractBaseUser, session_ref: Any, *, min_role: Role 
 
 def _owned(model: type, user: AbstractBaseUser, pk: Any, *, min_role: Role, what: str) -> Any:
     """A row hanging off a session, scoped like its session: 404 outside the user's projects."""
-    ref = str(pk)
-    row = (
-        model.objects.select_related("session", "session__project").filter(pk=int(ref)).first()
-        if (ref.isdigit() and int(ref) < 2**63)
-        else None
-    )
+    key = as_pk(pk)
+    row = None if key is None else model.objects.select_related("session", "session__project").filter(pk=key).first()
     _require(role_in(user, row.session.project_id) if row else None, min_role, what)
     return row
 
@@ -228,6 +243,25 @@ def _exact(session: AgentSession) -> bool:
     return session.exact_tokens is not None and session.exact_upto_seq == session.last_seq
 
 
+def _pending_work(session: AgentSession) -> list[str]:
+    """Background work that has waited too long: the broker or the workers may be down."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    now, limit = timezone.now(), settings.CTX_PENDING_WARNING_SECONDS
+    warnings = []
+    queued = session.compactions.filter(status=CompactionStatus.QUEUED).values_list("created_at", flat=True).first()
+    if queued is not None and (now - queued).total_seconds() > limit:
+        warnings.append(
+            f"A compaction has waited {int((now - queued).total_seconds())} s for a worker; the task queue or the "
+            "workers may be down. It runs when they are back; nothing is lost meanwhile."
+        )
+    waited = (now - session.last_activity_at).total_seconds()
+    if settings.ANTHROPIC_API_KEY and session.exact_upto_seq != session.last_seq and waited > limit:
+        warnings.append(f"The exact token count is pending ({int(waited)} s); these figures are estimates meanwhile.")
+    return warnings
+
+
 def session_status(session: AgentSession) -> dict[str, Any]:
     """STATUS from the session's running totals; never re-tokenizes."""
     info = model_info(session.model)
@@ -261,6 +295,9 @@ def session_status(session: AgentSession) -> dict[str, Any]:
     )
     if last_failed and last_failed["status"] == CompactionStatus.FAILED:
         warnings.append(f"The last {last_failed['level']} failed: {last_failed['error']}")
+    warnings += _pending_work(session)
+    latest_notes = session.compactions.values_list("notes", flat=True).first() or []
+    warnings += [note for note in latest_notes if note.startswith("The summarizer model was unavailable")]
     return {
         "model": session.model,
         "context_window": window,

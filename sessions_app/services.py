@@ -20,6 +20,7 @@ from compaction.messages import NormalizedMessage
 from compaction.policy import PRESETS, preset
 from compaction.tokens import OfflineTokenizer
 
+from . import queueing
 from .errors import Conflict, InvalidInput
 from .models import (
     AgentSession,
@@ -103,11 +104,24 @@ def policy_apply_preset(*, policy: CompactionPolicy, preset_name: str) -> Compac
 # ----------------------------------------------------------------------------- sessions
 
 
+def _holds_nul(value: Any) -> bool:
+    """Whether a JSON value holds U+0000 anywhere (PostgreSQL's jsonb refuses it)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
+
+
 def _validate_tools(tools: Any) -> list[dict[str, Any]]:
     if tools is None:
         return []
     if not isinstance(tools, list):
         raise InvalidInput("tools must be a list of tool schemas.", code="invalid_tools", field="tools")
+    if _holds_nul(tools):
+        raise InvalidInput("tools must not contain NUL characters.", code="null_characters_not_allowed", field="tools")
     names: set[str] = set()
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
@@ -333,7 +347,7 @@ def _after_append(session: AgentSession) -> None:
         if cache.add(f"ctx:exact-pending:{session.pk}", 1, timeout=delay):
             from .tasks import count_exact_tokens  # tasks import services: import late
 
-            transaction.on_commit(lambda: count_exact_tokens.apply_async((session.pk,), countdown=delay))
+            transaction.on_commit(lambda: queueing.send(count_exact_tokens, session.pk, countdown=delay))
 
 
 # ----------------------------------------------------------------------------- API keys

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 
 from compaction.errors import EngineError, ProviderError
 
 from . import compacting, counting, pruning
 
 
-def _backoff(retries: int) -> int:
-    return min(60, 2 ** (retries + 1))
+def _backoff(retries: int) -> float:
+    """Seconds before retry number ``retries + 1``: doubling from the configured base, at most 60."""
+    return min(60.0, settings.CTX_RETRY_BACKOFF_BASE * 2**retries)
 
 
 @shared_task(bind=True, max_retries=4, acks_late=True, ignore_result=True)
@@ -29,10 +31,10 @@ def run_compaction(self, compaction_id: int) -> str:
     try:
         return compacting.compaction_run(compaction_id)
     except EngineError as exc:  # transient by construction: permanent ones are recorded by the service
-        if self.request.retries >= self.max_retries:
-            compacting.compaction_fail(compaction_id, f"gave up after {self.request.retries + 1} tries: {exc}")
-            return "failed"
         compacting.release_for_retry(compaction_id, str(exc))
+        if self.request.retries >= self.max_retries:
+            # The model stayed unavailable: summarize offline rather than not at all (STATUS warns).
+            return compacting.compaction_run(compaction_id, fallback_reason=str(exc))
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
 
 

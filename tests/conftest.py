@@ -56,6 +56,13 @@ def _fast_password_hashing(settings) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_rate_limits(settings) -> None:
+    """The suite makes many calls with one key in a short while; the throttling tests turn limits on."""
+    settings.CTX_RATE_LIMIT_KEY = ""
+    settings.CTX_RATE_LIMIT_USER = ""
+
+
+@pytest.fixture(autouse=True)
 def _tasks_as_in_production(request: pytest.FixtureRequest) -> Iterator[None]:
     """Outside the tests that run a real worker, tasks run in-process (the embedded mode), and an
     ``on_commit`` callback fires when the transaction that queued it would commit in production.
@@ -307,6 +314,7 @@ def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) ->
         "ANTHROPIC_BASE_URL": fake_anthropic_session.base_url,
         "ANTHROPIC_MAX_RETRIES": "0",
         "CTX_EXACT_COUNT_DEBOUNCE_SECONDS": "0",
+        "CTX_RETRY_BACKOFF_BASE": "0.2",
         "CELERY_TASK_DEFAULT_QUEUE": queue,
     }
     app.conf.task_default_queue = queue  # this process sends where the worker listens

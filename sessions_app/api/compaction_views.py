@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,10 +15,13 @@ from .. import compacting, handoffs, planning, reverting, selectors
 from ..errors import InvalidInput
 from ..models import Role
 from . import serializers as s
+from .pagination import PageNumberPagination
 from .views import _paginate, _valid
 
 
 class SessionCompactionsApi(APIView):
+    pagination_class = PageNumberPagination  # GET answers pages (``_paginate``); this documents them
+
     @extend_schema(responses=s.CompactionOut(many=True))
     def get(self, request: Request, session_id: str) -> Response:
         session = selectors.session_get_for(request.user, session_id)
@@ -25,7 +29,10 @@ class SessionCompactionsApi(APIView):
 
     @extend_schema(
         request=s.CompactionIn,
-        responses={202: s.CompactionOut, 200: {"type": "object", "description": "the dry-run preview"}},
+        responses={
+            202: OpenApiResponse(s.CompactionOut, description="Queued (and, without a worker, already run)"),
+            200: OpenApiResponse(s.CompactionPreviewOut, description="The dry run's preview; nothing written"),
+        },
     )
     def post(self, request: Request, session_id: str) -> Response:
         session = selectors.session_get_for(request.user, session_id, min_role=Role.MEMBER)
@@ -53,6 +60,8 @@ class CompactionRevertApi(APIView):
 
 
 class SessionCheckpointsApi(APIView):
+    pagination_class = PageNumberPagination
+
     @extend_schema(responses=s.CheckpointOut(many=True))
     def get(self, request: Request, session_id: str) -> Response:
         session = selectors.session_get_for(request.user, session_id)
@@ -66,6 +75,8 @@ class CheckpointDetailApi(APIView):
 
 
 class SessionHandoffApi(APIView):
+    pagination_class = PageNumberPagination
+
     @extend_schema(responses=s.HandoffOut(many=True))
     def get(self, request: Request, session_id: str) -> Response:
         session = selectors.session_get_for(request.user, session_id)
@@ -91,7 +102,11 @@ DOWNLOAD_TYPES = {"txt": "text/plain; charset=utf-8", "md": "text/markdown; char
 class HandoffDownloadApi(APIView):
     @extend_schema(
         parameters=[OpenApiParameter("format", str, enum=list(DOWNLOAD_TYPES))],
-        responses={(200, "text/plain"): str},
+        responses={
+            (200, "text/plain"): OpenApiResponse(str, description="An attachment: txt (default), md or json"),
+            (200, "text/markdown"): str,
+            (200, "application/json"): OpenApiTypes.OBJECT,
+        },
     )
     def get(self, request: Request, handoff_id: str) -> HttpResponse:
         document = selectors.handoff_get_for(request.user, handoff_id)

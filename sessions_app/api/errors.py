@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -53,3 +54,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         code = codes if isinstance(codes, str) else "error"
         response.data = {"detail": str(exc.detail), "code": code}
     return response
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler404``: a URL under /api/ that matches no route (say a path parameter holding a ``/``)
+    answers the API's JSON error too; other paths get Django's page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found.", "code": "not_found"}, status=404)
+    return defaults.page_not_found(request, exception)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from compaction.transcripts import FORMATS as TRANSCRIPT_FORMATS
@@ -28,7 +29,7 @@ class ProjectIn(serializers.Serializer):
 
 class SessionOut(serializers.ModelSerializer):
     context_window = serializers.IntegerField(source="context_window_override", allow_null=True)
-    parent = serializers.PrimaryKeyRelatedField(read_only=True)
+    parent = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
 
     class Meta:
         model = AgentSession
@@ -106,7 +107,7 @@ class SessionPatchIn(serializers.Serializer):
 
 class MessageOut(serializers.ModelSerializer):
     tokens = serializers.SerializerMethodField()
-    compaction = serializers.PrimaryKeyRelatedField(read_only=True)
+    compaction = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
 
     class Meta:
         model = Message
@@ -164,9 +165,26 @@ class ModelOut(serializers.Serializer):
     calibration_factor = serializers.FloatField()
 
 
+class CompactionItemOut(serializers.Serializer):
+    """One entry of a compaction's ``items``: what a strategy did to one message (``seq``), or to
+    none (``seq`` null: the checkpoint a summary wrote, the handoff document it left)."""
+
+    strategy = serializers.CharField()
+    seq = serializers.IntegerField(allow_null=True)
+    tokens_before = serializers.IntegerField()
+    tokens_after = serializers.IntegerField()
+    handoff = serializers.IntegerField(required=False, help_text="The handoff document's id (strategy handoff)")
+
+
+@extend_schema_field(CompactionItemOut(many=True))
+class CompactionItemsField(serializers.JSONField):
+    """Stored as JSON and answered as stored; documented item by item."""
+
+
 class CompactionOut(serializers.ModelSerializer):
     session = serializers.PrimaryKeyRelatedField(read_only=True)
     saved_tokens = serializers.IntegerField(read_only=True, allow_null=True)
+    items = CompactionItemsField(read_only=True)
 
     class Meta:
         model = Compaction
@@ -181,6 +199,7 @@ class CompactionOut(serializers.ModelSerializer):
             "saved_tokens",
             "items",
             "error",
+            "notes",
             "created_at",
             "started_at",
             "finished_at",
@@ -198,9 +217,32 @@ class CompactionIn(serializers.Serializer):
     instructions = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
 
 
+class StrategyTotalsOut(serializers.Serializer):
+    messages = serializers.IntegerField()
+    tokens_before = serializers.IntegerField()
+    tokens_after = serializers.IntegerField()
+
+
+class CompactionPreviewOut(serializers.Serializer):
+    """The dry run's answer: what the compaction would do, written nowhere."""
+
+    dry_run = serializers.BooleanField()
+    session = serializers.IntegerField()
+    level = serializers.ChoiceField(choices=Level.choices)
+    upto_seq = serializers.IntegerField()
+    tokens_before = serializers.IntegerField()
+    tokens_after = serializers.IntegerField()
+    saved_tokens = serializers.IntegerField()
+    would_skip = serializers.BooleanField(help_text="Saves less than the policy's minimum: a real run would skip")
+    strategies = serializers.DictField(child=StrategyTotalsOut())
+    items = CompactionItemOut(many=True)
+    notes = serializers.ListField(child=serializers.CharField())
+    checkpoint = serializers.JSONField(allow_null=True, help_text="The checkpoint a summary would write")
+
+
 class CheckpointOut(serializers.ModelSerializer):
     session = serializers.PrimaryKeyRelatedField(read_only=True)
-    compaction = serializers.PrimaryKeyRelatedField(read_only=True)
+    compaction = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
 
     class Meta:
         model = Checkpoint
@@ -227,8 +269,8 @@ class HandoffIn(serializers.Serializer):
 
 class HandoffOut(serializers.ModelSerializer):
     session = serializers.PrimaryKeyRelatedField(read_only=True)
-    checkpoint = serializers.PrimaryKeyRelatedField(read_only=True)
-    continuation = serializers.PrimaryKeyRelatedField(read_only=True)
+    checkpoint = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+    continuation = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
     downloads = serializers.SerializerMethodField()
 
     class Meta:
@@ -238,3 +280,16 @@ class HandoffOut(serializers.ModelSerializer):
     def get_downloads(self, handoff: HandoffDocument) -> dict[str, str]:
         base = f"/api/v1/handoffs/{handoff.pk}/download/"
         return {fmt: f"{base}?format={fmt}" for fmt in ("txt", "md", "json")}
+
+
+class ModelListOut(serializers.Serializer):
+    results = ModelOut(many=True)
+    fallback_context_window = serializers.IntegerField(help_text="The window of a model not listed here")
+
+
+class ErrorOut(serializers.Serializer):
+    """Every API error: a 4xx status with this body."""
+
+    detail = serializers.CharField(help_text="What went wrong, for people")
+    code = serializers.CharField(help_text="What went wrong, for programs (e.g. not_found, invalid_state)")
+    field = serializers.CharField(required=False, help_text="The input field at fault, when there is one")

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import compaction_views as cv
+from . import transcript_views as tv
 from . import views
 
 app_name = "api"
@@ -10,6 +11,7 @@ urlpatterns = [
     path("projects/<int:project_id>/", views.ProjectDetailApi.as_view(), name="project"),
     path("sessions/", views.SessionListCreateApi.as_view(), name="sessions"),
     path("sessions/import/", views.SessionImportApi.as_view(), name="session-import"),
+    path("sessions/transcript/", tv.SessionTranscriptApi.as_view(), name="session-transcript"),
     path("sessions/<str:session_id>/", views.SessionDetailApi.as_view(), name="session"),
     path("sessions/<str:session_id>/messages/", views.MessageListCreateApi.as_view(), name="session-messages"),
     path("sessions/<str:session_id>/status/", views.SessionStatusApi.as_view(), name="session-status"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,6 +20,7 @@ from ..errors import InvalidInput, TooLarge
 from ..models import Membership, ModelProfile, Role
 from . import serializers as s
 from .pagination import PageNumberPagination
+from .schema import error_response
 
 STATUS_SCHEMA = inline_serializer(
     "Status",
@@ -53,6 +54,8 @@ def _paginate(view: APIView, request: Request, queryset: Any, serializer_cls: ty
 
 
 class ProjectListCreateApi(APIView):
+    pagination_class = PageNumberPagination  # GET answers pages (``_paginate``); this documents them
+
     @extend_schema(responses=s.ProjectOut(many=True))
     def get(self, request: Request) -> Response:
         projects = selectors.project_list_for(request.user)
@@ -75,6 +78,8 @@ class ProjectDetailApi(APIView):
 
 
 class SessionListCreateApi(APIView):
+    pagination_class = PageNumberPagination
+
     @extend_schema(
         parameters=[
             OpenApiParameter("project", int, description="Only this project's sessions"),
@@ -92,7 +97,17 @@ class SessionListCreateApi(APIView):
         )
         return _paginate(self, request, qs, s.SessionListOut)
 
-    @extend_schema(request=s.SessionIn, responses={201: s.SessionOut})
+    @extend_schema(
+        request=s.SessionIn,
+        responses={201: s.SessionOut, 404: error_response("404"), 409: error_response("409")},
+        examples=[
+            OpenApiExample(
+                "A session",
+                value={"project": 1, "name": "fix the flaky test", "model": "claude-sonnet-4-5", "external_id": "abc"},
+                request_only=True,
+            )
+        ],
+    )
     def post(self, request: Request) -> Response:
         data = _valid(s.SessionIn, request.data)
         project = selectors.project_get_for(request.user, data.pop("project"), min_role=Role.MEMBER)
@@ -120,7 +135,9 @@ class SessionImportApi(APIView):
                     "skipped": serializers.DictField(child=serializers.IntegerField()),
                     "sidechains": serializers.ListField(child=serializers.IntegerField()),
                 },
-            )
+            ),
+            404: error_response("404"),
+            409: error_response("409"),
         },
     )
     def post(self, request: Request) -> Response:
@@ -180,7 +197,7 @@ class MessageListCreateApi(APIView):
             {
                 "results": s.MessageOut(many=True),
                 "next": serializers.URLField(allow_null=True),
-                "count": serializers.IntegerField(),
+                "count": serializers.IntegerField(allow_null=True, help_text="Null when paging with after_seq"),
             },
         ),
     )
@@ -214,6 +231,21 @@ class MessageListCreateApi(APIView):
             201: inline_serializer("AppendResult", {"messages": s.MessageOut(many=True), "status": STATUS_SCHEMA})
         },
         description="Body: one message or a list of up to CTX_MAX_BATCH (default 1,000). All or nothing.",
+        examples=[
+            # drf-spectacular shows it inside the list the body is documented as
+            OpenApiExample(
+                "A message",
+                value={
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "Reading it."},
+                        {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "setup.cfg"}},
+                    ],
+                    "client_id": "m-2",
+                },
+                request_only=True,
+            )
+        ],
     )
     def post(self, request: Request, session_id: str) -> Response:
         from django.conf import settings
@@ -260,7 +292,7 @@ class SessionContextApi(APIView):
 
 
 class ModelListApi(APIView):
-    @extend_schema(responses=s.ModelOut(many=True))
+    @extend_schema(responses=s.ModelListOut)
     def get(self, request: Request) -> Response:
         rows = {
             p.name: {
@@ -292,7 +324,22 @@ class ModelListApi(APIView):
 
 
 class CountTokensApi(APIView):
-    @extend_schema(request=s.CountTokensIn, responses=s.CountTokensOut)
+    @extend_schema(
+        request=s.CountTokensIn,
+        responses=s.CountTokensOut,
+        examples=[
+            OpenApiExample(
+                "Anthropic's count_tokens body",
+                value={
+                    "model": "claude-sonnet-4-5",
+                    "system": "You are terse.",
+                    "tools": [{"name": "Read", "input_schema": {"type": "object"}}],
+                    "messages": [{"role": "user", "content": "Hello"}],
+                },
+                request_only=True,
+            )
+        ],
+    )
     def post(self, request: Request) -> Response:
         result = counting.count_request_tokens(request.data)
         return Response({"input_tokens": result.input_tokens, "source": result.source})

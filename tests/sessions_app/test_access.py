@@ -118,3 +118,27 @@ def test_session_ids_of_other_projects_look_like_missing_ones(team, api_as):
     other = api_as(team.bob).get(f"/api/v1/sessions/{theirs.pk}/")
     assert missing.status_code == other.status_code == 404
     assert missing.json() == other.json()
+
+
+@pytest.mark.parametrize("ref", ["%C2%B2", "%D9%A1", "%00", "a%00b"])
+def test_odd_object_references_are_missing_not_errors(team, api_as, session, ref):
+    """Found by the API fuzzer: "²" passed ``str.isdigit`` and then failed ``int()``; a NUL reached
+    PostgreSQL, which refuses U+0000 in text. Both answered 500."""
+    api = api_as(team.alice)
+    for path in ("sessions/{}/", "sessions/{}/status/", "compactions/{}/", "checkpoints/{}/", "handoffs/{}/download/"):
+        response = api.get("/api/v1/" + path.format(ref))
+        assert (response.status_code, response.json()["code"]) == (404, "not_found"), path
+
+
+@pytest.mark.parametrize("query", ["q=%00", "status=%00", "q=a%00b&status=active", "project=%C2%B2"])
+def test_session_filters_holding_nul_match_nothing(team, api_as, session, query):
+    response = api_as(team.alice).get(f"/api/v1/sessions/?{query}")
+    assert response.status_code == 200
+    assert response.json()["results"] == []
+
+
+def test_unrouted_api_paths_answer_json(team, api_as):
+    """A path parameter holding "/" matches no route: the 404 is the API's JSON error, not a page."""
+    response = api_as(team.alice).get("/api/v1/sessions/a%2Fb/")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Not found.", "code": "not_found"}

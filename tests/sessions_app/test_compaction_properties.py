@@ -117,9 +117,8 @@ def test_compact_then_revert_is_identity_and_the_context_stays_valid(team, messa
     result = compacting.compaction_run(record.pk)
     record.refresh_from_db()
     event(f"{level}: {record.status}")
-    assert result == record.status and record.status in ("succeeded", "skipped", "failed")
-    if record.status == "failed":  # only a session too short to summarize, and then nothing changed
-        assert record.error.startswith(("Nothing to summarize", "The summary")), record.error
+    assert result == record.status and record.status in ("succeeded", "skipped")
+    if record.status == "skipped":  # it freed nothing: nothing changed
         assert rows_of(session) == rows
 
     turns = selectors.session_context(session)["messages"]

@@ -114,18 +114,22 @@ def test_compact_summarize_and_revert_on_a_real_transcript(shared_data, team, fm
     SAVINGS.setdefault(kind_of(path), []).append((path.name, saved, before["status"]["messages"]))
 
     summarized = ctx("compact", sid, "--level", "summarize")
-    if summarized["status"] == "succeeded":
+    no_summary = [n for n in summarized["notes"] if "Nothing to summarize" in n or "would not be smaller" in n]
+    if no_summary:
+        # Too short to split, or a summary would not be smaller: it says so and writes no checkpoint.
+        assert summarized["status"] in ("succeeded", "skipped") and not summarized["error"].startswith("internal")
+        assert ctx("status", sid)["summary"] == 0
+    else:
+        assert summarized["status"] == "succeeded", summarized
         usage = ctx("status", sid)["usage_percent"]
         if usage >= 50:
             # Only when the newest turn alone leaves no room: then nothing older than it is left.
             kept = Message.objects.filter(session=session, state__in=CONTEXT_STATES).order_by("seq")
             assert kept.first().seq >= newest_turn_start(session), f"{usage}% and an older message kept"
             UNDER_HALF_IMPOSSIBLE.append(path.name)
+    if summarized["status"] == "succeeded":
         ctx("compact", sid, "--revert")
     else:
-        # Only a conversation too short to split fails, and it says why, changing nothing.
-        assert summarized["status"] == "failed", summarized
-        assert "Nothing to summarize" in summarized["error"] or "would not be smaller" in summarized["error"]
         assert request_of(ctx("context", sid)) == request_of(after_compact)
     if compacted["status"] == "succeeded":
         ctx("compact", sid, "--revert")

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from compaction.checkpoint import CHECKPOINT_FIELDS
 from compaction.messages import normalize_message
-from sessions_app import compacting, services
+from sessions_app import compacting, selectors, services
 from sessions_app.errors import Conflict
 from sessions_app.models import Compaction, Message
 from sessions_app.tasks import run_compaction
@@ -218,3 +218,18 @@ def test_transient_errors_are_retried(worker, busy):
     done = wait_for(record.pk, seconds=90)
     assert done.status == "succeeded", done.error
     assert done.attempts == 2
+
+
+def test_a_model_down_for_long_falls_back_to_the_offline_summary_with_a_warning(worker, busy):
+    """Anthropic answers 529 to every call: the task retries with backoff, then summarizes offline
+    rather than not at all, and STATUS says so."""
+    worker["fake"].queue_error(529, endpoint="messages", times=100, retry_after_ms=1)
+    record = compacting.compaction_request(session=busy, level="summarize", user=None)
+    done = wait_for(record.pk, seconds=90)
+    assert done.status == "succeeded", done.error
+    assert len(worker["fake"].requests_for("messages")) == 5  # the first try and 4 retries
+    assert any(note.startswith("The summarizer model was unavailable") for note in done.notes)
+    busy.refresh_from_db()
+    assert busy.summary_tokens > 0
+    warnings = selectors.session_status(busy)["warnings"]
+    assert any("summarizer model was unavailable" in w and "529" in w for w in warnings), warnings

@@ -242,3 +242,30 @@ def test_session_create_validates_tools_and_external_id(bob, team):
     tiny = bob.post("/api/v1/sessions/", {"project": team.project.pk, "context_window": 10})
     assert tiny.status_code == 400 and tiny.json()["detail"].startswith("context_window")
     assert AgentSession.objects.filter(project=team.project).count() == 1
+
+
+def test_nul_characters_become_replacement_characters(bob, session):
+    """Found by the API fuzzer: a NUL in content, client_id or metadata reached PostgreSQL's jsonb,
+    which refuses U+0000 (500). A tool's output may hold one; it is stored as U+FFFD instead."""
+    body = [
+        {"role": "user", "content": "before\x00after", "client_id": "c\x00", "metadata": {"k\x00": ["v\x00"]}},
+        {"role": "assistant", "content": [{"type": "text", "text": "\x00"}]},
+    ]
+    response = bob.post(url(session), body)
+    assert response.status_code == 201, response.content
+    first, second = Message.objects.filter(session=session).order_by("seq")
+    assert (first.content, first.client_id) == ("before\ufffdafter", "c\ufffd")
+    assert first.metadata == {"k\ufffd": ["v\ufffd"]}
+    assert second.content == [{"type": "text", "text": "\ufffd"}]
+    retry = bob.post(url(session), body[:1])  # the same client_id once replaced: stored once
+    assert retry.status_code == 201 and Message.objects.filter(session=session).count() == 2
+
+
+def test_tools_holding_nul_are_refused(bob, team, session):
+    for method, path, body in (
+        ("post", "/api/v1/sessions/", {"project": team.project.pk, "tools": [{"name": "a\x00"}]}),
+        ("patch", f"/api/v1/sessions/{session.pk}/", {"tools": [{"name": "t", "input_schema": {"\x00": {}}}]}),
+    ):
+        response = getattr(bob, method)(path, body)
+        assert response.status_code == 400, response.content
+        assert response.json()["code"] == "null_characters_not_allowed"

@@ -1,0 +1,311 @@
+"""A transcript uploaded a few lines at a time (the Claude Code hook, ``integrations/claude_code/``)
+becomes exactly the sessions a one-shot ``ctx import`` of the whole file makes.
+
+The uploader never parses. It sends the complete lines added to the file since its last upload,
+with the byte ``offset`` they start at; the server re-reads everything received so far with the
+reader ``ctx import`` uses and appends, in order, the messages beyond those it already stored:
+
+- **One reader.** Claude Code splits a response over several lines, interleaves tool results with
+  it, writes sub-agents into the same file, repeats lines: only ``ClaudeCodeReader`` knows those
+  rules, so only it decides what a message is. A response that may still grow (its group is open)
+  is held back until a later line closes it, or until an upload says ``final`` (Stop, SessionEnd,
+  PreCompact), which closes everything open, as the end of the file does for an import.
+- **Same result in any chunking.** The reader is deterministic and the messages it has made final
+  never change, so the n-th message of a longer read is the n-th of a shorter one. Each
+  conversation keeps a count of the messages already appended (``emitted``); an upload appends the
+  rest. Messages keep the reader's ``client_id`` (response id / line uuid), so even a retry that
+  somehow got past the offset check stores nothing twice.
+- **Offsets, not trust.** An upload must start where the server's copy ends, or inside it (a
+  repeat: the overlap must match byte for byte, and is ignored). A gap answers 409
+  ``transcript_offset`` with ``expected_offset``; the uploader resends from there.
+- **Where the text lives.** The raw text is needed for every re-read, so the server keeps it in
+  the cache (Redis in production), keyed by the session and a token in its metadata; the session's
+  metadata keeps only the durable cursor (offset, SHA-256 of the text up to it, counts). If the
+  cache loses the text, the next upload answers ``expected_offset: 0`` and the uploader, who has
+  the file, sends it again from the top; nothing is appended until the server again holds at least
+  what it had (checked against the SHA-256), so that resend stores nothing twice either.
+- **Sub-agents** (sidechain conversations) get sessions of their own, named and identified as
+  ``ctx import`` names them (``<name> · sub-agent <n>``, external id ``<external id>:sidechain-<n>``).
+- **Model.** The session follows the model the transcript names (the last one, as import takes),
+  unless someone changed it by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.cache import cache
+from django.db import transaction
+
+from compaction.transcripts_claude import ClaudeCodeReader
+
+from . import services
+from .errors import Conflict, InvalidInput, TooLarge
+from .importing import _sanitized
+from .models import AgentSession, Project
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("claude-code",)
+STATE = "transcript"  # key of the cursor in the main session's metadata
+DEFAULT_MODEL = "claude-sonnet-4-5"  # what an import takes when the transcript names no model
+CACHE_SECONDS = 7 * 24 * 3600
+
+
+class OffsetMismatch(Conflict):
+    """The upload doesn't start where the server's copy ends: resend from ``expected_offset``."""
+
+    code = "transcript_offset"
+
+    def __init__(self, detail: str, *, expected_offset: int) -> None:
+        super().__init__(detail)
+        self.expected_offset = expected_offset
+
+
+@dataclass
+class SyncResult:
+    session: AgentSession
+    offset: int  # bytes of the transcript the server holds: the next upload starts there
+    received: int  # bytes of this upload that were new
+    created: int  # messages stored by this upload, sub-agents' included
+    held_back: int  # messages read but not final yet (an open response and what waits behind it)
+    complete: bool  # False while the server is still receiving again what it had before a cache loss
+    sidechains: list[int]
+    created_session: bool
+
+
+def transcript_sync(
+    *,
+    user: AbstractBaseUser,
+    project: Project,
+    external_id: str,
+    offset: int,
+    lines: str,
+    final: bool = False,
+    name: str = "",
+    fmt: str = "claude-code",
+) -> SyncResult:
+    """Append the messages that ``lines`` (complete JSONL lines starting at byte ``offset`` of the
+    transcript) make final to the session with ``external_id`` in ``project``, creating it if needed."""
+    if fmt not in FORMATS:
+        raise InvalidInput(f"Line-by-line upload supports {', '.join(FORMATS)}.", code="invalid_format", field="format")
+    if lines and not lines.endswith("\n"):
+        raise InvalidInput(
+            "lines holds complete JSONL lines, each ending with a newline; send a partial last line once it is "
+            "complete.",
+            code="partial_line",
+            field="lines",
+        )
+    data = lines.encode("utf-8", errors="replace")
+    with transaction.atomic():
+        session, created_session = _main_session(user=user, project=project, external_id=external_id, name=name)
+        result = SyncResult(session, 0, 0, 0, 0, True, [], created_session)
+        _sync(result, user=user, fmt=fmt, offset=offset, data=data, final=final)
+    result.session.refresh_from_db()
+    return result
+
+
+def _sync(result: SyncResult, *, user: AbstractBaseUser, fmt: str, offset: int, data: bytes, final: bool) -> None:
+    """Under the main session's row lock: check the offset, extend the text, read it, append."""
+    session = result.session
+    state = _state(session, fmt)
+    durable = state["offset"]
+    result.offset, result.held_back, result.sidechains = durable, state.get("held_back", 0), _sidechain_ids(state)
+    if not data and offset == durable and not (final and state.get("final_at") != durable):
+        return  # a run with no new lines and nothing to flush: the status is all there is to say
+    text = _cached_text(session, state)
+    have = len(text)
+    if offset > have:
+        raise OffsetMismatch(
+            f"This upload starts at byte {offset:,}, but the server holds {have:,} bytes of the transcript"
+            + (" (its copy was dropped from the cache)" if have < durable else "")
+            + f"; send again from byte {have:,}.",
+            expected_offset=have,
+        )
+    overlap = min(len(data), have - offset)
+    if data[:overlap] != text[offset : offset + overlap]:
+        raise Conflict(
+            f"Bytes {offset:,}–{offset + overlap:,} differ from what this session received before: the transcript "
+            "was rewritten. Start a new session (another external id).",
+            code="transcript_changed",
+        )
+    new = data[overlap:]
+    if have + len(new) > settings.CTX_MAX_IMPORT_BYTES:
+        raise TooLarge(f"The transcript would exceed {settings.CTX_MAX_IMPORT_BYTES:,} bytes, the import limit.")
+    text += new
+    result.offset, result.received = len(text), len(new)
+    if len(text) < durable:  # still receiving again what a lost cache held: nothing to read yet
+        result.complete = False
+        _cache_text(session, state, text)
+        return
+    if have < durable and _digest(text[:durable]) != state["sha256"]:
+        raise Conflict(
+            "The transcript sent again differs from the one this session was built from: it was rewritten. "
+            "Start a new session (another external id).",
+            code="transcript_changed",
+        )
+    if not new and not (final and state.get("final_at") != len(text)):
+        return  # nothing new to read
+    result.created, result.held_back = _read_and_append(session, state, text, final=final, user=user)
+    state.update(
+        offset=len(text), sha256=_digest(text), held_back=result.held_back, final_at=len(text) if final else None
+    )
+    result.sidechains = _sidechain_ids(state)
+    session.metadata[STATE] = state
+    AgentSession.objects.filter(pk=session.pk).update(metadata=session.metadata)
+    _cache_text(session, state, text)
+
+
+def sync_summary(result: SyncResult) -> dict[str, Any]:
+    """What ``POST /sessions/transcript/`` answers."""
+    from .selectors import session_status
+
+    return {
+        "session": result.session.pk,
+        "offset": result.offset,
+        "received": result.received,
+        "messages": result.created,
+        "held_back": result.held_back,
+        "complete": result.complete,
+        "sidechains": result.sidechains,
+        "created": result.created_session,
+        "status": session_status(result.session),
+    }
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _read_and_append(
+    session: AgentSession, state: dict[str, Any], text: bytes, *, final: bool, user: AbstractBaseUser
+) -> tuple[int, int]:
+    """Re-read the whole transcript as ``ctx import`` does; append what the earlier reads hadn't made final."""
+    reader = ClaudeCodeReader()
+    reader.feed(text.decode("utf-8", errors="replace").split("\n"))
+    if final:
+        reader.finish()
+    emitted: dict[str, int] = state.setdefault("emitted", {})
+    created = 0
+    batch = settings.CTX_MAX_BATCH
+    for conversation in reader.conversations:
+        messages = _sanitized(conversation, Counter())  # the import's own rules: orphan tool results become text
+        target = _sidechain_session(session, conversation, state, user) if conversation.sidechain else session
+        done = emitted.get(conversation.key, 0)
+        for start in range(done, len(messages), batch):
+            created += services.message_append(session=target, messages=messages[start : start + batch]).created
+        emitted[conversation.key] = max(done, len(messages))
+        _follow_model(target, conversation.model, conversation.key, state)
+    return created, reader.held_back
+
+
+def _follow_model(session: AgentSession, model: str | None, key: str, state: dict[str, Any]) -> None:
+    """The session takes the transcript's latest model, unless someone set another one by hand."""
+    models: dict[str, str] = state.setdefault("models", {})
+    wanted = model or DEFAULT_MODEL
+    if session.model != wanted and session.model == models.get(key, DEFAULT_MODEL):
+        services.session_update(session=session, model=wanted)
+    models[key] = wanted
+
+
+# ----------------------------------------------------------------------------- sessions
+
+
+def _main_session(
+    *, user: AbstractBaseUser, project: Project, external_id: str, name: str
+) -> tuple[AgentSession, bool]:
+    """The session with this external id in the project, locked; created when there is none."""
+    locked = AgentSession.objects.select_for_update()
+    session = locked.filter(project=project, external_id=external_id).first()
+    if session is not None:
+        return session, False
+    try:
+        created = services.session_create(
+            user=user,
+            project=project,
+            name=name or external_id,
+            model=DEFAULT_MODEL,
+            external_id=external_id,
+            metadata={"conversation": "main"},
+        )
+    except Conflict:  # a concurrent upload created it a moment ago
+        return locked.get(project=project, external_id=external_id), False
+    return locked.get(pk=created.pk), True
+
+
+def _sidechain_session(
+    main: AgentSession, conversation: Any, state: dict[str, Any], user: AbstractBaseUser
+) -> AgentSession:
+    sessions: dict[str, int] = state.setdefault("sessions", {})
+    known = AgentSession.objects.filter(pk=sessions.get(conversation.key, 0)).first()
+    if known is not None:
+        return known
+    external_id = f"{main.external_id}:{conversation.key}"
+    session = AgentSession.objects.filter(project_id=main.project_id, external_id=external_id).first()
+    if session is None:
+        number = conversation.key.rsplit("-", 1)[-1]
+        try:
+            session = services.session_create(
+                user=user,
+                project=main.project,
+                name=f"{main.name} · sub-agent {number}",
+                model=conversation.model or DEFAULT_MODEL,
+                external_id=external_id,
+                metadata={"conversation": conversation.key, "sidechain_of": main.pk},
+            )
+        except Conflict:
+            session = AgentSession.objects.get(project_id=main.project_id, external_id=external_id)
+    sessions[conversation.key] = session.pk
+    return session
+
+
+def _sidechain_ids(state: dict[str, Any]) -> list[int]:
+    sessions: dict[str, int] = state.get("sessions", {})
+    return [sessions[k] for k in sorted(sessions, key=lambda k: int(k.rsplit("-", 1)[-1]) if k[-1:].isdigit() else 0)]
+
+
+# ----------------------------------------------------------------------------- the cursor and the text
+
+
+def _state(session: AgentSession, fmt: str) -> dict[str, Any]:
+    state = session.metadata.get(STATE)
+    if isinstance(state, dict) and state.get("format") == fmt and isinstance(state.get("offset"), int):
+        return state
+    # New, or a session made another way (by hand, by an import): its messages' client ids keep the
+    # first upload from storing again what is already there.
+    return {"format": fmt, "key": secrets.token_hex(8), "offset": 0, "sha256": _digest(b""), "emitted": {}}
+
+
+def cache_key(session: AgentSession) -> str | None:
+    state = session.metadata.get(STATE)
+    return f"ctx:transcript:{session.pk}:{state['key']}" if isinstance(state, dict) and state.get("key") else None
+
+
+def _cached_text(session: AgentSession, state: dict[str, Any]) -> bytes:
+    key = f"ctx:transcript:{session.pk}:{state['key']}"
+    try:
+        text = cache.get(key)
+    except Exception:  # a cache outage costs a resend, never the upload
+        log.warning("transcript cache unavailable for session %s", session.pk, exc_info=True)
+        return b""
+    if not isinstance(text, bytes):
+        return b""
+    return text[: state["offset"]] if len(text) > state["offset"] else text  # ahead: a write that didn't commit
+
+
+def _cache_text(session: AgentSession, state: dict[str, Any], text: bytes) -> None:
+    key = f"ctx:transcript:{session.pk}:{state['key']}"
+    try:
+        cache.set(key, text, timeout=getattr(settings, "CTX_TRANSCRIPT_CACHE_SECONDS", CACHE_SECONDS))
+    except Exception:
+        log.warning("could not cache the transcript of session %s", session.pk, exc_info=True)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

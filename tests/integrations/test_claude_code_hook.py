@@ -1,0 +1,348 @@
+"""The Claude Code hook against a live server: every shared transcript replayed through it, in random
+pieces (lines cut in the middle, runs repeated, its state or the server's copy lost on the way), ends up
+equal to a one-shot ``ctx import`` of the file; an unreachable server, partial lines, warnings."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.core.cache import cache
+from django.core.management import call_command
+
+from sessions_app import selectors, services, transcript_sync
+from sessions_app.models import AgentSession, Compaction, Message
+from tests.claude_code_lines import agent_session
+from tests.conftest import make_persona
+from tests.shared_data import SHARED_DATA
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+HOOK = ROOT / "integrations" / "claude_code" / "hook.py"
+# As Claude Code runs it: the system's python3, outside the virtualenv (CTX_HOOK_PYTHON=python3.8 checks an old one).
+PYTHON = os.environ.get("CTX_HOOK_PYTHON") or shutil.which("python3") or sys.executable
+FILES = sorted(p.name for p in (SHARED_DATA / "claude_code").glob("*.jsonl")) or ["<shared data missing>"]
+
+_spec = importlib.util.spec_from_file_location("ctx_claude_code_hook", HOOK)
+assert _spec is not None and _spec.loader is not None
+hook = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(hook)
+
+
+@pytest.fixture(autouse=True)
+def _forget_cached_transcripts(transactional_db):
+    """The server keeps transcripts in the cache (Redis under CTX_REQUIRE_SERVICES): leave none behind."""
+    yield
+    for session in AgentSession.objects.all():
+        if key := transcript_sync.cache_key(session):
+            cache.delete(key)
+
+
+class Agent:
+    """A Claude Code session writing its transcript, with the hook configured for one project."""
+
+    def __init__(self, tmp_path: Path, url: str, key: str, project: str, session_id: str, name: str = "t") -> None:
+        self.transcript = tmp_path / f"{name}.jsonl"
+        self.transcript.write_bytes(b"")
+        self.session_id = session_id
+        self.env = {
+            "CTX_URL": url,
+            "CTX_API_KEY": key,
+            "CTX_PROJECT": project,
+            "CTX_STATE_DIR": str(tmp_path / "state"),
+            "CTX_CHECKPOINT": "0",
+            "CTX_TIMEOUT": "30",
+        }
+
+    def write(self, data: bytes) -> None:
+        with open(self.transcript, "ab") as f:
+            f.write(data)
+
+    def event(self, name: str) -> str:
+        return json.dumps(
+            {
+                "session_id": self.session_id,
+                "transcript_path": str(self.transcript),
+                "hook_event_name": name,
+                "cwd": str(self.transcript.parent),
+            }
+        )
+
+    def run(self, name: str = "PostToolUse") -> str:
+        """The hook in-process (fast); what it printed."""
+        out = io.StringIO()
+        assert hook.main(self.event(name), self.env, out) == 0
+        return out.getvalue()
+
+    def run_process(self, name: str = "PostToolUse") -> subprocess.CompletedProcess:
+        """The hook as Claude Code runs it."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CTX_")}
+        env.update(self.env)
+        return subprocess.run(
+            [PYTHON, str(HOOK)], input=self.event(name), env=env, capture_output=True, text=True, timeout=60
+        )
+
+    def state(self) -> dict:
+        files = list((Path(self.env["CTX_STATE_DIR"])).glob("*.json"))
+        return json.loads(files[0].read_text()) if files else {}
+
+
+@pytest.fixture
+def owner(transactional_db):
+    persona = make_persona("agent-owner")
+    project = services.project_create(user=persona.user, name="Hooked")
+    reference = services.project_create(user=persona.user, name="Imported")
+    for p in (project, reference):  # compare what was stored, not what a compaction made of it
+        p.policy.auto = False
+        p.policy.save()
+    return persona, project, reference
+
+
+def snapshot(session: AgentSession) -> dict:
+    session.refresh_from_db()
+    return {
+        "messages": list(
+            Message.objects.filter(session=session)
+            .order_by("seq")
+            .values_list("seq", "role", "content", "tokens", "client_id", "state", "metadata", "created_at")
+        ),
+        "session": {
+            name: getattr(session, name)
+            for name in (
+                "name",
+                "model",
+                "system_prompt",
+                "tools",
+                "last_seq",
+                "message_count",
+                "active_message_count",
+                "message_tokens",
+                "system_tokens",
+                "tool_tokens",
+            )
+        },
+        "status": selectors.session_status(session),
+    }
+
+
+def turn_ends(data: bytes) -> list[int]:
+    """Line ends after which the agent stops for its user: the next line is a prompt of the main chain."""
+    ends, pos, main_chain = [], 0, None
+    for line in data.splitlines(keepends=True):
+        pos += len(line)
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict) or event.get("type") not in ("user", "assistant"):
+            continue
+        if main_chain is None:
+            main_chain = event.get("isSidechain") is True
+        content = (event.get("message") or {}).get("content")
+        is_prompt = event["type"] == "user" and not (
+            isinstance(content, list)
+            and content
+            and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+        )
+        if is_prompt and (event.get("isSidechain") is True) == main_chain:
+            ends.append(pos - len(line))
+    return [e for e in ends if e > 0]
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("name", FILES)
+def test_replaying_a_transcript_through_the_hook_equals_an_import(shared_data, owner, live_server, tmp_path, name):
+    persona, project, reference = owner
+    path = shared_data / "claude_code" / name
+    data = path.read_bytes()
+    rng = random.Random(f"hook:{name}")
+    # Cut points: random bytes (mostly in the middle of a line), plus a few turn ends where the agent stops.
+    stops = set(rng.sample(turn_ends(data), min(2, len(turn_ends(data)))))
+    cuts = [*sorted(set(rng.sample(range(1, len(data)), rng.randint(2, 6))) | stops), len(data)]
+    agent = Agent(tmp_path, live_server.url, persona.key, project.name, f"cc-{path.stem}", name=path.stem)
+    as_process = rng.randrange(len(cuts))
+    start = 0
+    for i, end in enumerate(cuts):
+        agent.write(data[start:end])
+        start = end
+        if rng.random() < 0.15 and (synced := AgentSession.objects.filter(external_id=agent.session_id).first()):
+            cache.delete(transcript_sync.cache_key(synced))  # the server loses its copy: the hook sends it again
+        if rng.random() < 0.1:
+            for f in Path(agent.env["CTX_STATE_DIR"]).glob("*.json"):
+                f.unlink()  # the hook loses its state: it starts from the top, the server ignores what it has
+        event = "Stop" if end in stops or end == len(data) else rng.choice(["PostToolUse", "UserPromptSubmit"])
+        if i == as_process:
+            done = agent.run_process(event)
+            assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        else:
+            agent.run(event)
+        if rng.random() < 0.3:
+            agent.run(event)  # the same event twice: nothing new, nothing stored twice
+    assert agent.state()["file_pos"] == len(data)
+
+    out = io.StringIO()
+    call_command(
+        "ctx", "import", str(path), "--format", "claude-code", "--project", str(reference.pk), "--json", stdout=out
+    )
+    result = json.loads(out.getvalue())
+    synced = AgentSession.objects.get(project=project, external_id=agent.session_id)
+    imported = AgentSession.objects.get(pk=result["session"])
+    assert snapshot(synced) == snapshot(imported)
+    # sub-agents: one session each, as the import makes them
+    sides = {s.name: s for s in AgentSession.objects.filter(project=project).exclude(pk=synced.pk)}
+    imported_sides = [AgentSession.objects.get(pk=pk) for pk in result["sidechains"]]
+    assert sorted(sides) == sorted(s.name for s in imported_sides)
+    for side in imported_sides:
+        assert snapshot(sides[side.name]) == snapshot(side)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_server_down_exits_0_quietly_and_the_next_run_catches_up(owner, live_server, tmp_path):
+    persona, project, reference = owner
+    data = agent_session(3).text().encode()
+    agent = Agent(tmp_path, f"http://127.0.0.1:{free_port()}", persona.key, str(project.pk), "cc-down")
+    agent.write(data[: len(data) // 2])
+    done = agent.run_process("PostToolUse")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert agent.state() == {} and not AgentSession.objects.filter(external_id="cc-down").exists()
+    assert "can't be reached" in (Path(agent.env["CTX_STATE_DIR"]) / "hook.log").read_text()
+    agent.write(data[len(data) // 2 :])
+    agent.env["CTX_URL"] = live_server.url
+    assert agent.run("Stop") == ""
+    synced = AgentSession.objects.get(external_id="cc-down")
+    importing_reference = _import_text(persona, reference, data, name=synced.name)
+    assert snapshot(synced) == snapshot(importing_reference)
+
+
+def _import_text(persona, project, data: bytes, *, name: str) -> AgentSession:
+    from compaction.transcripts import read_transcript
+    from sessions_app import importing
+
+    return importing.session_import(
+        user=persona.user, project=project, transcript=read_transcript(data, "claude-code"), name=name
+    ).session
+
+
+def test_a_partial_last_line_waits_for_the_next_run(owner, live_server, tmp_path):
+    persona, project, _ = owner
+    data = agent_session(2).text().encode()
+    lines = data.splitlines(keepends=True)
+    agent = Agent(tmp_path, live_server.url, persona.key, project.name, "cc-partial")
+    complete = b"".join(lines[:4])
+    agent.write(complete + lines[4][:30])
+    agent.run()
+    assert agent.state()["file_pos"] == agent.state()["offset"] == len(complete)
+    synced = AgentSession.objects.get(external_id="cc-partial")
+    assert synced.metadata["transcript"]["offset"] == len(complete)
+    agent.write(lines[4][30:] + b"".join(lines[5:]))
+    agent.run("SessionEnd")
+    assert agent.state()["file_pos"] == len(data)
+    synced.refresh_from_db()
+    assert synced.message_count == 8
+
+
+def test_bad_input_or_no_configuration_exits_0_silently(tmp_path):
+    for stdin, env in [
+        ("not json", {"CTX_URL": "http://127.0.0.1:9", "CTX_API_KEY": "k", "CTX_PROJECT": "p"}),
+        (json.dumps({"session_id": "x", "transcript_path": str(tmp_path / "missing.jsonl")}), {}),
+        ("[1, 2]", {"CTX_URL": "http://127.0.0.1:9", "CTX_API_KEY": "k", "CTX_PROJECT": "p"}),
+    ]:
+        env["CTX_STATE_DIR"] = str(tmp_path / "state")
+        done = subprocess.run(
+            [PYTHON, str(HOOK)], input=stdin, env={"PATH": os.environ["PATH"], **env}, capture_output=True, text=True
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def said(printed: str) -> str:
+    """What the agent reads: plain text, or PostToolUse's additionalContext."""
+    if printed.startswith("{"):
+        payload = json.loads(printed)["hookSpecificOutput"]
+        assert payload["hookEventName"] == "PostToolUse"
+        return payload["additionalContext"]
+    return printed.strip()
+
+
+def test_warns_at_remind_and_asks_for_a_checkpoint_above_90_percent(owner, live_server, tmp_path):
+    persona, project, _ = owner
+    # A small window (and no automatic compaction, so the hook is the one to ask): a few turns fill it.
+    services.session_create(
+        user=persona.user, project=project, name="small", external_id="cc-full", context_window=4096, auto_compact=False
+    )
+    agent = Agent(tmp_path, live_server.url, persona.key, project.name, "cc-full")
+    agent.env["CTX_CHECKPOINT"] = "1"
+    data = agent_session(30, output="a line of output\n" * 4).text().encode()
+    heard: list[tuple[float, str]] = []  # (usage after the run, what the agent read)
+    for n, line in enumerate(data.splitlines(keepends=True)):
+        agent.write(line)
+        text = said(agent.run("PostToolUse" if n % 2 else "UserPromptSubmit"))
+        heard.append((selectors.session_status(AgentSession.objects.get(external_id="cc-full"))["usage_percent"], text))
+        if text.startswith("⚠️"):
+            break
+    quiet = [percent for percent, text in heard if not text]
+    reminded = [text for _, text in heard if text.startswith("ctxweb: this session's context is")]
+    assert quiet and max(quiet) < 60  # the default policy reminds at 60 %
+    assert reminded and all(60 <= float(t.split(" is ", 1)[1].split("%")[0]) <= 90 for t in reminded)
+    assert all("Context at" in t for t in reminded)  # and the policy's recommendation
+    last = heard[-1][1]
+    assert float(last.split(" is ", 1)[1].split("%")[0]) > 90 and "checkpoint" in last
+    record = Compaction.objects.get(session__external_id="cc-full")
+    assert record.level == "summarize" and f"compaction {record.pk}" in last
+    assert AgentSession.objects.get(external_id="cc-full").checkpoints.exists()
+
+
+def test_two_runs_at_once_store_nothing_twice(owner, live_server, tmp_path):
+    persona, project, reference = owner
+    data = agent_session(4).text().encode()
+    agent = Agent(tmp_path, live_server.url, persona.key, project.name, "cc-parallel")
+    agent.write(data)
+    procs = [
+        subprocess.Popen(
+            [PYTHON, str(HOOK)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **agent.env},
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    for p in procs:
+        p.stdin.write(agent.event("PostToolUse"))
+        p.stdin.close()
+    deadline = time.monotonic() + 60
+    for p in procs:
+        assert p.wait(timeout=max(1, deadline - time.monotonic())) == 0
+    agent.run("Stop")
+    synced = AgentSession.objects.get(external_id="cc-parallel")
+    assert snapshot(synced) == snapshot(_import_text(persona, reference, data, name=synced.name))
+
+
+def test_a_handed_off_session_is_said_once(owner, live_server, tmp_path):
+    persona, project, _ = owner
+    data = agent_session(2).text().encode()
+    lines = data.splitlines(keepends=True)
+    agent = Agent(tmp_path, live_server.url, persona.key, project.name, "cc-closed")
+    agent.write(b"".join(lines[:5]))
+    agent.run("Stop")
+    AgentSession.objects.filter(external_id="cc-closed").update(status="handed_off")
+    agent.write(b"".join(lines[5:]))
+    first = agent.run("UserPromptSubmit")
+    assert first.startswith("ctxweb: session") and "handed off" in first
+    assert agent.run("UserPromptSubmit") == ""
