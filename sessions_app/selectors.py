@@ -83,7 +83,7 @@ def project_get_for(user: AbstractBaseUser, project_id: Any, *, min_role: Role =
 
 def project_find_for(user: AbstractBaseUser, ref: str, *, min_role: Role = Role.VIEWER) -> Project:
     """A project by id or by name, among the user's projects."""
-    if str(ref).isdigit():
+    if as_pk(ref) is not None:
         return project_get_for(user, ref, min_role=min_role)
     matches = list(project_list_for(user).filter(name=ref)[:2]) if _storable(ref) else []
     if not matches:

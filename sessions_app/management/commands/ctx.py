@@ -101,8 +101,9 @@ class Command(BaseCommand):
 
     def find_session(self, ref: str) -> AgentSession:
         qs = AgentSession.objects.select_related("project", "project__policy")
-        if ref.isdigit() and int(ref) < 2**63:
-            found = qs.filter(pk=int(ref)).first()
+        pk = selectors.as_pk(ref)
+        if pk is not None:
+            found = qs.filter(pk=pk).first()
             if found:
                 return found
         matches = list(qs.filter(external_id=ref)[:2])
@@ -132,13 +133,14 @@ class Command(BaseCommand):
             raise CommandError(f"No such file: {path}")
         user = self.cli_user(options["user"])
         ref = options["project"]
+        pk = selectors.as_pk(ref)
         project = (
-            Project.objects.filter(pk=int(ref)).first()
-            if ref.isdigit()
+            Project.objects.filter(pk=pk).first()
+            if pk is not None
             else selectors.project_list_for(user).filter(name=ref).first()
         )
         if project is None:
-            if ref.isdigit():
+            if pk is not None:
                 raise CommandError(f"No project {ref}.")
             project = services.project_create(user=user, name=ref)
         transcript = importing.transcript_parse(path.read_bytes(), options["format"])
