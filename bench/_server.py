@@ -38,6 +38,9 @@ def gunicorn_on_postgres(db: str, *, workers: int = 4, extra_env: dict[str, str]
         "DEBUG": "0",
         "LOG_LEVEL": "WARNING",
         "SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+        # Benchmarks measure the pipeline, not the rate limiter (tests cover that).
+        "CTX_RATE_LIMIT_KEY": "",
+        "CTX_RATE_LIMIT_USER": "",
         **(extra_env or {}),
     }
     env.pop("REDIS_URL", None) if "REDIS_URL" not in (extra_env or {}) else None

@@ -221,14 +221,7 @@ def main() -> int:
     pool = conversations()
     scripts = [script_for(a, pool, args.messages) for a in range(args.agents)]
     queue = f"load-{os.getpid()}"
-    # Rate limits off: this measures the pipeline under load, not the limiter (tests cover that).
-    extra = {
-        "REDIS_URL": REDIS,
-        "CELERY_TASK_DEFAULT_QUEUE": queue,
-        "CELERY_TASK_ALWAYS_EAGER": "0",
-        "CTX_RATE_LIMIT_KEY": "",
-        "CTX_RATE_LIMIT_USER": "",
-    }
+    extra = {"REDIS_URL": REDIS, "CELERY_TASK_DEFAULT_QUEUE": queue, "CELERY_TASK_ALWAYS_EAGER": "0"}
     db = "ctxweb_bench_load"
     with ExitStack() as stack:
         hostport, env = stack.enter_context(gunicorn_on_postgres(db, workers=args.web, extra_env=extra))
