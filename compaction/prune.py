@@ -50,6 +50,7 @@ class Change:
     content: str | list[dict[str, Any]]
     tokens_before: int
     tokens_after: int
+    refers_to: tuple[int, ...] = ()  # earlier seqs its duplicate references point the model to
 
     @property
     def saved(self) -> int:
@@ -189,6 +190,7 @@ class _Planner:
         }
         self.seen: dict[str, int] = {}  # fingerprint → first seq holding it
         self.shrunk: set[str] = set()  # fingerprints whose first copy this plan clears or condenses
+        self.references: set[int] = set()  # seqs the message being planned refers to
 
     def _protected_messages(self) -> set[int]:
         """The newest N user turns (user-role messages, as the API counts turns) and all after them,
@@ -240,6 +242,7 @@ class _Planner:
         return earlier if earlier != seq else None
 
     def _message(self, msg: Msg) -> Change | None:
+        self.references = set()
         touchable = msg.seq not in self.protected_seqs
         saved: dict[str, int] = {}
         if isinstance(msg.content, str):
@@ -257,7 +260,7 @@ class _Planner:
         if after >= msg.tokens:
             return None
         strategy = max(saved, key=lambda k: saved[k])
-        return Change(strategy=strategy, seq=msg.seq, content=content, tokens_before=msg.tokens, tokens_after=after)
+        return Change(strategy, msg.seq, content, msg.tokens, after, tuple(sorted(self.references)))
 
     def _text(self, text: str, earlier: int | None, saved: dict[str, int], touchable: bool, what: str) -> str | None:
         """A shorter form of a text (a reference or a condensed form), or None to keep it."""
@@ -278,6 +281,7 @@ class _Planner:
         return None
 
     def _reference(self, earlier: int, what: str, text: str) -> str:
+        self.references.add(earlier)
         kept = preserved(text.splitlines(), self.patterns)
         reference = duplicate_reference(earlier, what, shrunk_there=_fingerprint(text) in self.shrunk)
         return reference + ("\n" + "\n".join(kept) if kept else "")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.core.cache.backends.base import DEFAULT_TIMEOUT
 from django.core.cache.backends.redis import RedisCache
 
 log = logging.getLogger(__name__)
@@ -31,14 +32,10 @@ class ResilientRedisCache(RedisCache):
     def get(self, key: Any, default: Any = None, version: int | None = None) -> Any:
         return self._guard("get", default, super().get, key, default, version)
 
-    def set(self, key: Any, value: Any, timeout: Any = None, version: int | None = None) -> None:
-        if timeout is None:
-            return self._guard("set", None, super().set, key, value, version=version)
+    def set(self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> None:
         return self._guard("set", None, super().set, key, value, timeout, version)
 
-    def add(self, key: Any, value: Any, timeout: Any = None, version: int | None = None) -> bool:
-        if timeout is None:
-            return self._guard("add", False, super().add, key, value, version=version)
+    def add(self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
         return self._guard("add", False, super().add, key, value, timeout, version)
 
     def delete(self, key: Any, version: int | None = None) -> bool:
@@ -47,13 +44,11 @@ class ResilientRedisCache(RedisCache):
     def get_many(self, keys: Any, version: int | None = None) -> dict:
         return self._guard("get_many", {}, super().get_many, keys, version)
 
-    def set_many(self, data: dict, timeout: Any = None, version: int | None = None) -> list:
-        if timeout is None:
-            return self._guard("set_many", [], super().set_many, data, version=version)
+    def set_many(self, data: dict, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> list:
         return self._guard("set_many", [], super().set_many, data, timeout, version)
 
     def incr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
         return self._guard("incr", delta, super().incr, key, delta, version)
 
-    def touch(self, key: Any, timeout: Any = None, version: int | None = None) -> bool:
+    def touch(self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
         return self._guard("touch", False, super().touch, key, timeout, version)

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 # Three failures in a row pause automatic compaction for a session until a manual one succeeds.
 MAX_FAILURES = 3
+# A compaction whose worker keeps dying (or whose message keeps getting lost) is failed after this.
+MAX_ATTEMPTS = 8
 
 
 # ----------------------------------------------------------------------------- queueing
@@ -155,9 +157,11 @@ def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
     try:
         snap = snapshot(session)
         summarizer = offline_summarizer(snap.policy) if fallback_reason else None
+        manual_handoff = record.level == Level.HANDOFF.value and record.trigger == "manual"
         outcome = plan(
             snap,
-            record.level,
+            # A manual handoff writes its own summary of everything; it only needs the sizes here.
+            Level.COMPACT.value if manual_handoff else record.level,
             summarizer=summarizer,
             instructions=record.instructions,
             force=record.trigger == "manual",
@@ -173,7 +177,7 @@ def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
         log.exception("compaction %s crashed while planning", compaction_id)
         compaction_fail(compaction_id, f"internal error: {type(exc).__name__}")
         return "failed"
-    if record.level == Level.HANDOFF.value and record.trigger == "manual":
+    if manual_handoff:
         from .handoffs import handoff_from_compaction
 
         return handoff_from_compaction(record, snap, outcome)
@@ -334,17 +338,23 @@ def _checkpoint_create(
 
 def stale_requeue() -> int:
     """Re-send running compactions whose worker died (crash recovery), and queued ones nobody took —
-    the broker was down when they were queued, say (beat runs this every minute)."""
-    stale = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
-    ids = list(
-        Compaction.objects.filter(status=CompactionStatus.RUNNING, started_at__lt=stale).values_list("pk", flat=True)
-    )
-    queued_long = timezone.now() - timedelta(seconds=settings.CTX_REQUEUE_AFTER_SECONDS)
-    ids += list(
-        Compaction.objects.filter(status=CompactionStatus.QUEUED, created_at__lt=queued_long).values_list(
-            "pk", flat=True
-        )
-    )
+    the broker was down when they were queued, say (beat runs this every minute). A compaction on
+    its way to a retry (released, within its backoff) is left alone; one tried ``MAX_ATTEMPTS``
+    times is failed, not re-sent forever."""
+    now = timezone.now()
+    dead = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
+    forgotten = now - timedelta(seconds=settings.CTX_REQUEUE_AFTER_SECONDS)
+    candidates = Compaction.objects.filter(
+        Q(status=CompactionStatus.RUNNING, started_at__lt=dead)
+        | Q(status=CompactionStatus.QUEUED, started_at__isnull=True, created_at__lt=forgotten)
+        | Q(status=CompactionStatus.QUEUED, started_at__lt=forgotten)
+    ).values_list("pk", "attempts")
     from .tasks import run_compaction
 
-    return sum(queueing.send(run_compaction, pk) for pk in ids)
+    sent = 0
+    for pk, attempts in candidates:
+        if attempts >= MAX_ATTEMPTS:
+            compaction_fail(pk, f"gave up after {attempts} attempts: its worker kept dying or its message was lost")
+        else:
+            sent += queueing.send(run_compaction, pk)
+    return sent

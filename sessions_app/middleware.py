@@ -28,6 +28,26 @@ class ApiBodyLimitMiddleware:
 
 
 DATABASE_RETRY_AFTER_SECONDS = 5
+# PostgreSQL error classes that mean "the server is not there right now", not "the query is wrong":
+# connection exceptions (08…), shutting down or starting up (57P01–57P03), out of connections (53300).
+OUTAGE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
+
+
+def is_outage(exc: Exception) -> bool:
+    """A database error a retry in a moment can fix; a bug (a missing table, a timeout) is not one."""
+    from django.db import InterfaceError, OperationalError
+
+    if isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    cause = exc.__cause__
+    sqlstate = getattr(cause, "sqlstate", None)
+    if sqlstate:
+        return sqlstate.startswith(OUTAGE_SQLSTATES)
+    text = str(exc).lower()
+    # psycopg without a server answer (refused, closed, lost); SQLite busy.
+    return (cause is not None and "psycopg" in type(cause).__module__) or "database is locked" in text
 
 
 class DatabaseUnavailableMiddleware:
@@ -44,12 +64,12 @@ class DatabaseUnavailableMiddleware:
         try:
             return self.get_response(request)
         except (OperationalError, InterfaceError) as exc:
+            if not is_outage(exc):
+                raise
             return self._unavailable(request, exc)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        from django.db import InterfaceError, OperationalError
-
-        if isinstance(exception, OperationalError | InterfaceError):
+        if is_outage(exception):
             return self._unavailable(request, exception)
         return None
 

@@ -196,10 +196,15 @@ def plan(
         outcome.notes.append(str(exc))
         return outcome
     tokens_of = {m.seq: m.tokens for m in view}
+    gone = set(summary.summarized_seqs)
+    # A kept message must not point the model at a message the summary replaces: such duplicate
+    # references are not made, and those messages stay as they were.
+    outcome.changes = [c for c in changes if c.seq in gone or not gone.intersection(c.refers_to)]
+    kept = {c.seq: c for c in outcome.changes}
+    remaining = sum(kept[m.seq].tokens_after if m.seq in kept else m.tokens for m in snap.messages if m.seq not in gone)
     outcome.summary = summary
     outcome.summary_rows = [(seq, tokens_of[seq]) for seq in summary.summarized_seqs]
     outcome.summarizer = getattr(summarizer, "name", type(summarizer).__name__)
-    remaining = after_compact - sum(tokens_of[seq] for seq in summary.summarized_seqs)
     outcome.tokens_after = snap.used(remaining, summary.summary_tokens)
     return outcome
 

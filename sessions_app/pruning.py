@@ -118,10 +118,12 @@ def prune_plan(
 def _inactive_sessions(now: datetime, older_than_days: int | None) -> list[SessionArchive]:
     found = []
     candidates = AgentSession.objects.exclude(status=SessionStatus.ARCHIVED).select_related("project__policy")
-    revertible = Compaction.objects.filter(status=CompactionStatus.SUCCEEDED, revertible_until__gt=now).values_list(
-        "session_id", flat=True
-    )
-    for session in candidates.exclude(pk__in=revertible).order_by("pk"):
+    # Not while a compaction may still be reverted, or is queued or running.
+    busy = Compaction.objects.filter(
+        Q(status=CompactionStatus.SUCCEEDED, revertible_until__gt=now)
+        | Q(status__in=[CompactionStatus.QUEUED, CompactionStatus.RUNNING])
+    ).values_list("session_id", flat=True)
+    for session in candidates.exclude(pk__in=busy).order_by("pk"):
         days = older_than_days if older_than_days is not None else session.project.policy.prune_days
         cutoff = now - timedelta(days=days)
         if session.last_activity_at > cutoff:
@@ -226,8 +228,13 @@ def _purge_backups(plan: PrunePlan) -> None:
 
 
 def _trim_documents(plan: PrunePlan) -> None:
-    for trim in plan.documents:
-        project = Project.objects.select_for_update().get(pk=trim.project_id)
+    for planned in plan.documents:
+        project = Project.objects.select_for_update().select_related("policy").get(pk=planned.project_id)
+        # Trim what is there now (it may have been edited since the plan), not the planned text.
+        kept, archived = trim_document(project.context_document, project.policy.context_doc_max_lines)
+        if not archived:
+            continue
+        trim = DocumentTrim(project.pk, kept, archived, len(archived.splitlines()))
         project.context_document = trim.kept
         project.save(update_fields=["context_document"])
         ArchiveEntry.objects.create(

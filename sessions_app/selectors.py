@@ -250,10 +250,11 @@ def _pending_work(session: AgentSession) -> list[str]:
 
     now, limit = timezone.now(), settings.CTX_PENDING_WARNING_SECONDS
     warnings = []
-    queued = session.compactions.filter(status=CompactionStatus.QUEUED).values_list("created_at", flat=True).first()
-    if queued is not None and (now - queued).total_seconds() > limit:
+    queued = session.compactions.filter(status=CompactionStatus.QUEUED).values_list("created_at", "started_at").first()
+    waiting = (now - max(filter(None, queued))).total_seconds() if queued else 0
+    if waiting > limit:
         warnings.append(
-            f"A compaction has waited {int((now - queued).total_seconds())} s for a worker; the task queue or the "
+            f"A compaction has waited {int(waiting)} s for a worker; the task queue or the "
             "workers may be down. It runs when they are back; nothing is lost meanwhile."
         )
     waited = (now - session.last_activity_at).total_seconds()

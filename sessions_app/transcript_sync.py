@@ -56,7 +56,6 @@ log = logging.getLogger(__name__)
 FORMATS = ("claude-code",)
 STATE = "transcript"  # key of the cursor in the main session's metadata
 DEFAULT_MODEL = "claude-sonnet-4-5"  # what an import takes when the transcript names no model
-CACHE_SECONDS = 7 * 24 * 3600
 
 
 class OffsetMismatch(Conflict):
@@ -302,7 +301,7 @@ def _cached_text(session: AgentSession, state: dict[str, Any]) -> bytes:
 def _cache_text(session: AgentSession, state: dict[str, Any], text: bytes) -> None:
     key = f"ctx:transcript:{session.pk}:{state['key']}"
     try:
-        cache.set(key, text, timeout=getattr(settings, "CTX_TRANSCRIPT_CACHE_SECONDS", CACHE_SECONDS))
+        cache.set(key, text, timeout=settings.CTX_TRANSCRIPT_CACHE_SECONDS)
     except Exception:
         log.warning("could not cache the transcript of session %s", session.pk, exc_info=True)
 

@@ -52,7 +52,11 @@ def member_add(request: HttpRequest, project_id: int) -> HttpResponse:
     if not form.is_valid():
         return render_settings(request, project, member_form=form, status=400)
     user = form.cleaned_data["username"]
-    services.membership_set(project=project, user=user, role=form.cleaned_data["role"])
+    try:
+        services.membership_set(project=project, user=user, role=form.cleaned_data["role"])
+    except ServiceError as exc:
+        form.add_error("role", exc.detail)
+        return render_settings(request, project, member_form=form, status=400)
     messages.success(request, f"{user.username} is now {form.cleaned_data['role']} of {project.name}.")
     return redirect(_settings_url(project, "#members"))
 
@@ -160,9 +164,9 @@ def key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
     key = ApiKey.objects.filter(pk=key_id, user=request.user).first()
     if key is None:
         raise Http404("API key not found")
+    # Where to go back to is checked first, so a refused request revokes nothing.
+    back_to = request.POST.get("project")
+    project = project_for(request, back_to, min_role=Role.ADMIN) if back_to else None
     services.apikey_revoke(key=key)
     messages.success(request, f"Key {key.prefix}… revoked.")
-    if request.POST.get("project"):
-        project = project_for(request, request.POST["project"], min_role=Role.ADMIN)
-        return redirect(_settings_url(project, "#keys"))
-    return redirect("web:keys")
+    return redirect(_settings_url(project, "#keys") if project else "web:keys")

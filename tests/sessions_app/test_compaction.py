@@ -310,3 +310,42 @@ def test_a_session_still_past_the_handoff_threshold_gets_a_handoff_document(sess
     session.refresh_from_db()
     assert session.status == "active"
     assert selectors.session_status(session)["level"] == "handoff"
+
+
+def test_no_kept_message_points_at_a_summarized_one(session_of, team):
+    """A duplicate reference in the kept tail to a message the summary replaces would leave the
+    model with neither copy: such references are not made."""
+    import re
+
+    session = session_of(model="claude-sonnet-4-5", context_window=60_000, auto_compact=False)
+    messages = agent_rounds(12, output_lines=60)
+    paragraph = " ".join(f"The plan is to refactor module {i} carefully and keep the API stable." for i in range(12))
+    texts = [m for m in messages if m["role"] == "assistant" and isinstance(m["content"], str)]
+    texts[0]["content"] = texts[-2]["content"] = paragraph  # the same long text early and in the tail
+    append(session, messages)
+    team.project.policy.protect_tool_tokens = 0
+    team.project.policy.save()
+    record = compacting.compaction_request(session=session, level="summarize", user=None, enqueue=False)
+    assert compacting.compaction_run(record.pk) == "succeeded"
+    summarized = set(Message.objects.filter(session=session, state="summarized").values_list("seq", flat=True))
+    assert summarized
+    context = json.dumps(selectors.session_context(session)["messages"])
+    referenced = {int(n) for n in re.findall(r"same (?:message|text|tool output) as seq (\d+)", context)}
+    assert not referenced & summarized
+    assert paragraph in context  # the tail's copy is kept whole
+
+
+def test_recovery_leaves_retries_alone_and_gives_up_after_many_attempts(busy, settings):
+    settings.CTX_REQUEUE_AFTER_SECONDS = 120
+    old = timezone.now() - timedelta(minutes=10)
+    record = Compaction.objects.create(session=busy, level="compact")
+    # Queued long ago, but released for a retry a moment ago: within its backoff, not forgotten.
+    Compaction.objects.filter(pk=record.pk).update(created_at=old, started_at=timezone.now(), attempts=2)
+    assert compacting.stale_requeue() == 0
+    record.refresh_from_db()
+    assert record.status == "queued"
+    # A worker that keeps dying: failed after MAX_ATTEMPTS, not re-sent forever.
+    Compaction.objects.filter(pk=record.pk).update(status="running", started_at=old, attempts=compacting.MAX_ATTEMPTS)
+    assert compacting.stale_requeue() == 0
+    record.refresh_from_db()
+    assert record.status == "failed" and "gave up after" in record.error

@@ -3,6 +3,7 @@ no 500 and nothing half-written. (Real outages of real services: tests/faults/.)
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from django.core.cache import caches
 from django.db import OperationalError
@@ -16,11 +17,21 @@ from tests.sessions_app.compaction_helpers import agent_rounds, append
 pytestmark = pytest.mark.django_db
 
 
+def lost_connection(text: str = "server closed the connection unexpectedly") -> OperationalError:
+    """What Django raises when the server goes away: its error, caused by the driver's."""
+    try:
+        raise psycopg.OperationalError(text)
+    except psycopg.OperationalError as driver:
+        error = OperationalError(text)
+        error.__cause__ = driver
+        return error
+
+
 def test_a_database_outage_answers_503_with_retry_after(api_as, team, session_of, monkeypatch, client):
     session = session_of()
 
     def down(**kwargs):
-        raise OperationalError("server closed the connection unexpectedly")
+        raise lost_connection()
 
     monkeypatch.setattr(services, "message_append", down)
     response = api_as(team.bob).post(f"/api/v1/sessions/{session.pk}/messages/", {"role": "user", "content": "hi"})
@@ -29,10 +40,21 @@ def test_a_database_outage_answers_503_with_retry_after(api_as, team, session_of
         "detail": "The database is unavailable for a moment; retry shortly.",
         "code": "database_unavailable",
     }
-    monkeypatch.setattr(selectors, "project_list_for", lambda user: (_ for _ in ()).throw(OperationalError("gone")))
+    monkeypatch.setattr(selectors, "project_list_for", lambda user: (_ for _ in ()).throw(lost_connection()))
     client.force_login(team.bob.user)
     page = client.get("/projects/")
     assert page.status_code == 503 and page["Retry-After"] == "5"
+
+
+def test_a_database_bug_is_not_disguised_as_an_outage(api_as, team, session_of, monkeypatch):
+    session = session_of()
+
+    def bug(**kwargs):
+        raise OperationalError("no such table: sessions_app_message")
+
+    monkeypatch.setattr(services, "message_append", bug)
+    with pytest.raises(OperationalError):  # a 500 with a traceback in the log, as a bug should be
+        api_as(team.bob).post(f"/api/v1/sessions/{session.pk}/messages/", {"role": "user", "content": "hi"})
 
 
 def test_a_batch_cut_off_by_the_database_is_stored_whole_or_not_at_all(api_as, team, session_of, monkeypatch):
@@ -49,7 +71,7 @@ def test_a_batch_cut_off_by_the_database_is_stored_whole_or_not_at_all(api_as, t
     real = ToolUse.objects.bulk_create
 
     def fails_after_the_messages(*args, **kwargs):
-        raise OperationalError("terminating connection due to administrator command")
+        raise lost_connection("terminating connection due to administrator command")
 
     monkeypatch.setattr(ToolUse.objects, "bulk_create", fails_after_the_messages)
     bob = api_as(team.bob)

@@ -148,3 +148,12 @@ def test_keys_on_the_settings_page_and_nobody_revokes_anothers_key(as_user, team
     assert bobs.revoked_at is None
     as_user(team.bob)
     assert as_user(team.bob).post(url("key-create"), {"name": "x", "project": team.project.pk}).status_code == 403
+
+
+def test_the_last_admin_cannot_demote_themselves_through_add_member(as_user, team):
+    admin = as_user(team.alice)
+    response = admin.post(url("member-add", team.project.pk), {"username": "alice", "role": "viewer"})
+    assert response.status_code == 400
+    field = response.content.decode().split('id="id_role"', 1)[1].split("</p>", 1)[0]
+    assert "at least one admin" in field
+    assert Membership.objects.get(project=team.project, user=team.alice.user).role == "admin"

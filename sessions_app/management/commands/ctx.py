@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from compaction.messages import MessageError
 from compaction.usage import render_bar
 
-from ... import counting, selectors, services
+from ... import counting, selectors, services, tasks
 from ...demo import demo_load
 from ...errors import ServiceError
 from ...models import AgentSession, Project
@@ -236,7 +236,9 @@ class Command(BaseCommand):
                 instructions=options["instructions"],
                 enqueue=False,  # runs right here, not in a worker
             )
-            compacting.compaction_run(record.pk)
+            # Through the task, in this process: transient model errors are retried with backoff and
+            # end in the offline summary, so the record never stays "running" with no beat to reclaim it.
+            tasks.run_compaction.apply((record.pk,))
             record.refresh_from_db()
         human = f"Compaction {record.pk} ({record.level}): {record.status}"
         if record.tokens_after is not None:
