@@ -39,9 +39,16 @@ def compaction_revert(*, compaction: Compaction) -> Compaction:
     return record
 
 
-def revert_refusal(record: Compaction, *, now: datetime | None = None) -> Conflict | None:
+def revert_refusal(
+    record: Compaction,
+    *,
+    now: datetime | None = None,
+    newest_id: int | type[Ellipsis] | None = ...,
+    busy: bool | None = None,
+) -> Conflict | None:
     """Why this compaction can't be reverted now (the 409 to answer), or None when it can. The page
-    shows the same reasons the API answers with."""
+    shows the same reasons the API answers with; a page listing many records passes the session's
+    ``newest_id`` (newest revertible compaction) and ``busy`` (one queued or running) once."""
     now = now or timezone.now()
     if record.status != CompactionStatus.SUCCEEDED:
         return Conflict(
@@ -51,12 +58,28 @@ def revert_refusal(record: Compaction, *, now: datetime | None = None) -> Confli
         return Conflict("This compaction changed no message; there is nothing to revert.", code="not_revertible")
     if record.revertible_until < now:
         return Conflict("The revert window of this compaction has passed.", code="revert_window_passed")
-    siblings = Compaction.objects.filter(session_id=record.session_id)
-    if siblings.filter(status=CompactionStatus.SUCCEEDED, id__gt=record.pk, revertible_until__isnull=False).exists():
+    if newest_id is ...:
+        newest_id = newest_revertible_id(record.session_id)
+    if newest_id != record.pk:
         return Conflict("A newer compaction exists; revert that one first.", code="not_newest")
-    if siblings.filter(status__in=[CompactionStatus.QUEUED, CompactionStatus.RUNNING]).exists():
+    if busy is None:
+        busy = Compaction.objects.filter(
+            session_id=record.session_id, status__in=[CompactionStatus.QUEUED, CompactionStatus.RUNNING]
+        ).exists()
+    if busy:
         return Conflict("A compaction of this session is queued or running.", code="compaction_in_progress")
     return None
+
+
+def newest_revertible_id(session_id: int) -> int | None:
+    return (
+        Compaction.objects.filter(
+            session_id=session_id, status=CompactionStatus.SUCCEEDED, revertible_until__isnull=False
+        )
+        .order_by("-id")
+        .values_list("id", flat=True)
+        .first()
+    )
 
 
 def _totals_refresh(session: AgentSession) -> None:

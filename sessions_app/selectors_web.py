@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
 
 from compaction.prune import MARK, result_text
 from compaction.tokens import calibrate
 
 from . import selectors
 from .models import AgentSession, Checkpoint, CompactionStatus, HandoffDocument, Message, Role
-from .reverting import revert_refusal
+from .reverting import newest_revertible_id, revert_refusal
 
 LONG_TEXT = 600  # characters; longer content starts collapsed
 SEGMENTS = (
@@ -41,15 +41,11 @@ def is_admin(user: AbstractBaseUser, project_id: int) -> bool:
 # ----------------------------------------------------------------------------- sessions list
 
 
-def session_rows(
-    sessions: QuerySet[AgentSession], *, level: str | None = None, model: str | None = None
-) -> list[dict[str, Any]]:
+def session_rows(sessions: Iterable[AgentSession], *, level: str | None = None) -> list[dict[str, Any]]:
     """One row per session with its usage. The level is derived, not stored, so filtering by it
     reads the cached totals of every session in the list (cheap: no message is read)."""
-    if model:
-        sessions = sessions.filter(model__icontains=model)
     rows = []
-    for session in sessions.select_related("project", "project__policy"):
+    for session in sessions:
         usage = selectors.session_usage(session)
         if level and usage.level.value != level:
             continue
@@ -88,10 +84,11 @@ def breakdown(status: dict[str, Any]) -> dict[str, Any]:
     return {"segments": segments, "marks": marks}
 
 
-def compaction_rows(session: AgentSession) -> list[dict[str, Any]]:
+def compaction_rows(session: AgentSession, *, busy: bool) -> list[dict[str, Any]]:
     rows = []
+    newest = newest_revertible_id(session.pk)
     for record in session.compactions.order_by("-id")[:50]:
-        refusal = revert_refusal(record)
+        refusal = revert_refusal(record, newest_id=newest, busy=busy)
         strategies: dict[str, dict[str, int]] = {}
         for item in record.items or []:
             entry = strategies.setdefault(item["strategy"], {"messages": 0, "before": 0, "after": 0})
@@ -129,20 +126,27 @@ def live_version(session: AgentSession) -> str:
     return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
 
 
-def session_page(session: AgentSession, user: AbstractBaseUser) -> dict[str, Any]:
+def live_panel(session: AgentSession, user: AbstractBaseUser, *, version: str | None = None) -> dict[str, Any]:
+    """What the live part of the session page shows (polled every 2 s): usage and compactions."""
     status = selectors.session_status(session)
+    busy = session.compactions.filter(status__in=[CompactionStatus.QUEUED, CompactionStatus.RUNNING]).exists()
     return {
         "session": session,
         "status": status,
         "bar": breakdown(status),
-        "recommendation": status["recommendation"],
-        "compactions": compaction_rows(session),
-        "running": session.compactions.filter(status__in=[CompactionStatus.QUEUED, CompactionStatus.RUNNING]).exists(),
+        "compactions": compaction_rows(session, busy=busy),
+        "running": busy,
+        "can_write": can_write(user, session.project_id) and session.status == "active",
+        "version": version or live_version(session),
+    }
+
+
+def session_page(session: AgentSession, user: AbstractBaseUser) -> dict[str, Any]:
+    return {
+        **live_panel(session, user),
         "checkpoints": [(c, checkpoint_sections(c)) for c in session.checkpoints.order_by("-version")[:20]],
         "handoffs": list(HandoffDocument.objects.filter(session=session).select_related("continuation")[:20]),
         "continuations": list(session.continuations.all()),
-        "can_write": can_write(user, session.project_id) and session.status == "active",
-        "version": live_version(session),
     }
 
 

@@ -78,8 +78,17 @@ def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
     sessions = selectors.session_list_for(
         request.user, project=project.pk, status=values.get("status") or None, q=values.get("q") or None
     )
-    rows = pages.session_rows(sessions, level=values.get("level") or None, model=values.get("model") or None)
-    page = Paginator(rows, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
+    sessions = sessions.defer("tools", "system_prompt", "metadata")  # a list needs none of these
+    if values.get("model"):
+        sessions = sessions.filter(model__icontains=values["model"])
+    if values.get("level"):
+        # The level is derived from each session's cached totals, not stored: filter, then page.
+        page = Paginator(pages.session_rows(sessions, level=values["level"]), SESSIONS_PER_PAGE).get_page(
+            request.GET.get("page")
+        )
+    else:
+        page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
+        page.object_list = pages.session_rows(page.object_list)
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -119,9 +128,10 @@ def session_live(request: HttpRequest, session_id: int) -> HttpResponse:
     """Polled by the page: 204 while nothing changed; otherwise the fresh usage and compaction panel,
     and an ``HX-Trigger`` that makes the timeline reload itself."""
     session = session_for(request, session_id)
-    if request.GET.get("v") == pages.live_version(session):
+    version = pages.live_version(session)
+    if request.GET.get("v") == version:
         return HttpResponse(status=204)
-    response = render(request, "sessions_app/_live.html", pages.session_page(session, request.user))
+    response = render(request, "sessions_app/_live.html", pages.live_panel(session, request.user, version=version))
     response["HX-Trigger"] = "session-changed"
     return response
 

@@ -3,9 +3,12 @@ outsiders 404; live updates; escaping."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from sessions_app import compacting, selectors
 from sessions_app.models import Compaction, HandoffDocument, Message
@@ -237,3 +240,26 @@ def test_live_panel_notices_an_exact_count(as_user, team, busy):
     type(busy).objects.filter(pk=busy.pk).update(exact_tokens=12_345, exact_upto_seq=busy.last_seq)
     changed = viewer.get(url("session-live", busy.pk), {"v": version})
     assert changed.status_code == 200 and "exact count" in changed.content.decode()
+
+
+def test_the_live_panel_costs_the_same_queries_however_long_the_history(as_user, team, busy):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    viewer = as_user(team.carol)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert viewer.get(url("session-live", busy.pk)).status_code == 200
+        return len(captured)
+
+    record = compacting.compaction_request(session=busy, level="compact", user=None, enqueue=False)
+    compacting.compaction_run(record.pk)
+    few = queries()
+    for _ in range(8):
+        Compaction.objects.create(session=busy, level="compact", status="skipped")
+    # Succeeded and still in their window: each one's revert button (or reason) is decided.
+    Compaction.objects.filter(session=busy, status="skipped").update(
+        status="succeeded", revertible_until=timezone.now() + timedelta(hours=1)
+    )
+    assert queries() == few
