@@ -321,12 +321,11 @@ def _backup(compaction: Compaction, row: Message) -> MessageBackup:
 def _checkpoint_create(
     session: AgentSession, compaction: Compaction, summary: SummaryPlan, *, reason: str = "compaction"
 ) -> Checkpoint:
-    latest = Checkpoint.objects.filter(session=session).order_by("-version").values_list("version", flat=True).first()
     data = dict(summary.checkpoint)
     data.setdefault("summary_text", summary.summary_text)
     return Checkpoint.objects.create(
         session=session,
-        version=(latest or 0) + 1,
+        version=selectors.next_checkpoint_version(session),
         data=data,
         reason=reason,
         compaction=compaction,

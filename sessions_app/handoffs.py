@@ -89,11 +89,10 @@ def _store(
     compaction: Compaction | None,
     user: AbstractBaseUser | None,
 ) -> tuple[HandoffDocument, Handoff]:
-    latest = Checkpoint.objects.filter(session=session).order_by("-version").values_list("version", flat=True).first()
     summary_text = render_summary_text(merged)
     checkpoint = Checkpoint.objects.create(
         session=session,
-        version=(latest or 0) + 1,
+        version=selectors.next_checkpoint_version(session),
         data={**merged, "summary_text": summary_text, "summarizer": summarizer},
         reason="context_overflow",
         compaction=compaction,

@@ -342,6 +342,12 @@ def session_context_messages(session: AgentSession) -> list[dict[str, Any]]:
     return messages
 
 
+def next_checkpoint_version(session: AgentSession) -> int:
+    """Checkpoint versions count up per session (seed 002); called under the session's row lock."""
+    latest = session.checkpoints.order_by("-version").values_list("version", flat=True).first()
+    return (latest or 0) + 1
+
+
 def current_checkpoint(session: AgentSession) -> Checkpoint | None:
     """The checkpoint whose summary stands in for the summarized messages: the newest not reverted."""
     return session.checkpoints.filter(reverted=False, reason="compaction").order_by("-version").first()
