@@ -229,7 +229,7 @@ def _purge_backups(plan: PrunePlan) -> None:
 
 def _trim_documents(plan: PrunePlan) -> None:
     for planned in plan.documents:
-        project = Project.objects.select_for_update().select_related("policy").get(pk=planned.project_id)
+        project = Project.objects.select_for_update(of=("self",)).select_related("policy").get(pk=planned.project_id)
         # Trim what is there now (it may have been edited since the plan), not the planned text.
         kept, archived = trim_document(project.context_document, project.policy.context_doc_max_lines)
         if not archived:
