@@ -209,6 +209,17 @@ def plan(
     return outcome
 
 
+def strategy_totals(items: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Items of a compaction summed per strategy: messages touched, tokens before and after."""
+    totals: dict[str, dict[str, int]] = {}
+    for item in items:
+        entry = totals.setdefault(item["strategy"], {"messages": 0, "tokens_before": 0, "tokens_after": 0})
+        entry["messages"] += 1 if item.get("seq") is not None else 0
+        entry["tokens_before"] += item.get("tokens_before") or 0
+        entry["tokens_after"] += item.get("tokens_after") or 0
+    return totals
+
+
 def preview(session: AgentSession, level: str, *, instructions: str = "") -> dict[str, Any]:
     """A dry run: what each strategy would do, with tokens before/after; writes nothing. Summaries
     are previewed with the offline summarizer, so a dry run never costs an API call."""
@@ -223,12 +234,6 @@ def preview(session: AgentSession, level: str, *, instructions: str = "") -> dic
         )
     except EngineError as exc:
         raise InvalidInput(str(exc), code=exc.code) from None
-    by_strategy: dict[str, dict[str, int]] = {}
-    for item in outcome.items(snap.factor):
-        entry = by_strategy.setdefault(item["strategy"], {"messages": 0, "tokens_before": 0, "tokens_after": 0})
-        entry["messages"] += 1 if item["seq"] is not None else 0
-        entry["tokens_before"] += item["tokens_before"]
-        entry["tokens_after"] += item["tokens_after"]
     return {
         "dry_run": True,
         "session": session.pk,
@@ -238,7 +243,7 @@ def preview(session: AgentSession, level: str, *, instructions: str = "") -> dic
         "tokens_after": outcome.tokens_after,
         "saved_tokens": outcome.saved,
         "would_skip": outcome.saved < snap.policy.min_saving_tokens,
-        "strategies": by_strategy,
+        "strategies": strategy_totals(outcome.items(snap.factor)),
         "items": outcome.items(snap.factor),
         "notes": outcome.notes,
         "checkpoint": outcome.summary.checkpoint if outcome.summary else None,

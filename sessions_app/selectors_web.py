@@ -15,6 +15,7 @@ from compaction.tokens import calibrate
 
 from . import selectors
 from .models import AgentSession, Checkpoint, CompactionStatus, HandoffDocument, Message, Role
+from .planning import strategy_totals
 from .reverting import newest_revertible_id, revert_refusal
 
 LONG_TEXT = 600  # characters; longer content starts collapsed
@@ -89,19 +90,13 @@ def compaction_rows(session: AgentSession, *, busy: bool) -> list[dict[str, Any]
     newest = newest_revertible_id(session.pk)
     for record in session.compactions.order_by("-id")[:50]:
         refusal = revert_refusal(record, newest_id=newest, busy=busy)
-        strategies: dict[str, dict[str, int]] = {}
-        for item in record.items or []:
-            entry = strategies.setdefault(item["strategy"], {"messages": 0, "before": 0, "after": 0})
-            entry["messages"] += 1 if item.get("seq") is not None else 0
-            entry["before"] += item.get("tokens_before") or 0
-            entry["after"] += item.get("tokens_after") or 0
         rows.append(
             {
                 "record": record,
                 "active": record.status in (CompactionStatus.QUEUED, CompactionStatus.RUNNING),
                 "revertible": refusal is None,
                 "why_not": refusal.detail if refusal is not None and record.status == "succeeded" else "",
-                "strategies": strategies,
+                "strategies": strategy_totals(record.items or []),
             }
         )
     return rows
