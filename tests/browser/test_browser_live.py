@@ -12,26 +12,11 @@ import pytest
 
 from sessions_app.models import Compaction
 from tests.browser.helpers import busy_session, figures, legend, live_bar, shot, status_of
+from tests.sessions_app.compaction_helpers import checkpoint_reply
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 LLM_DELAY = 3.0  # seconds the fake Anthropic API takes to answer the summarize call
-
-
-def checkpoint_reply(body: dict) -> str:
-    return json.dumps(
-        {
-            "objective": "Fix the failing tests",
-            "completed": ["ran the suite for steps 0-20"],
-            "in_progress": ["step 23"],
-            "pending": ["summarize what changed"],
-            "blockers": [],
-            "decisions": [{"decision": "keep pytest", "rationale": "the suite uses it"}],
-            "files_modified": [{"path": "src/mod_1.py", "what": "fixed"}],
-            "important_details": ["pytest tests/t_1.py"],
-            "last_user_request": "Now summarize what changed and what is left, verbatim please.",
-        }
-    )
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -87,3 +88,21 @@ def rows_of(session: AgentSession) -> list[tuple]:
 def totals_of(session: AgentSession) -> tuple:
     session.refresh_from_db()
     return (session.message_tokens, session.active_message_count, session.summary_tokens, session.message_count)
+
+
+def checkpoint_reply(body: dict) -> str:
+    """What the fake Anthropic API answers a summarize call with: a valid checkpoint for the
+    sessions ``agent_rounds`` builds."""
+    return json.dumps(
+        {
+            "objective": "Fix the failing tests",
+            "completed": ["ran the suite"],
+            "in_progress": ["step 23"],
+            "pending": ["summarize what changed"],
+            "blockers": [],
+            "decisions": [{"decision": "keep pytest", "rationale": "the suite uses it"}],
+            "files_modified": [{"path": "src/mod_1.py", "what": "fixed"}],
+            "important_details": ["pytest tests/t_1.py"],
+            "last_user_request": "Now summarize what changed and what is left, verbatim please.",
+        }
+    )

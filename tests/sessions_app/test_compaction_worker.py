@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import subprocess
 import threading
@@ -22,32 +21,16 @@ from sessions_app.errors import Conflict
 from sessions_app.models import Compaction, Message
 from sessions_app.tasks import run_compaction
 from tests.conftest import ROOT, start_worker, stop_worker
-from tests.sessions_app.compaction_helpers import agent_rounds, append, rows_of
+from tests.sessions_app.compaction_helpers import agent_rounds, append, checkpoint_reply, rows_of
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
-
-
-def good_checkpoint(body: dict) -> str:
-    return json.dumps(
-        {
-            "objective": "Fix the failing tests",
-            "completed": ["ran the suite"],
-            "in_progress": ["step 23"],
-            "pending": ["summarize what changed"],
-            "blockers": [],
-            "decisions": [{"decision": "keep pytest", "rationale": "the suite uses it"}],
-            "files_modified": [{"path": "src/mod_1.py", "what": "fixed"}],
-            "important_details": ["pytest tests/t_1.py"],
-            "last_user_request": "Now summarize what changed and what is left, verbatim please.",
-        }
-    )
 
 
 @pytest.fixture
 def worker(celery_worker, settings):
     fake = celery_worker["fake"]
     fake.reset()
-    fake.set_reply_function(good_checkpoint)
+    fake.set_reply_function(checkpoint_reply)
     # this process queues with the same settings the worker runs with
     settings.ANTHROPIC_API_KEY = "test-key"
     settings.ANTHROPIC_BASE_URL = fake.base_url
