@@ -25,6 +25,7 @@ from . import queueing, selectors
 from .errors import Conflict
 from .models import (
     CONTEXT_STATES,
+    FALLBACK_NOTE,
     AgentSession,
     Checkpoint,
     Compaction,
@@ -34,7 +35,7 @@ from .models import (
     MessageState,
     SessionStatus,
 )
-from .planning import FALLBACK_NOTE, Outcome, Snapshot, offline_summarizer, plan, snapshot
+from .planning import Outcome, Snapshot, offline_summarizer, plan, snapshot
 
 log = logging.getLogger(__name__)
 

@@ -70,25 +70,7 @@ class PolicyForm(forms.ModelForm):
 
     class Meta:
         model = CompactionPolicy
-        fields = [
-            "remind",
-            "compact",
-            "summarize",
-            "handoff",
-            "output_reserve",
-            "keep_recent_turns",
-            "protect_tool_tokens",
-            "tail_fraction",
-            "keep_recent_messages",
-            "summary_budget",
-            "min_saving_tokens",
-            "revert_hours",
-            "prune_days",
-            "context_doc_max_lines",
-            "auto",
-            "summarizer_model",
-            "preserve_patterns",
-        ]
+        fields = list(CompactionPolicy.ENGINE_FIELDS)  # every setting the engine's Policy takes
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -267,6 +267,11 @@ class Level(models.TextChoices):
     HANDOFF = "handoff", "Handoff"
 
 
+# Starts the note a compaction carries when the offline summarizer stood in for an unavailable model;
+# STATUS shows such notes as warnings.
+FALLBACK_NOTE = "The summarizer model was unavailable"
+
+
 class CompactionStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"

@@ -126,9 +126,6 @@ class Outcome:
         return out
 
 
-FALLBACK_NOTE = "The summarizer model was unavailable"
-
-
 def offline_summarizer(policy: Policy) -> ExtractiveSummarizer:
     return ExtractiveSummarizer(offline_tokenizer(), policy.preserve_patterns)
 

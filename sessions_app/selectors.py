@@ -19,6 +19,7 @@ from compaction.usage import compute_usage, recommendation, usage_warnings
 from .errors import Forbidden, NotFound
 from .models import (
     CONTEXT_STATES,
+    FALLBACK_NOTE,
     ROLE_RANK,
     AgentSession,
     Checkpoint,
@@ -243,15 +244,16 @@ def _exact(session: AgentSession) -> bool:
     return session.exact_tokens is not None and session.exact_upto_seq == session.last_seq
 
 
-def _pending_work(session: AgentSession) -> list[str]:
-    """Background work that has waited too long: the broker or the workers may be down."""
+def _pending_work(session: AgentSession, latest: dict[str, Any] | None) -> list[str]:
+    """Background work that has waited too long: the broker or the workers may be down. ``latest``:
+    the session's newest compaction (a queued one is always the newest: one at a time)."""
     from django.conf import settings
     from django.utils import timezone
 
     now, limit = timezone.now(), settings.CTX_PENDING_WARNING_SECONDS
     warnings = []
-    queued = session.compactions.filter(status=CompactionStatus.QUEUED).values_list("created_at", "started_at").first()
-    waiting = (now - max(filter(None, queued))).total_seconds() if queued else 0
+    queued = latest is not None and latest["status"] == CompactionStatus.QUEUED
+    waiting = (now - max(filter(None, (latest["created_at"], latest["started_at"])))).total_seconds() if queued else 0
     if waiting > limit:
         warnings.append(
             f"A compaction has waited {int(waiting)} s for a worker; the task queue or the "
@@ -296,9 +298,9 @@ def session_status(session: AgentSession) -> dict[str, Any]:
     )
     if last_failed and last_failed["status"] == CompactionStatus.FAILED:
         warnings.append(f"The last {last_failed['level']} failed: {last_failed['error']}")
-    warnings += _pending_work(session)
-    latest_notes = session.compactions.values_list("notes", flat=True).first() or []
-    warnings += [note for note in latest_notes if note.startswith("The summarizer model was unavailable")]
+    latest = session.compactions.values("status", "created_at", "started_at", "notes").first()
+    warnings += _pending_work(session, latest)
+    warnings += [note for note in (latest or {}).get("notes") or [] if note.startswith(FALLBACK_NOTE)]
     return {
         "model": session.model,
         "context_window": window,

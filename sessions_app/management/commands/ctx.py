@@ -166,20 +166,8 @@ class Command(BaseCommand):
         self.emit(options, data, human)
 
     def bar(self, session: AgentSession) -> str:
-        from compaction.types import Level, Thresholds, Usage
-
         status = selectors.session_status(session)
-        usage = Usage(
-            model=status["model"],
-            context_window=status["context_window"],
-            system_prompt=status["system_prompt"],
-            tool_definitions=status["tool_definitions"],
-            messages=status["messages"],
-            summary=status["summary"],
-            reserved_output=status["reserved_output"],
-            level=Level(status["level"]),
-            thresholds=Thresholds(**status["thresholds"]),
-        )
+        usage = selectors.session_usage(session)
         lines = [render_bar(usage), "", status["recommendation"], f"Counts: {status['token_source']}."]
         lines += [f"Warning: {w}" for w in status["warnings"]]
         return "\n".join(lines)
