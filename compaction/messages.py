@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from . import jsonvalues
 from .types import ROLES
 
 NUL, REPLACEMENT = "\x00", "\ufffd"
 BLOCK_TYPES = ("text", "tool_use", "tool_result", "image", "thinking", "redacted_thinking", "document")
 CLIENT_ID_MAX = 200
+# Real UTC offsets run from -12:00 to +14:00; PostgreSQL refuses beyond ±15:59, Python reads up to ±23:59.
+MAX_UTC_OFFSET = timedelta(hours=14)
+# A moment whose UTC value falls outside these can't be stored and read back as a Python datetime.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
 
 
 class MessageError(ValueError):
@@ -90,6 +96,9 @@ def normalize_message(raw: Any, *, index: int | None = None) -> NormalizedMessag
 
     if not isinstance(raw, dict):
         raise fail(f"a message is a JSON object, not {_kind(raw)}")
+    unstorable = jsonvalues.problem(raw)
+    if unstorable is not None:
+        raise fail(unstorable[1].replace("the value", "the message", 1), unstorable[0])
     raw = _without_nul(raw)
     role = raw.get("role")
     if not isinstance(role, str) or role not in ROLES:
@@ -129,15 +138,35 @@ def normalize_message(raw: Any, *, index: int | None = None) -> NormalizedMessag
     if created_at is not None:
         if not isinstance(created_at, str):
             raise fail("created_at must be an ISO 8601 string", "invalid_created_at")
-        try:
-            parsed_at = datetime.fromisoformat(created_at)
-        except ValueError:
-            raise fail(f"created_at {created_at!r} is not an ISO 8601 date-time", "invalid_created_at") from None
+        parsed_at = parse_created_at(created_at)
+        if parsed_at is None:
+            raise fail(
+                f"created_at {created_at!r} is not an ISO 8601 date-time between years 1 and 9999 "
+                "with a UTC offset of at most 14 hours",
+                "invalid_created_at",
+            )
 
     metadata = raw.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise fail("metadata must be a JSON object", "invalid_metadata")
     return NormalizedMessage(role=role, content=content, client_id=client_id, created_at=parsed_at, metadata=metadata)
+
+
+def parse_created_at(value: str) -> datetime | None:
+    """An ISO 8601 date-time that can be stored and read back (offset within ±14:00, the moment
+    within years 1–9999 in UTC); None otherwise. A naive value is taken as UTC."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    offset = parsed.utcoffset()
+    if offset is not None and abs(offset) > MAX_UTC_OFFSET:
+        return None
+    try:
+        moment = parsed.astimezone(UTC) if offset is not None else parsed.replace(tzinfo=UTC)
+    except OverflowError:
+        return None
+    return parsed if EARLIEST <= moment <= LATEST else None
 
 
 def _normalize_block(block: Any, fail, where: str) -> dict[str, Any]:

@@ -30,8 +30,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from . import jsonvalues
+from .messages import parse_created_at
 
 if TYPE_CHECKING:
     from .transcripts_claude import ClaudeCodeReader
@@ -90,6 +92,7 @@ class Transcript:
     format: str
     conversations: list[Conversation] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
+    cleaned: dict[str, int] = field(default_factory=dict)  # what was made storable (jsonvalues.clean), by kind
 
     @property
     def main(self) -> Conversation | None:
@@ -109,11 +112,22 @@ def read_transcript(data: bytes | str, fmt: str) -> Transcript:
         reader = ClaudeCodeReader()
         reader.feed(text.split("\n"))
         reader.finish()
-        return Transcript(format=name, conversations=reader.conversations, skipped=dict(reader.skipped))
-    value = _load_json(text, name)
+        return Transcript(
+            format=name,
+            conversations=reader.conversations,
+            skipped=dict(reader.skipped),
+            cleaned=dict(reader.cleaned),
+        )
+    cleaned: Counter[str] = Counter()
+    value = jsonvalues.clean(_load_json(text, name), cleaned)
     skipped: Counter[str] = Counter()
     conversations = _openai(value, skipped) if name == "openai" else _anthropic(value, skipped)
-    return Transcript(format=name, conversations=conversations, skipped={k: n for k, n in skipped.items() if n})
+    return Transcript(
+        format=name,
+        conversations=conversations,
+        skipped={k: n for k, n in skipped.items() if n},
+        cleaned=dict(cleaned),
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -152,14 +166,10 @@ def make_message(
 
 
 def iso_or_none(value: Any) -> str | None:
-    """``value`` when it is an ISO 8601 date-time string, else None."""
+    """``value`` when it is an ISO 8601 date-time that can be stored (``parse_created_at``), else None."""
     if not isinstance(value, str) or not value:
         return None
-    try:
-        datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return value
+    return value if parse_created_at(value) is not None else None
 
 
 def nonempty_str(value: Any) -> str | None:
@@ -295,13 +305,13 @@ def _load_json(text: str, fmt: str) -> Any:
     if not text.strip():
         raise TranscriptError(f"The file is empty; an {fmt} transcript is JSON.")
     try:
-        return json.loads(text)
+        return jsonvalues.loads(text, allow_nan=True)
     except ValueError as exc:
         whole_error = exc
     lines = [line for line in text.split("\n") if line.strip()]
     if len(lines) > 1:  # JSONL: one message, conversation or request per line
         try:
-            return [json.loads(line) for line in lines]
+            return [jsonvalues.loads(line, allow_nan=True) for line in lines]
         except ValueError:
             pass
     err = whole_error

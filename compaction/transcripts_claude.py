@@ -33,12 +33,12 @@ Rules, chosen so that feeding a file in any chunking gives exactly what reading 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import jsonvalues
 from .transcripts import (
     Block,
     Conversation,
@@ -91,6 +91,9 @@ class ClaudeCodeReader:
 
     def __init__(self) -> None:
         self.skipped: Counter[str] = Counter()
+        self.cleaned: Counter[str] = Counter()  # what jsonvalues.clean changed to make lines storable
+        self.unreadable: list[tuple[int, str]] = []  # (line number, why): lines that hold no usable event
+        self.cut_open: dict[str, int] = {}  # conversation -> index of the response ``finish()`` cut off
         self.lines_read = 0
         self._chats: dict[str, _Chat] = {}  # conversation key -> chat, in creation order
         self._chat_of_chain: dict[str, _Chat] = {}
@@ -113,8 +116,12 @@ class ClaudeCodeReader:
         return out
 
     def finish(self) -> list[tuple[str, Message]]:
+        """Close every open response as it stands. ``cut_open`` records where each one went: a
+        caller that later reads more of the file may find that response grown."""
         out: list[tuple[str, Message]] = []
         for chat in self._chats.values():
+            if chat.group is not None:
+                self.cut_open[chat.conv.key] = len(chat.conv.messages)
             self._close(chat, out)
         return out
 
@@ -144,13 +151,14 @@ class ClaudeCodeReader:
         if not line:
             return
         try:
-            event = json.loads(line)
-        except ValueError:
-            self.skipped["invalid_json"] += 1
+            event = jsonvalues.loads(line, allow_nan=True)
+        except ValueError as exc:
+            self._unreadable("invalid_json", f"not JSON ({exc})")
             return
         if not isinstance(event, dict):
-            self.skipped["not_an_object"] += 1
+            self._unreadable("not_an_object", "a JSON value that is not an object")
             return
+        event = jsonvalues.clean(event, self.cleaned)
         kind = event.get("type")
         if kind in ("user", "assistant") and isinstance(event.get("message"), dict):
             uuid = nonempty_str(event.get("uuid"))
@@ -166,7 +174,7 @@ class ClaudeCodeReader:
                 self._assistant(chat, event, out)
             return
         if kind in ("user", "assistant"):
-            self.skipped[f"{kind}_without_message"] += 1
+            self._unreadable(f"{kind}_without_message", f"a {kind} line without a message object")
         else:
             self.skipped[kind if isinstance(kind, str) and kind else "unknown"] += 1
         chain = self._chain(event)
@@ -178,6 +186,10 @@ class ClaudeCodeReader:
                 self._close(chat, out)
                 if len(chat.conv.messages) not in chat.conv.segment_starts:
                     chat.conv.segment_starts.append(len(chat.conv.messages))
+
+    def _unreadable(self, kind: str, why: str) -> None:
+        self.skipped[kind] += 1
+        self.unreadable.append((self.lines_read, why))
 
     def _chain(self, event: dict[str, Any]) -> str:
         """Which conversation a line belongs to (registering its uuid so children can follow)."""

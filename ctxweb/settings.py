@@ -155,6 +155,8 @@ SESSION_COOKIE_HTTPONLY = True
 # Limits on what one request may carry.
 CTX_MAX_BODY_BYTES = env.int("CTX_MAX_BODY_BYTES", default=16 * 1024 * 1024)
 CTX_MAX_BATCH = env.int("CTX_MAX_BATCH", default=1000)
+# Messages one count_tokens request may hold (POST /count_tokens/, ctx count): counting is in the request.
+CTX_MAX_COUNT_MESSAGES = env.int("CTX_MAX_COUNT_MESSAGES", default=10_000)
 CTX_MAX_IMPORT_BYTES = env.int("CTX_MAX_IMPORT_BYTES", default=64 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTX_MAX_BODY_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
@@ -200,7 +202,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
+        "sessions_app.api.parsers.JSONParser",  # refuses what storage can't hold
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_SCHEMA_CLASS": "sessions_app.api.schema.AutoSchema",  # + the documented 4xx answers

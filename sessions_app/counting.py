@@ -17,7 +17,7 @@ from compaction.errors import ProviderError
 from compaction.messages import MessageError, normalize_message
 from compaction.tokens import DEFAULT_FRAMING, ExactCounter, calibrate
 
-from . import selectors
+from . import selectors, services
 from .models import AgentSession, ModelProfile
 from .services import offline_tokenizer
 
@@ -130,6 +130,14 @@ class CountResult:
     source: str
 
 
+def _is_system(system: Any) -> bool:
+    if isinstance(system, str):
+        return True
+    return isinstance(system, list) and all(
+        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in system
+    )
+
+
 def count_request_tokens(body: Any, *, model: str | None = None) -> CountResult:
     """Count an Anthropic ``count_tokens`` request body: exactly when a key is set and the API answers,
     else the calibrated offline estimate. Raises ``MessageError`` for a malformed body."""
@@ -141,12 +149,21 @@ def count_request_tokens(body: Any, *, model: str | None = None) -> CountResult:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise MessageError("'messages' must be a non-empty list.", code="invalid_messages")
+    limit = settings.CTX_MAX_COUNT_MESSAGES
+    if len(messages) > limit:
+        raise MessageError(
+            f"'messages' holds {len(messages):,} messages; at most {limit:,} are counted in one request.",
+            code="too_many_messages",
+        )
     normalized = [normalize_message(m, index=i) for i, m in enumerate(messages)]
     system, tools = body.get("system"), body.get("tools")
-    if system is not None and not isinstance(system, str | list):
-        raise MessageError("'system' must be a string or a list of text blocks.", code="invalid_system")
-    if tools is not None and not isinstance(tools, list):
-        raise MessageError("'tools' must be a list of tool schemas.", code="invalid_tools")
+    if system is not None and not _is_system(system):
+        raise MessageError(
+            '\'system\' must be a string or a list of text blocks ({"type": "text", "text": "…"}).',
+            code="invalid_system",
+        )
+    if tools is not None:
+        services.validate_tools(tools)  # what Anthropic refuses (not objects, no name, a name twice), refused here
 
     counter = exact_counter()
     if counter is not None:

@@ -7,16 +7,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from compaction.messages import MessageError, normalize_message
+from compaction import jsonvalues
 from compaction.transcripts import Conversation, Transcript, TranscriptError, read_transcript
 
-from . import services
+from . import recorded, services
 from .errors import InvalidInput
 from .models import AgentSession, Project
+
+DEFAULT_MODEL = "claude-sonnet-4-5"  # when the transcript names no model
 
 
 @dataclass
@@ -25,6 +26,8 @@ class ImportResult:
     messages: int
     skipped: dict[str, int]
     sidechains: list[AgentSession] = field(default_factory=list)
+    rejected: int = 0  # messages that could not be stored (each an IngestRejection of its session)
+    cleaned: dict[str, int] = field(default_factory=dict)  # what was made storable, by kind
 
 
 def transcript_parse(data: bytes | str, fmt: str) -> Transcript:
@@ -47,35 +50,6 @@ def _pick(transcript: Transcript, episode: int | None) -> Conversation:
     return main[episode]
 
 
-def _sanitized(conversation: Conversation, skipped: Counter) -> list[Any]:
-    """Validated messages; a tool_result whose call isn't in this conversation becomes text rather
-    than failing the import (counted as ``orphan_tool_result``)."""
-    calls: set[str] = set()
-    out = []
-    for i, raw in enumerate(conversation.messages):
-        try:
-            msg = normalize_message(raw, index=i)
-        except MessageError:
-            skipped["invalid_message"] += 1
-            continue
-        if isinstance(msg.content, list):
-            blocks = []
-            for block in msg.content:
-                if block.get("type") == "tool_result" and block.get("tool_use_id") not in calls:
-                    skipped["orphan_tool_result"] += 1
-                    inner = block.get("content", "")
-                    if isinstance(inner, list):
-                        inner = "\n".join(p.get("text", "") for p in inner if isinstance(p, dict))
-                    block = {"type": "text", "text": f"[tool result for {block.get('tool_use_id')}]\n{inner}"}
-                blocks.append(block)
-            msg.content = blocks
-            if msg.role == "tool" and not msg.tool_result_ids:
-                msg.role = "user"
-        calls.update(msg.tool_use_ids)
-        out.append(msg)
-    return out
-
-
 def _store(
     *,
     user: AbstractBaseUser,
@@ -88,25 +62,23 @@ def _store(
     external_id: str,
     skipped: Counter,
     metadata: dict[str, Any],
-) -> tuple[AgentSession, int]:
-    messages = _sanitized(conversation, skipped)
+) -> tuple[AgentSession, recorded.Stored]:
+    messages = recorded.candidates(conversation, skipped)
     session = services.session_create(
         user=user,
         project=project,
-        name=name,
-        model=model or conversation.model or "claude-sonnet-4-5",
-        system_prompt=conversation.system_prompt or "",
+        name=recorded.fit(name, recorded.NAME_MAX),
+        model=model or recorded.model_name(conversation.model) or DEFAULT_MODEL,
+        system_prompt=jsonvalues.clean_text(conversation.system_prompt or ""),
         tools=conversation.tools or [],
-        external_id=external_id,
+        external_id=recorded.fit(external_id, recorded.EXTERNAL_ID_MAX),
         context_window=context_window,
         auto_compact=auto_compact,
         metadata=metadata,
     )
-    batch = settings.CTX_MAX_BATCH
-    for start in range(0, len(messages), batch):
-        services.message_append(session=session, messages=messages[start : start + batch])
+    stored = recorded.append(session=session, candidates=messages, source="import")
     session.refresh_from_db()
-    return session, len(messages)
+    return session, stored
 
 
 @transaction.atomic
@@ -125,7 +97,7 @@ def session_import(
     skipped: Counter = Counter(transcript.skipped)
     base_name = name or conversation.title or conversation.external_id or f"{transcript.format} import"
     external_id = conversation.external_id or ""
-    session, count = _store(
+    session, stored = _store(
         user=user,
         project=project,
         conversation=conversation,
@@ -138,9 +110,10 @@ def session_import(
         metadata={"imported_from": transcript.format, "conversation": conversation.key},
     )
     sidechains = []
+    rejected = stored.rejected
     if episode is None:
         for n, side in enumerate((c for c in transcript.conversations if c.sidechain), start=1):
-            side_session, _ = _store(
+            side_session, side_stored = _store(
                 user=user,
                 project=project,
                 conversation=side,
@@ -153,7 +126,15 @@ def session_import(
                 metadata={"imported_from": transcript.format, "conversation": side.key, "sidechain_of": session.pk},
             )
             sidechains.append(side_session)
-    return ImportResult(session=session, messages=count, skipped=dict(skipped), sidechains=sidechains)
+            rejected += side_stored.rejected
+    return ImportResult(
+        session=session,
+        messages=stored.created,
+        skipped=dict(skipped),
+        sidechains=sidechains,
+        rejected=rejected,
+        cleaned=dict(transcript.cleaned),
+    )
 
 
 def import_summary(result: ImportResult) -> dict[str, Any]:
@@ -166,5 +147,7 @@ def import_summary(result: ImportResult) -> dict[str, Any]:
         "status": session_status(result.session),
         "project": result.session.project_id,
         "skipped": result.skipped,
+        "rejected": result.rejected,
+        "cleaned": result.cleaned,
         "sidechains": [s.pk for s in result.sidechains],
     }

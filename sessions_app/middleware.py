@@ -1,4 +1,5 @@
-"""Refuse oversize API bodies before anything reads them."""
+"""Refuse oversize (or unreadable, chunked) API bodies before anything reads them; answer 503, not
+500, while the database is down."""
 
 from __future__ import annotations
 
@@ -14,6 +15,17 @@ class ApiBodyLimitMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.path.startswith("/api/"):
+            if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower() and not request.META.get(
+                "CONTENT_LENGTH"
+            ):
+                # Django reads a body by its Content-Length: without one it would see an empty body.
+                return JsonResponse(
+                    {
+                        "detail": "Send the body with a Content-Length header; chunked request bodies are not read.",
+                        "code": "length_required",
+                    },
+                    status=411,
+                )
             limit = settings.CTX_MAX_IMPORT_BYTES if request.path.endswith("/import/") else settings.CTX_MAX_BODY_BYTES
             try:
                 length = int(request.META.get("CONTENT_LENGTH") or 0)

@@ -186,6 +186,9 @@ class AgentSession(models.Model):
 
     compaction_failures = models.PositiveIntegerField(default=0)
     auto_paused = models.BooleanField(default=False)
+    # Lines or messages of a recorded transcript that could not be stored (IngestRejection has each).
+    rejected_count = models.PositiveIntegerField(default=0)
+    rejected_reason = models.CharField(max_length=500, blank=True, help_text="Why the latest one was skipped.")
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -259,6 +262,25 @@ class ToolUse(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_use_id} (session {self.session_id}, seq {self.seq})"
+
+
+class IngestRejection(models.Model):
+    """A line or message of a recorded transcript (sync or import) that was skipped because it could
+    not be stored: the rest of the transcript went on. Shown in STATUS warnings and in admin."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="rejections")
+    source = models.CharField(max_length=20, help_text="transcript (sync) or import")
+    position = models.CharField(max_length=200, help_text="Which line or message")
+    code = models.CharField(max_length=50)
+    detail = models.CharField(max_length=500)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["session", "-created_at"], name="rejection_session_created")]
+
+    def __str__(self) -> str:
+        return f"{self.position}: {self.code}"
 
 
 class Level(models.TextChoices):

@@ -16,6 +16,7 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from compaction import jsonvalues
 from compaction.messages import NormalizedMessage
 from compaction.policy import PRESETS, preset
 from compaction.tokens import OfflineTokenizer
@@ -43,11 +44,17 @@ def offline_tokenizer() -> OfflineTokenizer:
 # ----------------------------------------------------------------------------- projects
 
 
+PROJECT_NAME_MAX = 200  # the column
+PROJECT_DESCRIPTION_MAX = 10_000  # shown on every project page: a paragraph, not a document
+
+
 @transaction.atomic
 def project_create(*, user: AbstractBaseUser, name: str, description: str = "") -> Project:
     name = name.strip()
     if not name:
         raise InvalidInput("A project needs a name.", code="invalid_name", field="name")
+    _check_text(name, "name", limit=PROJECT_NAME_MAX)
+    _check_text(description, "description", limit=PROJECT_DESCRIPTION_MAX)
     project = Project.objects.create(name=name, description=description, created_by=user)
     Membership.objects.create(project=project, user=user, role=Role.ADMIN)
     policy = CompactionPolicy(project=project)
@@ -104,23 +111,42 @@ def policy_apply_preset(*, policy: CompactionPolicy, preset_name: str) -> Compac
 # ----------------------------------------------------------------------------- sessions
 
 
-def _holds_nul(value: Any) -> bool:
-    """Whether a JSON value holds U+0000 anywhere (PostgreSQL's jsonb refuses it)."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(v) for v in value)
-    return False
+# The columns' sizes; longer values are refused here rather than by the database.
+SESSION_TEXT_LIMITS = {"name": 200, "model": 100, "external_id": 200}
 
 
-def _validate_tools(tools: Any) -> list[dict[str, Any]]:
+def _check_text(value: Any, field: str, *, limit: int | None = None, nul: bool = True) -> None:
+    """A string the database can hold: within ``limit`` characters, no NUL (unless ``nul`` is False),
+    no lone surrogate. Raises InvalidInput naming the field."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string.", code="invalid", field=field)
+    if limit is not None and len(value) > limit:
+        raise InvalidInput(
+            f"{field} is {len(value):,} characters long; at most {limit:,} are allowed.", code="too_long", field=field
+        )
+    if nul and "\x00" in value:
+        raise InvalidInput(f"{field} must not contain NUL characters.", code="null_characters_not_allowed", field=field)
+    if jsonvalues.has_lone_surrogate(value):
+        raise InvalidInput(f"{field} holds a lone UTF-16 surrogate.", code="invalid_unicode", field=field)
+
+
+def _check_session_fields(fields: dict[str, Any]) -> None:
+    for field, value in fields.items():
+        if field in SESSION_TEXT_LIMITS or field == "system_prompt":
+            _check_text(value, field, limit=SESSION_TEXT_LIMITS.get(field))
+    if "model" in fields and not fields["model"].strip():
+        raise InvalidInput("model must name a model.", code="invalid_model", field="model")
+
+
+def validate_tools(tools: Any) -> list[dict[str, Any]]:
     if tools is None:
         return []
     if not isinstance(tools, list):
         raise InvalidInput("tools must be a list of tool schemas.", code="invalid_tools", field="tools")
-    if _holds_nul(tools):
+    unstorable = jsonvalues.problem(tools, where="tools")
+    if unstorable is not None:
+        raise InvalidInput(unstorable[1] + ".", code=unstorable[0], field="tools")
+    if jsonvalues.holds_nul(tools):
         raise InvalidInput("tools must not contain NUL characters.", code="null_characters_not_allowed", field="tools")
     names: set[str] = set()
     for i, tool in enumerate(tools):
@@ -155,7 +181,10 @@ def session_create(
     parent: AgentSession | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> AgentSession:
-    tools = _validate_tools(tools)
+    tools = validate_tools(tools)
+    _check_session_fields(
+        {"name": name, "model": model, "external_id": external_id or "", "system_prompt": system_prompt or ""}
+    )
     tokenizer = offline_tokenizer()
     session = AgentSession(
         project=project,
@@ -191,13 +220,14 @@ def session_update(*, session: AgentSession, **changes: Any) -> AgentSession:
     unknown = set(changes) - set(SESSION_EDITABLE)
     if unknown:
         raise InvalidInput(f"Can't change {', '.join(sorted(unknown))}.", code="read_only")
+    _check_session_fields({k: ("" if k == "system_prompt" and v is None else v) for k, v in changes.items()})
     tokenizer = offline_tokenizer()
     with transaction.atomic():
         locked = AgentSession.objects.select_for_update().get(pk=session.pk)
         fields = []
         for key, value in changes.items():
             if key == "tools":
-                value = _validate_tools(value)
+                value = validate_tools(value)
                 locked.tool_tokens = tokenizer.count_tools(value)
                 fields.append("tool_tokens")
             if key == "system_prompt":
@@ -225,6 +255,8 @@ class AppendResult:
     messages: list[Message]
     created: int
     session: AgentSession
+    # client_ids that were already stored with another role or content: the stored message is answered
+    mismatched: frozenset[str] = frozenset()
 
 
 def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) -> AppendResult:
@@ -252,7 +284,8 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
             else {}
         )
         fresh = [(m, n) for m, n in zip(messages, counts, strict=True) if not (m.client_id and m.client_id in existing)]
-        _check_tool_results(locked, [m for m, _ in fresh])
+        check_tool_uses(locked, [m for m, _ in fresh])
+        check_tool_results(locked, [m for m, _ in fresh])
 
         rows: list[Message] = []
         seq = locked.last_seq
@@ -293,7 +326,7 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
                     "updated_at",
                 ]
             )
-            _after_append(locked)
+            after_append(locked)
     by_client = {row.client_id: row for row in rows if row.client_id}
     by_client.update(existing)
     ordered: list[Message] = []
@@ -303,7 +336,13 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
             ordered.append(existing[msg.client_id])
         else:
             ordered.append(next(fresh_iter))
-    return AppendResult(messages=ordered, created=len(rows), session=locked)
+    mismatched = frozenset(
+        m.client_id
+        for m in messages
+        if m.client_id in existing
+        and (existing[m.client_id].role, existing[m.client_id].content) != (m.role, m.content)
+    )
+    return AppendResult(messages=ordered, created=len(rows), session=locked, mismatched=mismatched)
 
 
 def _tool_use_ids(row: Message) -> list[str]:
@@ -312,7 +351,25 @@ def _tool_use_ids(row: Message) -> list[str]:
     return [b["id"] for b in row.content if isinstance(b, dict) and b.get("type") == "tool_use"]
 
 
-def _check_tool_results(session: AgentSession, messages: list[NormalizedMessage]) -> None:
+def check_tool_uses(session: AgentSession, messages: list[NormalizedMessage]) -> None:
+    """Every tool_use id is new in the session: a result must name exactly one call (Anthropic
+    refuses a request that holds an id twice)."""
+    ids = [tid for msg in messages for tid in msg.tool_use_ids]
+    if not ids:
+        return
+    seen: set[str] = set()
+    twice = next((tid for tid in ids if tid in seen or seen.add(tid)), None)  # type: ignore[func-returns-value]
+    if twice is None:
+        stored = ToolUse.objects.filter(session=session, tool_use_id__in=ids)
+        twice = stored.values_list("tool_use_id", flat=True).first()
+    if twice is not None:
+        raise InvalidInput(
+            f"tool_use id {twice!r} is used twice in this session; every tool call needs an id of its own.",
+            code="duplicate_tool_use_id",
+        )
+
+
+def check_tool_results(session: AgentSession, messages: list[NormalizedMessage]) -> None:
     seen_in_batch: set[str] = set()
     needed: dict[str, int] = {}
     for index, msg in enumerate(messages):
@@ -335,7 +392,7 @@ def _check_tool_results(session: AgentSession, messages: list[NormalizedMessage]
         )
 
 
-def _after_append(session: AgentSession) -> None:
+def after_append(session: AgentSession) -> None:
     """Work an append sets off once it is committed: a compaction when the level calls for one, an
     exact count when a key is configured. Runs under the session's row lock."""
     from .compacting import auto_queue  # compacting imports this module

@@ -35,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,17 +43,18 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
 from django.db import transaction
 
+from compaction.messages import NormalizedMessage
 from compaction.transcripts_claude import ClaudeCodeReader
 
-from . import services
+from . import recorded, services
 from .errors import Conflict, InvalidInput, TooLarge
-from .importing import _sanitized
 from .models import AgentSession, Project
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("claude-code",)
 STATE = "transcript"  # key of the cursor in the main session's metadata
+SOURCE = "transcript"  # what rejections of this path are recorded as
 DEFAULT_MODEL = "claude-sonnet-4-5"  # what an import takes when the transcript names no model
 
 
@@ -75,6 +75,7 @@ class SyncResult:
     received: int  # bytes of this upload that were new
     created: int  # messages stored by this upload, sub-agents' included
     held_back: int  # messages read but not final yet (an open response and what waits behind it)
+    rejected: int  # lines or messages of this upload that could not be stored (skipped, recorded)
     complete: bool  # False while the server is still receiving again what it had before a cache loss
     sidechains: list[int]
     created_session: bool
@@ -105,7 +106,7 @@ def transcript_sync(
     data = lines.encode("utf-8", errors="replace")
     with transaction.atomic():
         session, created_session = _main_session(user=user, project=project, external_id=external_id, name=name)
-        result = SyncResult(session, 0, 0, 0, 0, True, [], created_session)
+        result = SyncResult(session, 0, 0, 0, 0, 0, True, [], created_session)
         _sync(result, user=user, fmt=fmt, offset=offset, data=data, final=final)
     result.session.refresh_from_db()
     return result
@@ -152,7 +153,8 @@ def _sync(result: SyncResult, *, user: AbstractBaseUser, fmt: str, offset: int, 
         )
     if not new and not (final and state.get("final_at") != len(text)):
         return  # nothing new to read
-    result.created, result.held_back = _read_and_append(session, state, text, final=final, user=user)
+    read = _read_and_append(session, state, text, final=final, user=user)
+    result.created, result.held_back, result.rejected = read.created, read.held_back, read.rejected
     state.update(
         offset=len(text), sha256=_digest(text), held_back=result.held_back, final_at=len(text) if final else None
     )
@@ -172,6 +174,7 @@ def sync_summary(result: SyncResult) -> dict[str, Any]:
         "received": result.received,
         "messages": result.created,
         "held_back": result.held_back,
+        "rejected": result.rejected,
         "complete": result.complete,
         "sidechains": result.sidechains,
         "created": result.created_session,
@@ -182,32 +185,85 @@ def sync_summary(result: SyncResult) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- reading
 
 
+@dataclass
+class _Read:
+    created: int = 0
+    rejected: int = 0
+    held_back: int = 0
+
+
 def _read_and_append(
     session: AgentSession, state: dict[str, Any], text: bytes, *, final: bool, user: AbstractBaseUser
-) -> tuple[int, int]:
-    """Re-read the whole transcript as ``ctx import`` does; append what the earlier reads hadn't made final."""
+) -> _Read:
+    """Re-read the whole transcript as ``ctx import`` does; store what the earlier reads hadn't.
+
+    Per conversation, ``emitted`` counts the reader's messages already handled (stored or
+    rejected): the reader is deterministic and never changes a message it has made final, so the
+    rest are new. One exception: a response an upload marked ``final`` cut off while it was still
+    being written (``growing``) is read again in full once its group is complete or the next final
+    upload comes, and its new blocks are added to it."""
     reader = ClaudeCodeReader()
     reader.feed(text.decode("utf-8", errors="replace").split("\n"))
     if final:
         reader.finish()
     emitted: dict[str, int] = state.setdefault("emitted", {})
-    created = 0
-    batch = settings.CTX_MAX_BATCH
+    growing: dict[str, dict[str, Any]] = state.setdefault("growing", {})
+    read = _Read(held_back=reader.held_back)
+    for line, why in reader.unreadable[state.get("unreadable", 0) :]:
+        recorded.rejection_record(session=session, source=SOURCE, position=f"line {line}", problem=("unreadable", why))
+        read.rejected += 1
+    state["unreadable"] = len(reader.unreadable)
     for conversation in reader.conversations:
-        messages = _sanitized(conversation, Counter())  # the import's own rules: orphan tool results become text
+        key = conversation.key
         target = _sidechain_session(session, conversation, state, user) if conversation.sidechain else session
-        done = emitted.get(conversation.key, 0)
-        for start in range(done, len(messages), batch):
-            created += services.message_append(session=target, messages=messages[start : start + batch]).created
-        emitted[conversation.key] = max(done, len(messages))
-        _follow_model(target, conversation.model, conversation.key, state)
-    return created, reader.held_back
+        messages = recorded.candidates(conversation)
+        grown = growing.pop(key, None)
+        if grown is not None and grown["index"] < len(messages):
+            _grow(target, messages[grown["index"]], grown, read)
+        elif grown is not None:
+            growing[key] = grown  # still open: it may grow yet
+        done = emitted.get(key, 0)
+        stored = recorded.append(session=target, candidates=messages[done:], source=SOURCE)
+        read.created, read.rejected = read.created + stored.created, read.rejected + stored.rejected
+        emitted[key] = max(done, len(messages))
+        cut = reader.cut_open.get(key)
+        if cut is not None and (message := messages[cut].message) is not None and message.client_id:
+            growing[key] = {"index": cut, "client_id": message.client_id, "blocks": _block_count(message)}
+        _follow_model(target, conversation.model, key, state)
+    return read
+
+
+def _grow(target: AgentSession, candidate: recorded.Candidate, grown: dict[str, Any], read: _Read) -> None:
+    """The response at ``grown["index"]`` was stored with ``grown["blocks"]`` blocks; add what it has now."""
+    message = candidate.message
+    if message is None or message.client_id != grown["client_id"] or _block_count(message) <= grown["blocks"]:
+        return
+    if recorded.message_extend(session=target, client_id=grown["client_id"], message=message) is not None:
+        return
+    # The stored message was compacted or summarized meanwhile: the new blocks follow as a message of
+    # their own, before the results that answer them (still a valid request).
+    assert isinstance(message.content, list)
+    rest = NormalizedMessage(
+        role=message.role,
+        content=message.content[grown["blocks"] :],
+        client_id=f"{grown['client_id']}+{grown['blocks']}",
+        created_at=message.created_at,
+        metadata={**message.metadata, "continues": grown["client_id"]},
+    )
+    more = recorded.append(
+        session=target, candidates=[recorded.Candidate(rest, f"the rest of {grown['client_id']}")], source=SOURCE
+    )
+    read.created, read.rejected = read.created + more.created, read.rejected + more.rejected
+
+
+def _block_count(message: NormalizedMessage) -> int:
+    return len(message.content) if isinstance(message.content, list) else 0
 
 
 def _follow_model(session: AgentSession, model: str | None, key: str, state: dict[str, Any]) -> None:
     """The session takes the transcript's latest model, unless someone set another one by hand."""
     models: dict[str, str] = state.setdefault("models", {})
-    wanted = model or DEFAULT_MODEL
+    wanted = recorded.model_name(model) or DEFAULT_MODEL
     if session.model != wanted and session.model == models.get(key, DEFAULT_MODEL):
         services.session_update(session=session, model=wanted)
     models[key] = wanted
@@ -245,7 +301,7 @@ def _sidechain_session(
     known = AgentSession.objects.filter(pk=sessions.get(conversation.key, 0)).first()
     if known is not None:
         return known
-    external_id = f"{main.external_id}:{conversation.key}"
+    external_id = recorded.fit(f"{main.external_id}:{conversation.key}", recorded.EXTERNAL_ID_MAX)
     session = AgentSession.objects.filter(project_id=main.project_id, external_id=external_id).first()
     if session is None:
         number = conversation.key.rsplit("-", 1)[-1]
@@ -253,8 +309,8 @@ def _sidechain_session(
             session = services.session_create(
                 user=user,
                 project=main.project,
-                name=f"{main.name} · sub-agent {number}",
-                model=conversation.model or DEFAULT_MODEL,
+                name=recorded.fit(f"{main.name} · sub-agent {number}", recorded.NAME_MAX),
+                model=recorded.model_name(conversation.model) or DEFAULT_MODEL,
                 external_id=external_id,
                 metadata={"conversation": conversation.key, "sidechain_of": main.pk},
             )

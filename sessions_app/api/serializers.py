@@ -8,6 +8,7 @@ from rest_framework import serializers
 from compaction.transcripts import FORMATS as TRANSCRIPT_FORMATS
 
 from ..models import AgentSession, Checkpoint, Compaction, HandoffDocument, Level, Message, Project, SessionStatus
+from ..services import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
 
 
 class ProjectOut(serializers.ModelSerializer):
@@ -23,8 +24,10 @@ class ProjectOut(serializers.ModelSerializer):
 
 
 class ProjectIn(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    name = serializers.CharField(max_length=PROJECT_NAME_MAX)
+    description = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=PROJECT_DESCRIPTION_MAX
+    )
 
 
 class SessionOut(serializers.ModelSerializer):
@@ -129,6 +132,19 @@ class MessageOut(serializers.ModelSerializer):
         from compaction.tokens import calibrate
 
         return calibrate(message.tokens, self.context.get("calibration", 1.0))
+
+
+class AppendedMessageOut(MessageOut):
+    mismatch = serializers.SerializerMethodField(
+        help_text="This client_id was already stored with another role or content: the stored message is answered "
+        "and nothing was changed"
+    )
+
+    class Meta(MessageOut.Meta):
+        fields = [*MessageOut.Meta.fields, "mismatch"]
+
+    def get_mismatch(self, message: Message) -> bool:
+        return message.client_id in self.context.get("mismatched", ())
 
 
 class MessageIn(serializers.Serializer):

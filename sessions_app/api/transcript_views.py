@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from .. import selectors, transcript_sync
 from ..models import Role
+from .parsers import CleaningJSONParser
 from .schema import error_response
 from .views import STATUS_SCHEMA, _valid
 
@@ -44,6 +45,10 @@ class TranscriptOut(serializers.Serializer):
     received = serializers.IntegerField(help_text="Bytes of this upload that were new")
     messages = serializers.IntegerField(help_text="Messages stored by this upload (sub-agents' included)")
     held_back = serializers.IntegerField(help_text="Messages read but not final yet (a response that may still grow)")
+    rejected = serializers.IntegerField(
+        help_text="Lines or messages of this upload that could not be stored: skipped (the rest was stored) and "
+        "recorded with their reasons in the session's warnings and in admin"
+    )
     complete = serializers.BooleanField(
         help_text="False while the server receives again what it held before its copy was dropped"
     )
@@ -59,6 +64,8 @@ class TranscriptOffsetOut(serializers.Serializer):
 
 
 class SessionTranscriptApi(APIView):
+    parser_classes = [CleaningJSONParser]  # the lines are a recorded file: cleaned, never refused
+
     @extend_schema(
         request=TranscriptIn,
         responses={

@@ -17,7 +17,7 @@ from compaction.messages import normalize_batch
 
 from .. import counting, selectors, services
 from ..errors import InvalidInput, TooLarge
-from ..models import Membership, ModelProfile, Role
+from ..models import Membership, ModelProfile, Role, SessionStatus
 from . import serializers as s
 from .pagination import PageNumberPagination
 from .schema import error_response
@@ -89,12 +89,14 @@ class SessionListCreateApi(APIView):
         responses=s.SessionListOut(many=True),
     )
     def get(self, request: Request) -> Response:
-        qs = selectors.session_list_for(
-            request.user,
-            project=request.query_params.get("project"),
-            status=request.query_params.get("status"),
-            q=request.query_params.get("q"),
-        )
+        params = request.query_params
+        project = params.get("project") or None
+        if project is not None and selectors.as_pk(project) is None:
+            raise InvalidInput("project is a project id (a whole number).", code="invalid_project")
+        status_filter = params.get("status") or None
+        if status_filter is not None and status_filter not in SessionStatus.values:
+            raise InvalidInput(f"status is one of {', '.join(SessionStatus.values)}.", code="invalid_status")
+        qs = selectors.session_list_for(request.user, project=project, status=status_filter, q=params.get("q"))
         return _paginate(self, request, qs, s.SessionListOut)
 
     @extend_schema(
@@ -228,7 +230,9 @@ class MessageListCreateApi(APIView):
     @extend_schema(
         request=s.MessageIn(many=True),
         responses={
-            201: inline_serializer("AppendResult", {"messages": s.MessageOut(many=True), "status": STATUS_SCHEMA})
+            201: inline_serializer(
+                "AppendResult", {"messages": s.AppendedMessageOut(many=True), "status": STATUS_SCHEMA}
+            )
         },
         description="Body: one message or a list of up to CTX_MAX_BATCH (default 1,000). All or nothing.",
         examples=[
@@ -254,9 +258,11 @@ class MessageListCreateApi(APIView):
         messages = normalize_batch(request.data, max_messages=settings.CTX_MAX_BATCH)
         result = services.message_append(session=session, messages=messages)
         calibration = selectors.model_info(result.session.model).calibration
+        context = {"calibration": calibration, "mismatched": result.mismatched}
+        answered = s.AppendedMessageOut(result.messages, many=True, context=context).data
         return Response(
             {
-                "messages": s.MessageOut(result.messages, many=True, context={"calibration": calibration}).data,
+                "messages": answered,
                 "status": selectors.session_status(result.session),
             },
             status=status.HTTP_201_CREATED,

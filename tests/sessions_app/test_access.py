@@ -130,11 +130,35 @@ def test_odd_object_references_are_missing_not_errors(team, api_as, session, ref
         assert (response.status_code, response.json()["code"]) == (404, "not_found"), path
 
 
-@pytest.mark.parametrize("query", ["q=%00", "status=%00", "q=a%00b&status=active", "project=%C2%B2"])
-def test_session_filters_holding_nul_match_nothing(team, api_as, session, query):
+@pytest.mark.parametrize("query", ["q=%00", "q=a%00b&status=active"])
+def test_session_searches_holding_nul_match_nothing(team, api_as, session, query):
     response = api_as(team.alice).get(f"/api/v1/sessions/?{query}")
     assert response.status_code == 200
     assert response.json()["results"] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        ("project=abc", "invalid_project"),
+        ("project=-1", "invalid_project"),
+        ("project=%D9%A1", "invalid_project"),  # an Arabic-Indic one: int() reads it as 1
+        ("project=%C2%B2", "invalid_project"),
+        ("status=bogus", "invalid_status"),
+        ("status=%00", "invalid_status"),
+    ],
+)
+def test_bad_session_filters_are_a_400_not_an_empty_list(team, api_as, session, query, code):
+    response = api_as(team.alice).get(f"/api/v1/sessions/?{query}")
+    assert (response.status_code, response.json()["code"]) == (400, code)
+    assert response.json()["detail"]
+
+
+def test_good_session_filters_still_filter(team, api_as, session):
+    api = api_as(team.alice)
+    assert [r["id"] for r in api.get(f"/api/v1/sessions/?project={team.project.pk}").json()["results"]] == [session.pk]
+    assert api.get("/api/v1/sessions/?status=archived").json()["results"] == []
+    assert api.get("/api/v1/sessions/?project=&status=").status_code == 200
 
 
 def test_unrouted_api_paths_answer_json(team, api_as):

@@ -1,0 +1,122 @@
+"""Transcript sync, as a property: whatever the cut of a Claude Code transcript into uploads (whole
+lines in any grouping, ``final`` on any of them, repeated ranges, the hook firing twice), the
+sessions it makes equal a one-shot import of the file — rows, sub-agents and both contexts — and no
+upload is ever refused. Over every shared Claude Code transcript and over generated files with
+parallel tool calls interleaved with their results, thinking blocks, sub-agents, compact boundaries,
+repeated and unreadable lines."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compaction.transcripts import read_transcript
+from sessions_app import importing, services, transcript_sync
+from sessions_app.errors import ServiceError
+from sessions_app.models import AgentSession
+from tests.shared_data import SHARED_DATA
+from tests.transcript_stream import STEP, Upload, build, contexts, random_plan, rows
+
+pytestmark = pytest.mark.django_db
+
+FILES = sorted(p.name for p in (SHARED_DATA / "claude_code").glob("*.jsonl")) or ["<shared data missing>"]
+
+
+@pytest.fixture
+def owner(django_user_model):
+    user = django_user_model.objects.create_user(username="streamer", password="x-pass-123")
+    return user
+
+
+def _project(user: Any, name: str) -> Any:
+    project = services.project_create(user=user, name=name)
+    project.policy.auto = False  # compare what was stored, not what a compaction made of it
+    project.policy.save()
+    return project
+
+
+def replay(user: Any, project: Any, external_id: str, data: bytes, plan: list[Upload]) -> list[str]:
+    """Send the plan as the hook would: an upload that fails is sent again (with more) next time,
+    from where the server is. Returns the errors the server answered."""
+    errors: list[str] = []
+    held = 0
+    for up in plan:
+        start = min(up.start, held)
+        try:
+            result = transcript_sync.transcript_sync(
+                user=user,
+                project=project,
+                external_id=external_id,
+                offset=start,
+                lines=data[start : up.end].decode("utf-8", errors="replace"),
+                final=up.final,
+            )
+        except ServiceError as exc:
+            errors.append(f"{up}: {exc.code}: {exc.detail}")
+            continue
+        held = result.offset
+    return errors
+
+
+def assert_stream_equals_import(user: Any, data: bytes, plan: list[Upload], tag: str) -> None:
+    streamed_project = _project(user, f"streamed {tag}")
+    imported_project = _project(user, f"imported {tag}")
+    try:
+        errors = replay(user, streamed_project, "cc-stream", data, plan)
+        assert errors == [], "an upload was refused: the stream would be stuck"
+        reference = importing.session_import(
+            user=user,
+            project=imported_project,
+            transcript=read_transcript(data, "claude-code"),
+            name="cc-stream",
+        )
+        main = AgentSession.objects.get(project=streamed_project, external_id="cc-stream")
+        assert rows(main) == rows(reference.session)
+        assert contexts(main) == contexts(reference.session)
+        sides = list(AgentSession.objects.filter(project=streamed_project).exclude(pk=main.pk).order_by("external_id"))
+        assert [s.external_id for s in sides] == sorted(f"cc-stream:{s.metadata['conversation']}" for s in sides)
+        by_key = {s.metadata["conversation"]: s for s in sides}
+        assert sorted(by_key) == sorted(s.metadata["conversation"] for s in reference.sidechains)
+        for side in reference.sidechains:
+            assert rows(by_key[side.metadata["conversation"]]) == rows(side)
+            assert contexts(by_key[side.metadata["conversation"]]) == contexts(side)
+    finally:
+        for session in AgentSession.objects.filter(project=streamed_project):
+            if key := transcript_sync.cache_key(session):
+                cache.delete(key)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(STEP, min_size=1, max_size=12), seed=st.integers(0, 2**32 - 1))
+def test_any_chunking_of_a_generated_transcript_equals_its_import(owner, steps, seed):
+    data = build(steps, "cc-stream").encode()
+    rng = random.Random(seed)
+    plan = random_plan(data, rng, max_lines=rng.choice([1, 2, 4]), p_final=rng.choice([0.2, 0.5, 1.0]))
+    assert_stream_equals_import(owner, data, plan, f"{seed}")
+
+
+def test_final_in_the_middle_of_parallel_tool_calls_is_not_a_wedge(owner):
+    """The reported case: a final upload lands while a response's tool calls are still being written."""
+    data = build([("parallel", 3, True, True), ("prompt", "next"), ("parallel", 2, False, False)], "cc-stream").encode()
+    ends = [i + 1 for i, b in enumerate(data) if b == 0x0A]
+    plan = [Upload(a, b, True) for a, b in zip([0, *ends], ends, strict=False)]  # every line its own final upload
+    plan.append(Upload(len(data), len(data), True))
+    assert_stream_equals_import(owner, data, plan, "every-line-final")
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("name", FILES)
+def test_any_chunking_of_a_shared_transcript_equals_its_import(shared_data, owner, name):
+    data = (shared_data / "claude_code" / name).read_bytes()
+    rng = random.Random(f"stream:{name}")
+    lines = data.count(b"\n")
+    # Large files in fewer, larger uploads (each upload re-reads the file); small ones line by line.
+    group = max(1, lines // 60)
+    for attempt in range(2):
+        plan = random_plan(data, rng, max_lines=group * (1 + 3 * attempt), p_final=0.35)
+        assert_stream_equals_import(owner, data, plan, f"{name}-{attempt}")

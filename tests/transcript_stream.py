@@ -1,0 +1,201 @@
+"""Helpers for the streaming property tests: generated Claude Code transcripts with the shapes that
+broke transcript sync (parallel tool calls interleaved with their results and progress lines,
+thinking blocks, sub-agents, a compact boundary, repeated and unreadable lines), upload plans
+(any cut into whole-line uploads, ``final`` anywhere, repeats, the hook firing twice), and the
+comparison of a streamed session with a one-shot import."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+
+# ----------------------------------------------------------------------------- transcripts
+
+
+class Writer:
+    """Claude Code JSONL written one event at a time (the shapes real files have)."""
+
+    def __init__(self, session: str, model: str = "claude-opus-4-5") -> None:
+        self.session, self.model = session, model
+        self.lines: list[str] = []
+        self.n = 0
+        self.last: dict[bool, str | None] = {False: None, True: None}
+
+    def event(self, kind: str, message: dict[str, Any] | None = None, *, side: bool = False, **extra: Any) -> str:
+        self.n += 1
+        uuid = f"{self.session}-u{self.n}"
+        event: dict[str, Any] = {
+            "type": kind,
+            "uuid": uuid,
+            "parentUuid": self.last[side],
+            "sessionId": self.session,
+            "isSidechain": side,
+            "timestamp": f"2025-06-01T10:{self.n // 60 % 60:02d}:{self.n % 60:02d}Z",
+            **extra,
+        }
+        if message is not None:
+            event["message"] = message
+        self.last[side] = uuid
+        self.lines.append(json.dumps(event, ensure_ascii=False) + "\n")
+        return uuid
+
+    def raw(self, line: str) -> None:
+        self.lines.append(line if line.endswith("\n") else line + "\n")
+
+    def prompt(self, text: str, *, side: bool = False) -> None:
+        self.event("user", {"role": "user", "content": text}, side=side)
+
+    def block(self, message_id: str, block: dict[str, Any], *, side: bool = False) -> None:
+        body = {
+            "id": message_id,
+            "role": "assistant",
+            "model": self.model,
+            "content": [block],
+            "stop_reason": None,
+            "usage": {"input_tokens": 100 + self.n, "output_tokens": 20},
+        }
+        self.event("assistant", body, side=side, requestId=f"req-{message_id}")
+
+    def result(self, tool_id: str, output: Any, *, side: bool = False, is_error: bool = False) -> None:
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id, "content": output}
+        if is_error:
+            block["is_error"] = True
+        self.event("user", {"role": "user", "content": [block]}, side=side)
+
+    def progress(self) -> None:
+        self.event("progress", None, data={"type": "hook_progress"})
+
+    def boundary(self, summary: str) -> None:
+        self.event("system", None, subtype="compact_boundary", content="Conversation compacted")
+        self.event("user", {"role": "user", "content": summary}, isCompactSummary=True)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+def text_block(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def tool_block(tool_id: str, command: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": command}}
+
+
+# One step of a generated session; the strategy below draws a list of them.
+WORDS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+STEP = st.one_of(
+    st.tuples(st.just("prompt"), WORDS),
+    st.tuples(st.just("parallel"), st.integers(1, 4), st.booleans(), st.booleans()),  # tools, thinking, closing text
+    st.tuples(st.just("sequential"), st.integers(1, 3)),
+    st.tuples(st.just("sidechain"), st.integers(1, 2)),
+    st.tuples(st.just("boundary"), WORDS),
+    st.tuples(st.just("repeat"), st.integers(0, 50)),
+    st.tuples(st.just("junk"), st.sampled_from(["{not json", "[1, 2]", '{"type": "user"}', '"just a string"'])),
+)
+
+
+def build(steps: list[tuple], session: str) -> str:
+    """A transcript from generated steps; every tool call gets its result, as Claude Code writes them."""
+    w = Writer(session)
+    w.prompt("Start: fix the build")
+    for i, step in enumerate(steps):
+        kind = step[0]
+        mid = f"msg_{i}"
+        if kind == "prompt":
+            w.prompt(step[1] or "go on")
+        elif kind == "parallel":
+            _, tools, thinking, closing = step
+            if thinking:
+                w.block(mid, {"type": "thinking", "thinking": f"plan {i}", "signature": f"sig{i}"})
+            w.block(mid, text_block(f"Running {tools} things at once."))
+            for k in range(tools):  # assistant M [tool k] · progress · user [result k] · assistant M [tool k+1] …
+                w.block(mid, tool_block(f"toolu_{i}_{k}", f"cmd {i}.{k}"))
+                w.progress()
+                w.result(f"toolu_{i}_{k}", f"output {i}.{k}\n", is_error=k == 1)
+            if closing:
+                w.block(mid, text_block(f"All {tools} done."))
+        elif kind == "sequential":
+            for k in range(step[1]):
+                w.block(f"{mid}_{k}", tool_block(f"toolu_{i}_{k}", f"step {k}"))
+                w.result(f"toolu_{i}_{k}", [text_block(f"done {k}")])
+            w.block(f"{mid}_end", text_block("Sequential steps done."))
+        elif kind == "sidechain":
+            w.prompt(f"Sub-task {i}", side=True)
+            for k in range(step[1]):
+                w.block(f"{mid}_s{k}", tool_block(f"toolu_{i}_s{k}", "look"), side=True)
+                w.result(f"toolu_{i}_s{k}", "seen", side=True)
+            w.block(f"{mid}_send", text_block("Sub-task done."), side=True)
+        elif kind == "boundary":
+            w.boundary(f"Summary: {step[1]}")
+        elif kind == "repeat" and w.lines:
+            w.raw(w.lines[step[1] % len(w.lines)])  # a line written twice (same uuid): skipped as a duplicate
+        elif kind == "junk":
+            w.raw(step[1])
+    return w.text()
+
+
+# ----------------------------------------------------------------------------- upload plans
+
+
+@dataclass(frozen=True)
+class Upload:
+    start: int  # byte offset
+    end: int
+    final: bool
+
+
+def line_ends(data: bytes) -> list[int]:
+    return [i + 1 for i, b in enumerate(data) if b == 0x0A]
+
+
+def random_plan(data: bytes, rng: random.Random, *, max_lines: int = 4, p_final: float = 0.3) -> list[Upload]:
+    """Whole lines in groups of 1..max_lines; ``final`` on some; now and then a repeated range or the
+    same upload twice; the last upload is final (the agent stopped), as an import reads to the end."""
+    ends = line_ends(data)
+    bounds = [0]
+    i = 0
+    while i < len(ends):
+        i += rng.randint(1, max_lines)
+        bounds.append(ends[min(i, len(ends)) - 1])
+    plan: list[Upload] = []
+    for a, b in itertools.pairwise(bounds):
+        plan.append(Upload(a, b, rng.random() < p_final))
+        roll = rng.random()
+        if roll < 0.1:
+            plan.append(Upload(a, b, rng.random() < p_final))  # the hook fired twice
+        elif roll < 0.2:
+            back = rng.choice([0, *[e for e in bounds if e < a]])
+            plan.append(Upload(back, b, rng.random() < p_final))  # a repeated range (state lost)
+    last = bounds[-1]
+    plan.append(Upload(last, last, True))
+    return plan
+
+
+# ----------------------------------------------------------------------------- comparison
+
+
+def rows(session: Any) -> list[tuple]:
+    from sessions_app.models import Message
+
+    return list(
+        Message.objects.filter(session=session)
+        .order_by("seq")
+        .values_list("seq", "role", "content", "tokens", "client_id", "state", "metadata", "created_at")
+    )
+
+
+def contexts(session: Any) -> tuple[Any, Any]:
+    from sessions_app import selectors
+
+    session.refresh_from_db()
+    out = []
+    for fmt in ("anthropic", "openai"):
+        body = selectors.session_context(session, fmt=fmt)
+        body.pop("status")
+        out.append(body)
+    return out[0], out[1]
