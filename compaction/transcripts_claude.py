@@ -62,6 +62,7 @@ class _Group:
 
     message_id: str | None
     first: dict[str, Any]
+    created_at: str | None = None  # the first line's (see ClaudeCodeReader._timestamp)
     blocks: list[Block] = field(default_factory=list)
     usage: dict[str, Any] | None = None
     request_id: str | None = None
@@ -95,6 +96,7 @@ class ClaudeCodeReader:
         self.unreadable: list[tuple[int, str]] = []  # (line number, why): lines that hold no usable event
         self.cut_open: dict[str, int] = {}  # conversation -> index of the response ``finish()`` cut off
         self.lines_read = 0
+        self._last_timestamp: str | None = None
         self._chats: dict[str, _Chat] = {}  # conversation key -> chat, in creation order
         self._chat_of_chain: dict[str, _Chat] = {}
         self._chain_of_uuid: dict[str, str] = {}
@@ -187,6 +189,15 @@ class ClaudeCodeReader:
                 if len(chat.conv.messages) not in chat.conv.segment_starts:
                     chat.conv.segment_starts.append(len(chat.conv.messages))
 
+    def _timestamp(self, event: dict[str, Any]) -> str | None:
+        """The line's time, or (when it has none that can be stored) the time of the line before it:
+        the same in any chunking, and the timeline keeps its order."""
+        stamp = iso_or_none(event.get("timestamp"))
+        if stamp is None:
+            return self._last_timestamp
+        self._last_timestamp = stamp
+        return stamp
+
     def _unreadable(self, kind: str, why: str) -> None:
         self.skipped[kind] += 1
         self.unreadable.append((self.lines_read, why))
@@ -257,7 +268,7 @@ class ClaudeCodeReader:
             "user",
             content,
             client_id=nonempty_str(event.get("uuid")),
-            created_at=iso_or_none(event.get("timestamp")),
+            created_at=self._timestamp(event),
             metadata=metadata,
         )
         only_results = isinstance(content, list) and bool(content) and all(b["type"] == "tool_result" for b in content)
@@ -270,10 +281,11 @@ class ClaudeCodeReader:
     def _assistant(self, chat: _Chat, event: dict[str, Any], out: list[tuple[str, Message]]) -> None:
         body = event["message"]
         message_id = nonempty_str(body.get("id"))
+        stamp = self._timestamp(event)
         group = chat.group
         if group is None or message_id is None or group.message_id != message_id:
             self._close(chat, out)
-            group = chat.group = _Group(message_id=message_id, first=event)
+            group = chat.group = _Group(message_id=message_id, first=event, created_at=stamp)
         content = content_of(body.get("content"))
         if isinstance(content, str):
             content = [content_block(content)] if content else []
@@ -309,7 +321,7 @@ class ClaudeCodeReader:
                 "assistant",
                 group.blocks,
                 client_id=group.message_id or nonempty_str(first.get("uuid")),
-                created_at=iso_or_none(first.get("timestamp")),
+                created_at=group.created_at,
                 metadata=metadata,
             )
             index = len(chat.conv.messages)

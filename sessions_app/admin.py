@@ -7,6 +7,7 @@ from django.http import HttpRequest
 from compaction.policy import PRESETS
 
 from . import services
+from .forms import ProjectForm
 from .models import (
     AgentSession,
     ApiKey,
@@ -15,6 +16,7 @@ from .models import (
     Compaction,
     CompactionPolicy,
     HandoffDocument,
+    IngestRejection,
     Membership,
     Message,
     MessageBackup,
@@ -31,6 +33,7 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
+    form = ProjectForm
     list_display = ["name", "created_by", "created_at"]
     search_fields = ["name", "description"]
     inlines = [MembershipInline]
@@ -126,6 +129,35 @@ class CompactionPolicyAdmin(admin.ModelAdmin):
     ]
 
 
+class IngestRejectionInline(admin.TabularInline):
+    """What a recorded transcript held that could not be stored (the rest of it was)."""
+
+    model = IngestRejection
+    fields = readonly_fields = ["created_at", "source", "position", "code", "detail"]
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(IngestRejection)
+class IngestRejectionAdmin(admin.ModelAdmin):
+    """Lines or messages of recorded transcripts that were skipped: read-only, they record what happened."""
+
+    list_display = ["created_at", "session", "source", "position", "code", "detail"]
+    list_filter = ["source", "code"]
+    search_fields = ["session__name", "session__external_id", "position", "detail"]
+    list_select_related = ["session"]
+    readonly_fields = [f.name for f in IngestRejection._meta.fields]
+
+    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+
 @admin.register(AgentSession)
 class AgentSessionAdmin(admin.ModelAdmin):
     list_display = ["__str__", "project", "external_id", "model", "status", "message_count", "last_activity_at"]
@@ -143,7 +175,10 @@ class AgentSessionAdmin(admin.ModelAdmin):
         "exact_tokens",
         "exact_upto_seq",
         "exact_counted_at",
+        "rejected_count",
+        "rejected_reason",
     ]
+    inlines = [IngestRejectionInline]
 
 
 @admin.register(Message)

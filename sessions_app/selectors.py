@@ -283,6 +283,11 @@ def session_status(session: AgentSession) -> dict[str, Any]:
         )
     if session.count_warning:
         warnings.append(session.count_warning)
+    if session.rejected_count:
+        warnings.append(
+            f"{session.rejected_count:,} line(s) or message(s) of the recorded transcript could not be stored and "
+            f"were skipped; the rest was stored. The latest: {session.rejected_reason}"
+        )
     auto = auto_compact_enabled(session, policy)
     if session.auto_paused:
         warnings.append(

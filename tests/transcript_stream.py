@@ -96,7 +96,39 @@ STEP = st.one_of(
     st.tuples(st.just("boundary"), WORDS),
     st.tuples(st.just("repeat"), st.integers(0, 50)),
     st.tuples(st.just("junk"), st.sampled_from(["{not json", "[1, 2]", '{"type": "user"}', '"just a string"'])),
+    st.tuples(st.just("hostile"), st.sampled_from(["surrogate", "deep", "timestamp", "nan", "nul"])),
 )
+
+DEEP_INPUT: Any = {"a": []}
+_inner = DEEP_INPUT["a"]
+for _ in range(200):
+    _inner.append([])
+    _inner = _inner[0]
+
+
+def hostile_line(w: Writer, kind: str, i: int) -> None:
+    """A line with what a recorded file may hold and storage can't: cleaned, never a wedge."""
+    event: dict[str, Any] = {
+        "type": "user",
+        "uuid": f"{w.session}-h{i}",
+        "sessionId": w.session,
+        "isSidechain": False,
+        "timestamp": "2025-06-01T10:00:00Z",
+        "message": {"role": "user", "content": f"hostile {kind}"},
+    }
+    if kind == "surrogate":
+        event["message"]["content"] = "cut inside an emoji \ud83d"
+    elif kind == "deep":
+        tool = {"type": "tool_use", "id": f"toolu_h{i}", "name": "Bash", "input": DEEP_INPUT}
+        event = {**event, "type": "assistant", "message": {"id": f"msg_h{i}", "role": "assistant", "content": [tool]}}
+    elif kind == "timestamp":
+        event["timestamp"] = "0001-01-01T00:00:00+14:00"
+    elif kind == "nan":
+        event["message"]["content"] = [{"type": "text", "text": "x", "score": float("nan")}]
+    elif kind == "nul":
+        event["message"]["content"] = "binary \x00 output"
+    text = json.dumps(event)  # ASCII: a lone surrogate is written escaped, as JSON encoders do
+    w.raw(text.replace("\\ud83d", "\\ud83d").replace("\\x00", "\\u0000"))
 
 
 def build(steps: list[tuple], session: str) -> str:
@@ -136,6 +168,8 @@ def build(steps: list[tuple], session: str) -> str:
             w.raw(w.lines[step[1] % len(w.lines)])  # a line written twice (same uuid): skipped as a duplicate
         elif kind == "junk":
             w.raw(step[1])
+        elif kind == "hostile":
+            hostile_line(w, step[1], i)
     return w.text()
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from compaction import jsonvalues
 from compaction.messages import MessageError
 from compaction.usage import render_bar
 
@@ -90,6 +91,8 @@ class Command(BaseCommand):
             raise CommandError(f"{exc.detail} ({exc.code})") from None
         except MessageError as exc:
             raise CommandError(f"{exc.detail} ({exc.code})") from None
+        except OSError as exc:  # a file that can't be read or written
+            raise CommandError(str(exc)) from None
 
     # ------------------------------------------------------------------ helpers
 
@@ -179,9 +182,12 @@ class Command(BaseCommand):
     def do_count(self, options: dict[str, Any]) -> None:
         raw = sys.stdin.read()
         try:
-            body = json.loads(raw)
-        except json.JSONDecodeError as exc:
+            body = jsonvalues.loads(raw)
+        except ValueError as exc:
             raise CommandError(f"stdin is not JSON: {exc}") from None
+        unstorable = jsonvalues.problem(body)
+        if unstorable is not None:  # what POST /count_tokens/ refuses, refused here too
+            raise CommandError(f"{unstorable[1].replace('the value', 'stdin', 1)} ({unstorable[0]})")
         bodies = body if isinstance(body, list) else [body]
         results = [
             {"input_tokens": counting.count_request_tokens(b, model=options["model"]).input_tokens} for b in bodies
