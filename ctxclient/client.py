@@ -3,7 +3,7 @@
 Every method returns the decoded JSON answer. An answer with an error status raises ``ApiError``
 (``status``, ``code``, ``detail``, ``data``: the whole body); a server that can't be reached at all
 (refused, unresolvable, timed out, or a proxy answering 502/503/504) raises ``Unreachable``. Both are
-``CtxError``s.
+``CtxError``s. Each request is sent once unless the client was given a ``Retry`` (see ``retry.py``).
 """
 
 from __future__ import annotations
@@ -11,11 +11,16 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+from .errors import ApiError, CtxError, DeadlineExceeded, Unreachable
+from .retry import Retry, retry_after_seconds
 
 if TYPE_CHECKING:  # aliases for annotations only: the client runs on Python 3.8 too (macOS's python3)
     from typing import TypeAlias
@@ -23,7 +28,7 @@ if TYPE_CHECKING:  # aliases for annotations only: the client runs on Python 3.8
     SessionRef: TypeAlias = int | str  # a session's id, or its external id (the agent's own session id)
     JSON: TypeAlias = dict[str, Any]
 
-__all__ = ["ApiError", "Client", "CtxError", "Status", "Unreachable"]
+__all__ = ["ApiError", "Client", "CtxError", "DeadlineExceeded", "Retry", "Status", "Unreachable"]
 
 Level = Literal["compact", "summarize", "handoff"]
 
@@ -50,40 +55,22 @@ class Status(TypedDict, total=False):
     warnings: list[str]
 
 
-class CtxError(Exception):
-    """Anything this client raises."""
-
-
-class ApiError(CtxError):
-    """The server answered with an error status: ``{"detail", "code"}`` (and maybe more, in ``data``)."""
-
-    def __init__(self, status: int, code: str, detail: str, data: Mapping[str, Any] | None = None) -> None:
-        super().__init__(f"{status} {code}: {detail}")
-        self.status = status
-        self.code = code
-        self.detail = detail
-        self.data: dict[str, Any] = dict(data or {})
-
-
-class Unreachable(CtxError):
-    """No answer from ctxweb: the connection failed or timed out, or a proxy in front of it said it is down."""
-
-
 class Client:
     """``Client("http://127.0.0.1:8000", "ctx_…")``, or ``Client.from_env()`` (``CTX_URL``, ``CTX_API_KEY``)."""
 
-    def __init__(self, url: str, api_key: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, api_key: str, *, timeout: float = 10.0, retry: Retry | None = None) -> None:
         base = url.rstrip("/")
         if not base.endswith("/api/v1"):
             base += "/api/v1"
         self.base = base
         self.api_key = api_key
         self.timeout = timeout
+        self.retry = retry
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Client:
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, retry: Retry | None = None) -> Client:
         env = os.environ if environ is None else environ
-        return cls(env["CTX_URL"], env["CTX_API_KEY"], timeout=float(env.get("CTX_TIMEOUT") or 10))
+        return cls(env["CTX_URL"], env["CTX_API_KEY"], timeout=float(env.get("CTX_TIMEOUT") or 10), retry=retry)
 
     # ------------------------------------------------------------------ HTTP
 
@@ -101,13 +88,43 @@ class Client:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         req = urllib.request.Request(url, data=data, headers=headers, method=method)
+        if self.retry is None:
+            return self._send(req, self.timeout)
+        return self._send_retrying(req, self.retry, f"{method} {path}")
+
+    def _send_retrying(self, req: urllib.request.Request, retry: Retry, what: str) -> Any:
+        attempt = 0
+        while True:
+            left = retry.left()
+            if left < retry.min_attempt:
+                raise DeadlineExceeded(f"ctxweb: no time left to send {what} (the retry budget is spent)")
+            try:
+                # The socket timeout bounds each connect and read, so no attempt outlives the budget by much.
+                return self._send(req, min(self.timeout, left))
+            except CtxError as exc:
+                if not retry.retries(exc):
+                    raise
+                wait, left = retry.wait(exc, attempt), retry.left()
+                if wait + retry.min_attempt > left:
+                    asked = "the server asked for" if exc.retry_after else "backing off"
+                    retry.note(
+                        f"giving up on {what} after {attempt + 1} attempt(s): {exc} "
+                        f"({asked} {wait:.1f} s, {max(left, 0):.1f} s of the budget left)"
+                    )
+                    raise
+                retry.note(f"{what}: {exc}; retry {attempt + 1} in {wait:.1f} s")
+                time.sleep(wait)
+                attempt += 1
+
+    def _send(self, req: urllib.request.Request, timeout: float) -> Any:
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as response:
+            with urllib.request.urlopen(req, timeout=timeout) as response:
                 raw = response.read()
                 kind = response.headers.get_content_type()
         except urllib.error.HTTPError as exc:
             raise _api_error(exc) from None
-        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as exc:
+        # socket.timeout: a read timing out on Python < 3.10, where it isn't yet TimeoutError.
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, socket.timeout) as exc:  # noqa: UP041
             reason = getattr(exc, "reason", exc)
             raise Unreachable(f"ctxweb at {self.base} can't be reached: {reason}") from None
         if not raw:
@@ -303,8 +320,11 @@ def _api_error(exc: urllib.error.HTTPError) -> CtxError:
         data = {}
     if not isinstance(data, dict):
         data = {}
+    retry_after = retry_after_seconds(exc.headers)
     if exc.code in (502, 503, 504) and "code" not in data:
-        return Unreachable(f"ctxweb is not answering (HTTP {exc.code} from {exc.url})")
+        return Unreachable(
+            f"ctxweb is not answering (HTTP {exc.code} from {exc.url})", status=exc.code, retry_after=retry_after
+        )
     code = str(data.get("code") or "error")
     detail = str(data.get("detail") or exc.reason or f"HTTP {exc.code}")
-    return ApiError(exc.code, code, detail, data)
+    return ApiError(exc.code, code, detail, data, retry_after=retry_after)

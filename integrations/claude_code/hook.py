@@ -5,7 +5,8 @@ context window fills up. Standard library only (plus ``ctxclient`` from this rep
     python3 integrations/claude_code/hook.py      # Claude Code runs it; the event's JSON comes on stdin
 
 Environment: ``CTX_URL``, ``CTX_API_KEY``, ``CTX_PROJECT`` (project id or name); optional
-``CTX_STATE_DIR`` (default ``~/.cache/ctxweb/claude-code``), ``CTX_TIMEOUT`` (seconds, default 10),
+``CTX_STATE_DIR`` (default ``~/.cache/ctxweb/claude-code``), ``CTX_HOOK_BUDGET`` (seconds one run may
+take, default 8), ``CTX_TIMEOUT`` (seconds per request, default 10, cut to what is left of the budget),
 ``CTX_CHECKPOINT=0`` (never ask ctxweb for a checkpoint), ``CTX_DEBUG=1`` (errors on stderr too).
 
 Each run uploads the complete lines the transcript gained since the last acknowledged upload (a
@@ -15,7 +16,9 @@ id = Claude Code's ``session_id``) ends up equal to a ``ctx import`` of the file
 nothing below the policy's reminder level; the usage and the advice at or above it; above 90 % it
 asks ctxweb for a checkpoint (a summarize compaction) and tells the agent to wrap up. It always
 exits 0: an unreachable server, a bad key or anything else is logged to ``hook.log`` in the state
-directory and the next run catches up.
+directory and the next run catches up. Within its time budget it retries what may pass: 429 (after
+the ``Retry-After`` it asks for), 500/502/503/504 and lost connections, with backoff; a wait that
+would outlast the budget gives up at once, which is safe because the server ignores bytes it has.
 """
 
 from __future__ import annotations
@@ -35,16 +38,17 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 try:
-    from ctxclient import ApiError, Client, Unreachable
+    from ctxclient import ApiError, Client, Retry, Unreachable
 except ImportError:  # copied away from its repository: stay harmless
-    ApiError = Client = Unreachable = None  # type: ignore[assignment,misc]
+    ApiError = Client = Retry = Unreachable = None  # type: ignore[assignment,misc]
 
 FINAL_EVENTS = frozenset({"Stop", "SessionEnd", "PreCompact"})
 CHECKPOINT_PERCENT = 90.0
 MAX_UPLOAD = 4 * 1024 * 1024  # bytes per request; a longer single line goes alone
 MAX_RELOCATIONS = 3
 LOG_LIMIT = 256 * 1024
-LOCK_WAIT = 20.0
+LOCK_WAIT = 20.0  # at most; never more than half the run's budget
+DEFAULT_BUDGET = 8.0  # seconds a run may hold Claude Code up, retries included
 
 
 def main(
@@ -79,8 +83,10 @@ def run(event: Mapping[str, Any], env: Mapping[str, str]) -> str:
     directory = state_dir(env)
     ident = hashlib.sha256(f"{url}\n{project}\n{session_id}".encode()).hexdigest()[:32]
     state_path = directory / f"{ident}.json"
-    client = Client(url, key, timeout=float(env.get("CTX_TIMEOUT") or 10))
-    with _locked(directory / f"{ident}.lock"):
+    budget = _budget(env)
+    retry = Retry.within(budget, notify=lambda message: _log(env, message))
+    client = Client(url, key, timeout=float(env.get("CTX_TIMEOUT") or 10), retry=retry)
+    with _locked(directory / f"{ident}.lock", wait=min(LOCK_WAIT, budget / 2)):
         state = _load(state_path)
         try:
             answer = sync(
@@ -287,6 +293,14 @@ def _for_agent(hook_event: str, text: str) -> str:
 # ----------------------------------------------------------------------------- state, lock, log
 
 
+def _budget(env: Mapping[str, str]) -> float:
+    try:
+        budget = float(env.get("CTX_HOOK_BUDGET") or DEFAULT_BUDGET)
+    except ValueError:
+        return DEFAULT_BUDGET
+    return budget if 0 < budget < float("inf") else DEFAULT_BUDGET
+
+
 def state_dir(env: Mapping[str, str]) -> Path:
     if env.get("CTX_STATE_DIR"):
         return Path(env["CTX_STATE_DIR"]).expanduser()
@@ -310,9 +324,9 @@ def _save(path: Path, state: Mapping[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, *, wait: float) -> Iterator[None]:
     """One run at a time per session (Claude Code may run hooks in parallel). Only an optimisation:
-    the server's offset check keeps concurrent uploads correct, so after a while it goes on without."""
+    the server's offset check keeps concurrent uploads correct, so after ``wait`` it goes on without."""
     try:
         import fcntl
     except ImportError:  # Windows
@@ -320,7 +334,7 @@ def _locked(path: Path) -> Iterator[None]:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
-        deadline = time.monotonic() + LOCK_WAIT
+        deadline = time.monotonic() + wait
         locked = False
         while not locked and time.monotonic() < deadline:
             try:
