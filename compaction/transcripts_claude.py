@@ -53,6 +53,8 @@ from .transcripts import (
 )
 
 MAIN = "main"
+# What the Claude Code hook sends in place of a line longer than it uploads (integrations/claude_code).
+LINE_TOO_LONG = "ctxweb-line-too-long"
 SYNTHETIC_MODEL = "<synthetic>"  # Claude Code's own stand-in messages (API errors, interruptions)
 
 
@@ -162,6 +164,15 @@ class ClaudeCodeReader:
             return
         event = jsonvalues.clean(event, self.cleaned)
         kind = event.get("type")
+        if kind == LINE_TOO_LONG:
+            size = event.get("bytes")
+            self._unreadable(
+                "too_long",
+                f"a line of {size:,} bytes was too long to upload and was left out"
+                if isinstance(size, int)
+                else "a line too long to upload was left out",
+            )
+            return
         if kind in ("user", "assistant") and isinstance(event.get("message"), dict):
             uuid = nonempty_str(event.get("uuid"))
             if uuid is not None and uuid in self._message_uuids:

@@ -45,6 +45,10 @@ except ImportError:  # copied away from its repository: stay harmless
 FINAL_EVENTS = frozenset({"Stop", "SessionEnd", "PreCompact"})
 CHECKPOINT_PERCENT = 90.0
 MAX_UPLOAD = 4 * 1024 * 1024  # bytes per request; a longer single line goes alone
+# A line longer than this (a huge tool output or image) is sent as a short note instead, which the
+# server records as a skipped line: one line must not block the stream by exceeding the server's body
+# limit (CTX_MAX_BODY_BYTES, 16 MiB by default; JSON escaping can double a line).
+MAX_LINE = 7 * 1024 * 1024
 MAX_RELOCATIONS = 3
 LOG_LIMIT = 256 * 1024
 LOCK_WAIT = 20.0  # at most; never more than half the run's budget
@@ -145,7 +149,7 @@ def sync(
         while True:
             end = _slice_end(f, file_pos, limit, max_upload)
             f.seek(file_pos)
-            lines = f.read(end - file_pos).decode("utf-8", errors="replace")
+            lines = as_sent(f.read(end - file_pos))
             try:
                 answer = client.upload_transcript(
                     project, external_id, lines, offset=sent, final=final and end >= limit, name=path.stem
@@ -210,12 +214,8 @@ def _locate(f: BinaryIO, limit: int, target: int, file_pos: int, sent: int) -> t
     """The file position where the server's byte ``target`` starts, on a line boundary; else the top."""
     if target == sent:
         return file_pos, sent
-    if file_pos == sent and 0 <= target <= limit:
-        if target == 0:
-            return 0, 0
-        f.seek(target - 1)
-        if f.read(1) == b"\n":
-            return target, target
+    if target == 0:
+        return 0, 0
     f.seek(0)
     pos = acc = 0
     while pos < limit and acc < target:
@@ -223,8 +223,22 @@ def _locate(f: BinaryIO, limit: int, target: int, file_pos: int, sent: int) -> t
         if not line:
             break
         pos += len(line)
-        acc += len(line.decode("utf-8", errors="replace").encode("utf-8"))
+        acc += len(as_sent(line).encode("utf-8"))
     return (pos, acc) if acc == target and pos <= limit else (0, 0)
+
+
+def as_sent(raw: bytes) -> str:
+    """What the server receives for these whole lines: their text (bytes that aren't UTF-8 replaced),
+    with each line longer than ``MAX_LINE`` replaced by a note of its size."""
+    if len(raw) <= MAX_LINE:
+        return raw.decode("utf-8", errors="replace")
+    lines = raw.splitlines(keepends=True)
+    return "".join(
+        line.decode("utf-8", errors="replace")
+        if len(line) <= MAX_LINE
+        else json.dumps({"type": "ctxweb-line-too-long", "bytes": len(line)}) + "\n"
+        for line in lines
+    )
 
 
 # ----------------------------------------------------------------------------- advice

@@ -357,3 +357,31 @@ def test_a_handed_off_session_is_said_once(owner, live_server, tmp_path):
     first = agent.run("UserPromptSubmit")
     assert first.startswith("ctxweb: session") and "handed off" in first
     assert agent.run("UserPromptSubmit") == ""
+
+
+def test_a_line_too_long_to_upload_is_left_out_recorded_and_the_rest_goes_on(owner, live_server, tmp_path, monkeypatch):
+    """A line over the hook's limit (a huge tool output or image) is sent as a note of its size: the server
+    records it as a skipped line, and everything after it is stored — even after the hook lost its state."""
+    persona, project, _ = owner
+    monkeypatch.setattr(hook, "MAX_LINE", 3000)
+    t = agent_session(1)
+    t.prompt("before the big one")
+    t.result("toolu_1", "x" * 5000)  # one line of ~5 kB
+    t.prompt("after the big one")
+    data = t.text().encode()
+    agent = Agent(tmp_path, live_server.url, persona.key, project.name, "cc-big")
+    agent.write(data)
+    agent.run("Stop")
+    session = AgentSession.objects.get(external_id="cc-big")
+    texts = [m.content for m in Message.objects.filter(session=session).order_by("seq")]
+    assert texts[-2:] == ["before the big one", "after the big one"]
+    session.refresh_from_db()
+    assert session.rejected_count == 1 and "too long to upload" in session.rejected_reason
+    # the hook loses its state: it finds its place again although the server's offsets differ from the file's
+    for f in Path(agent.env["CTX_STATE_DIR"]).glob("*.json"):
+        f.unlink()
+    t.prompt("later")
+    agent.write(t.text().encode()[len(data) :])
+    agent.run("Stop")
+    assert Message.objects.filter(session=session).order_by("-seq").first().content == "later"
+    assert AgentSession.objects.get(pk=session.pk).rejected_count == 1
