@@ -241,3 +241,50 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# ----------------------------------------------------------------------------- sign-in lockout and CSP
+# Both described in docs/CONFIGURATION.md ("Sign-in lockout", "Content-Security-Policy").
+from datetime import timedelta  # noqa: E402
+
+from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE  # noqa: E402
+
+INSTALLED_APPS += ["axes", "csp"]
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1, "csp.middleware.CSPMiddleware")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as django-axes asks: it turns a lockout into a page
+
+# django-axes: after CTX_LOGIN_FAILURE_LIMIT failed sign-ins for one username from one address, that
+# pair is refused (429, registration/locked_out.html) until CTX_LOGIN_LOCKOUT_MINUTES pass without
+# another failed attempt. /accounts/login/ and /admin/login/ both authenticate through it; API keys don't.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_ENABLED = env.bool("CTX_LOGIN_LOCKOUT", default=True)
+AXES_FAILURE_LIMIT = env.int("CTX_LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("CTX_LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # one address can't lock a user out everywhere
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_DISABLE_ACCESS_LOG = True  # keep failed attempts only (they expire); successful sign-ins aren't logged
+CTX_BEHIND_PROXY = env.bool("CTX_BEHIND_PROXY", default=False)
+AXES_CLIENT_IP_CALLABLE = "ctxweb.lockout.client_ip"
+
+# django-csp: scripts and <style> elements only from this origin or with the response's nonce (the
+# API docs page's inline init script and style carry it); style *attributes* are allowed, for the
+# widths of the usage bars. htmx's own injected <style> is switched off in base.html.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, NONCE],
+        "style-src-attr": [UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+        "upgrade-insecure-requests": CTX_HTTPS,
+    },
+}
+# Swagger UI: no badge image fetched from validator.swagger.io (the policy would block it anyway).
+SPECTACULAR_SETTINGS["SWAGGER_UI_SETTINGS"] = {"deepLinking": True, "validatorUrl": None}
+# ----------------------------------------------------------------------------- end: sign-in lockout and CSP

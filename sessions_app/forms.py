@@ -10,7 +10,8 @@ from django.contrib.auth import get_user_model
 
 from compaction.policy import PRESETS
 
-from .models import CompactionPolicy, Level, Role, SessionStatus
+from .models import CompactionPolicy, Level, Project, Role, SessionStatus
+from .services import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
 
 
 class CompactionForm(forms.Form):
@@ -89,3 +90,14 @@ class PolicyForm(forms.ModelForm):
 
 class ApiKeyForm(forms.Form):
     name = forms.CharField(required=False, max_length=100, help_text="What the key is for, e.g. the agent's host.")
+
+
+class ProjectForm(forms.ModelForm):
+    """A project as admin edits it, with the same limits as the API and ``project_create``."""
+
+    name = forms.CharField(max_length=PROJECT_NAME_MAX)
+    description = forms.CharField(required=False, max_length=PROJECT_DESCRIPTION_MAX, widget=forms.Textarea)
+
+    class Meta:
+        model = Project
+        fields = ["name", "description", "context_document", "created_by"]

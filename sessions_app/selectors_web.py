@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -19,6 +19,12 @@ from .planning import strategy_totals
 from .reverting import newest_revertible_id, revert_refusal
 
 LONG_TEXT = 600  # characters; longer content starts collapsed
+# However large a message, the session page (and its live reloads) shows a bounded excerpt of it:
+# at most this many characters of each block, and this many blocks; the rest is on the message's page.
+EXCERPT_CHARS = 3000
+EXCERPT_BLOCKS = 20
+TITLE_CHARS = 200
+PAGE_CHARS = 100_000  # characters of one message per page of its own view
 SEGMENTS = (
     ("system_prompt", "System prompt"),
     ("tool_definitions", "Tool definitions"),
@@ -156,6 +162,8 @@ class Block:
     long: bool = False
     compacted: bool = False
     error: bool = False
+    offset: int = 0  # characters of this block before ``body`` (not shown here)
+    hidden: int = 0  # characters of this block after ``body`` (not shown here)
 
 
 @dataclass
@@ -163,6 +171,7 @@ class Entry:
     message: Message
     tokens: int
     blocks: list[Block] = field(default_factory=list)
+    hidden_blocks: int = 0
 
     @property
     def compacted(self) -> bool:
@@ -194,13 +203,48 @@ def blocks_of(content: Any) -> list[Block]:
 
 
 def _block(kind: str, title: str, body: str) -> Block:
-    return Block(kind, title, body, long=len(body) > LONG_TEXT, compacted=MARK in body)
+    return Block(kind, title[:TITLE_CHARS], body, long=len(body) > LONG_TEXT, compacted=MARK in body)
+
+
+def excerpt(blocks: list[Block]) -> tuple[list[Block], int]:
+    """The first blocks, each cut to EXCERPT_CHARS, and how many blocks were left out."""
+    shown = [_cut(b, EXCERPT_CHARS) for b in blocks[:EXCERPT_BLOCKS]]
+    return shown, len(blocks) - len(shown)
+
+
+def _cut(block: Block, chars: int) -> Block:
+    if len(block.body) <= chars:
+        return block
+    return replace(block, body=block.body[:chars], hidden=len(block.body) - chars)
 
 
 def timeline(session: AgentSession, *, limit: int = 200) -> list[Entry]:
     factor = selectors.model_info(session.model).calibration
     rows = list(Message.objects.filter(session=session).order_by("-seq")[:limit])
-    return [Entry(m, calibrate(m.tokens, factor), blocks_of(m.content)) for m in reversed(rows)]
+    return [Entry(m, calibrate(m.tokens, factor), *excerpt(blocks_of(m.content))) for m in reversed(rows)]
+
+
+class MessageText:
+    """A message's blocks as one run of characters, so that Django's Paginator pages through it: a
+    slice is the blocks, or the parts of blocks, that fall within it. An empty block takes one place,
+    so its title still shows."""
+
+    def __init__(self, blocks: list[Block]) -> None:
+        self.blocks = blocks
+
+    def __len__(self) -> int:
+        return sum(max(len(b.body), 1) for b in self.blocks)
+
+    def __getitem__(self, window: slice) -> list[Block]:
+        start, stop = window.start or 0, window.stop
+        out, position = [], 0
+        for block in self.blocks:
+            end = position + max(len(block.body), 1)
+            if position < stop and end > start:
+                lo, hi = max(start - position, 0), min(stop - position, len(block.body))
+                out.append(replace(block, body=block.body[lo:hi], offset=lo, hidden=max(len(block.body) - hi, 0)))
+            position = end
+        return out
 
 
 def message_original(message: Message) -> list[Block] | None:

@@ -25,5 +25,6 @@ urlpatterns = [
     path("sessions/<int:session_id>/compactions/", views_actions.compaction_run, name="compaction-run"),
     path("sessions/<int:session_id>/handoff/", views_actions.handoff_create, name="handoff-create"),
     path("compactions/<int:compaction_id>/revert/", views_actions.compaction_revert, name="compaction-revert"),
+    path("messages/<int:message_id>/", views.message_detail, name="message"),
     path("messages/<int:message_id>/original/", views.message_original, name="message-original"),
 ]

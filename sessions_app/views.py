@@ -142,12 +142,36 @@ def session_timeline(request: HttpRequest, session_id: int) -> HttpResponse:
     return render(request, "sessions_app/_timeline.html", {"session": session, "entries": pages.timeline(session)})
 
 
-@login_required
-def message_original(request: HttpRequest, message_id: int) -> HttpResponse:
+def _message_for(request: HttpRequest, message_id: int) -> Message:
     message = Message.objects.filter(pk=message_id).select_related("session").first()
     if message is None:
         raise Http404("Message not found")
-    session = session_for(request, message.session_id)
-    context = {"session": session, "message": message, "blocks": pages.message_original(message)}
-    template = "sessions_app/_original.html" if is_htmx(request) else "sessions_app/message_original.html"
-    return render(request, template, context)
+    message.session = session_for(request, message.session_id)
+    return message
+
+
+def _message_page(
+    request: HttpRequest, message: Message, blocks: list[pages.Block] | None, *, original: bool
+) -> HttpResponse:
+    """A whole message, PAGE_CHARS characters at a time: however large, each answer stays a page."""
+    page = Paginator(pages.MessageText(blocks or []), pages.PAGE_CHARS).get_page(request.GET.get("page"))
+    context = {"session": message.session, "message": message, "page": page, "original": original}
+    return render(request, "sessions_app/message.html", {**context, "gone": blocks is None})
+
+
+@login_required
+def message_detail(request: HttpRequest, message_id: int) -> HttpResponse:
+    message = _message_for(request, message_id)
+    return _message_page(request, message, pages.blocks_of(message.content), original=False)
+
+
+@login_required
+def message_original(request: HttpRequest, message_id: int) -> HttpResponse:
+    """What a compacted message said before: an excerpt in the timeline (htmx), else in full, paged."""
+    message = _message_for(request, message_id)
+    blocks = pages.message_original(message)
+    if not is_htmx(request):
+        return _message_page(request, message, blocks, original=True)
+    shown, hidden_blocks = pages.excerpt(blocks) if blocks is not None else (None, 0)
+    context = {"session": message.session, "message": message, "blocks": shown, "hidden_blocks": hidden_blocks}
+    return render(request, "sessions_app/_original.html", context)

@@ -129,10 +129,15 @@ def policy_update(request: HttpRequest, project_id: int) -> HttpResponse:
 # ----------------------------------------------------------------------------- API keys (the user's own)
 
 
-def _keys_page(request: HttpRequest, *, status: int = 200, **extra: Any) -> HttpResponse:
+def _keys_origin(request: HttpRequest) -> Project | None:
+    """The settings page a key form was posted from, if any. Resolved (and the user's right to it
+    checked) before anything is written, so a refused request creates or revokes nothing."""
     project_id = request.POST.get("project") or request.GET.get("project")
-    if project_id:
-        project = project_for(request, project_id, min_role=Role.ADMIN)
+    return project_for(request, project_id, min_role=Role.ADMIN) if project_id else None
+
+
+def _keys_page(request: HttpRequest, project: Project | None, *, status: int = 200, **extra: Any) -> HttpResponse:
+    if project is not None:
         return render_settings(request, project, status=status, **extra)
     context = {
         "keys": ApiKey.objects.filter(user=request.user).order_by("-created_at"),
@@ -144,18 +149,19 @@ def _keys_page(request: HttpRequest, *, status: int = 200, **extra: Any) -> Http
 
 @login_required
 def keys(request: HttpRequest) -> HttpResponse:
-    return _keys_page(request)
+    return _keys_page(request, _keys_origin(request))
 
 
 @login_required
 @require_POST
 def key_create(request: HttpRequest) -> HttpResponse:
+    project = _keys_origin(request)
     form = ApiKeyForm(request.POST)
     if not form.is_valid():
-        return _keys_page(request, key_form=form, status=400)
+        return _keys_page(request, project, key_form=form, status=400)
     key, raw = services.apikey_create(user=request.user, name=form.cleaned_data["name"])
     # Shown once, in this answer only: it is stored hashed.
-    return _keys_page(request, new_key={"key": key, "raw": raw})
+    return _keys_page(request, project, new_key={"key": key, "raw": raw})
 
 
 @login_required
@@ -164,9 +170,7 @@ def key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
     key = ApiKey.objects.filter(pk=key_id, user=request.user).first()
     if key is None:
         raise Http404("API key not found")
-    # Where to go back to is checked first, so a refused request revokes nothing.
-    back_to = request.POST.get("project")
-    project = project_for(request, back_to, min_role=Role.ADMIN) if back_to else None
+    project = _keys_origin(request)
     services.apikey_revoke(key=key)
     messages.success(request, f"Key {key.prefix}… revoked.")
     return redirect(_settings_url(project, "#keys") if project else "web:keys")

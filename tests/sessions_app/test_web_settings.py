@@ -157,3 +157,24 @@ def test_the_last_admin_cannot_demote_themselves_through_add_member(as_user, tea
     field = response.content.decode().split('id="id_role"', 1)[1].split("</p>", 1)[0]
     assert "at least one admin" in field
     assert Membership.objects.get(project=team.project, user=team.alice.user).role == "admin"
+
+
+def test_a_key_for_a_project_one_cannot_administer_is_refused_before_it_is_made(as_user, team):
+    """The settings page a key form names is checked first: a refused request creates no key."""
+    for persona, status in ((team.carol, 403), (team.bob, 403), (team.mallory, 404)):
+        before = set(ApiKey.objects.values_list("pk", flat=True))
+        response = as_user(persona).post(url("key-create"), {"name": "sneaky", "project": team.project.pk})
+        assert response.status_code == status, persona.user.username
+        assert set(ApiKey.objects.values_list("pk", flat=True)) == before, persona.user.username
+    assert not ApiKey.objects.filter(name="sneaky").exists()
+
+    created = as_user(team.alice).post(url("key-create"), {"name": "ci", "project": team.project.pk})
+    assert created.status_code == 200 and 'id="new-key-value"' in created.content.decode()
+    assert ApiKey.objects.filter(user=team.alice.user, name="ci").count() == 1
+
+
+def test_revoking_through_a_project_one_cannot_administer_revokes_nothing(as_user, team):
+    key = ApiKey.objects.get(user=team.carol.user)
+    assert as_user(team.carol).post(url("key-revoke", key.pk), {"project": team.project.pk}).status_code == 403
+    key.refresh_from_db()
+    assert key.revoked_at is None
