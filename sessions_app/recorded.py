@@ -28,8 +28,8 @@ from compaction.messages import MessageError, NormalizedMessage, normalize_messa
 from compaction.transcripts import Conversation
 
 from . import services
-from .errors import Conflict, InvalidInput
-from .models import AgentSession, IngestRejection, Message, MessageState, SessionStatus, ToolUse
+from .errors import InvalidInput
+from .models import AgentSession, IngestRejection, Message, MessageState, ToolUse
 
 NAME_MAX, MODEL_MAX, EXTERNAL_ID_MAX = (services.SESSION_TEXT_LIMITS[f] for f in ("name", "model", "external_id"))
 
@@ -175,12 +175,7 @@ def message_extend(*, session: AgentSession, client_id: str, message: Normalized
     stores the new blocks as a message of their own (a valid request either way)."""
     tokens = services.offline_tokenizer().count_message(message.role, message.content)
     with transaction.atomic():
-        locked = AgentSession.objects.select_for_update().get(pk=session.pk)
-        if locked.status != SessionStatus.ACTIVE:
-            raise Conflict(
-                f"Session {locked.pk} is {locked.status.replace('_', ' ')}; append to its continuation instead.",
-                code="session_closed",
-            )
+        locked = services.lock_open_session(session)
         row = Message.objects.select_for_update().filter(session=locked, client_id=client_id).first()
         if (
             row is None

@@ -271,12 +271,7 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
     counts = [tokenizer.count_message(m.role, m.content) for m in messages]
     now = timezone.now()
     with transaction.atomic():
-        locked = AgentSession.objects.select_for_update().get(pk=session.pk)
-        if locked.status != SessionStatus.ACTIVE:
-            raise Conflict(
-                f"Session {locked.pk} is {locked.status.replace('_', ' ')}; append to its continuation instead.",
-                code="session_closed",
-            )
+        locked = lock_open_session(session)
         client_ids = [m.client_id for m in messages if m.client_id]
         existing = (
             {row.client_id: row for row in Message.objects.filter(session=locked, client_id__in=client_ids)}
@@ -343,6 +338,17 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
         and (existing[m.client_id].role, existing[m.client_id].content) != (m.role, m.content)
     )
     return AppendResult(messages=ordered, created=len(rows), session=locked, mismatched=mismatched)
+
+
+def lock_open_session(session: AgentSession) -> AgentSession:
+    """The session's row, locked (inside a transaction), if it still takes messages."""
+    locked = AgentSession.objects.select_for_update().get(pk=session.pk)
+    if locked.status != SessionStatus.ACTIVE:
+        raise Conflict(
+            f"Session {locked.pk} is {locked.status.replace('_', ' ')}; append to its continuation instead.",
+            code="session_closed",
+        )
+    return locked
 
 
 def _tool_use_ids(row: Message) -> list[str]:

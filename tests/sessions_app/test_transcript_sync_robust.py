@@ -5,23 +5,14 @@ upload takes its late blocks, in place or, once compacted, as a message of its o
 from __future__ import annotations
 
 import pytest
-from django.core.cache import cache
 
-from sessions_app import selectors, transcript_sync
+from sessions_app import selectors
 from sessions_app.models import AgentSession, IngestRejection, Message, MessageState
+from tests.sessions_app.test_transcript_sync import _forget_cached_transcripts  # noqa: F401 - autouse fixture
+from tests.sessions_app.test_transcript_sync import upload as upload_as
 from tests.transcript_stream import Writer, text_block, tool_block
 
 pytestmark = pytest.mark.django_db
-
-URL = "/api/v1/sessions/transcript/"
-
-
-@pytest.fixture(autouse=True)
-def _forget_cached_transcripts(db):
-    yield
-    for session in AgentSession.objects.all():
-        if key := transcript_sync.cache_key(session):
-            cache.delete(key)
 
 
 @pytest.fixture
@@ -30,8 +21,7 @@ def bob(team, api_as):
 
 
 def upload(client, team, lines: str, offset: int, **extra):
-    body = {"project": str(team.project.pk), "external_id": "cc-robust", "offset": offset, "lines": lines, **extra}
-    return client.post(URL, body)
+    return upload_as(client, team, lines, offset, external_id="cc-robust", **extra)
 
 
 def test_an_unreadable_line_is_rejected_recorded_and_the_rest_is_stored(bob, team):
@@ -55,15 +45,20 @@ def test_an_unreadable_line_is_rejected_recorded_and_the_rest_is_stored(bob, tea
     assert AgentSession.objects.get(pk=body["session"]).rejected_count == 1
 
 
-def test_a_message_the_session_refuses_is_skipped_and_the_rest_stored(bob, team, api_as):
-    """Someone posted a tool call with the same id by hand: the transcript's call is refused (recorded),
-    and everything after it is stored."""
+def with_a_call_posted_by_hand(bob, team) -> tuple[Writer, dict, int]:
+    """A synced session to which someone posted a tool call ``toolu_x`` by hand; the transcript so far."""
     w = Writer("cc-robust")
     w.prompt("go")
     first = upload(bob, team, w.text(), 0, final=True).json()
     hand = {"role": "assistant", "content": [tool_block("toolu_x", "by hand")]}
     assert bob.post(f"/api/v1/sessions/{first['session']}/messages/", hand).status_code == 201
-    start = len(w.text().encode())
+    return w, first, len(w.text().encode())
+
+
+def test_a_message_the_session_refuses_is_skipped_and_the_rest_stored(bob, team, api_as):
+    """Someone posted a tool call with the same id by hand: the transcript's call is refused (recorded),
+    and everything after it is stored."""
+    w, first, start = with_a_call_posted_by_hand(bob, team)
     w.block("msg_1", tool_block("toolu_x", "from the transcript"))
     w.result("toolu_x", "output")
     w.block("msg_2", text_block("done"))
@@ -134,12 +129,7 @@ def test_the_rejections_show_in_admin(bob, team, client, django_user_model):
 
 
 def test_results_of_a_refused_call_are_kept_as_text(bob, team):
-    w = Writer("cc-robust")
-    w.prompt("go")
-    first = upload(bob, team, w.text(), 0, final=True).json()
-    hand = {"role": "assistant", "content": [tool_block("toolu_x", "by hand")]}
-    assert bob.post(f"/api/v1/sessions/{first['session']}/messages/", hand).status_code == 201
-    start = len(w.text().encode())
+    w, first, start = with_a_call_posted_by_hand(bob, team)
     w.block("msg_1", tool_block("toolu_x", "x"))  # refused: the session has toolu_x
     w.block("msg_1", tool_block("toolu_y", "y"))
     w.event(
