@@ -6,7 +6,8 @@ recursion limit when a value is rendered or walked) hold only values that have:
 - no lone UTF-16 surrogate (``"\\ud83d"``, say tool output cut inside an emoji): not UTF-8 at all;
 - no U+0000: PostgreSQL refuses it in text and jsonb;
 - no nesting deeper than ``MAX_DEPTH`` containers;
-- no NaN or infinity (not JSON; jsonb refuses them).
+- no NaN or infinity (not JSON; jsonb refuses them);
+- no float of 2**53 or more, which jsonb would turn into another number (``loads`` makes them integers).
 
 Input a person or program sends through the API is *checked* (``problem``) and refused with a
 clear error. Recorded transcripts, which nobody can fix, are *cleaned* (``clean``): a lone surrogate
@@ -134,9 +135,21 @@ def loads(text: str | bytes, *, allow_nan: bool = False) -> Any:
     other malformed input raises, and refuses NaN and infinities unless ``allow_nan`` (recorded
     files keep them until ``clean`` turns them into null)."""
     try:
-        return json.loads(text) if allow_nan else json.loads(text, parse_constant=_refuse_constant)
+        if allow_nan:
+            return json.loads(text, parse_float=_number)
+        return json.loads(text, parse_float=_number, parse_constant=_refuse_constant)
     except RecursionError:
         raise ValueError("JSON nested too deeply to read") from None
+
+
+def _number(text: str) -> float | int:
+    """A JSON number with a fraction or exponent. PostgreSQL's jsonb keeps numbers as exact decimals,
+    so a float of 2**53 or more would read back as the digits of its shortest form, a different
+    number; every such float is a whole number, so it is kept as that integer (equal to it)."""
+    value = float(text)
+    if math.isfinite(value) and abs(value) >= 2**53:
+        return int(value)
+    return value
 
 
 def _refuse_constant(name: str) -> Any:

@@ -10,7 +10,6 @@ agent that resends it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -218,9 +217,14 @@ def _with_tool_calls(content: str | list[dict[str, Any]], tool_calls: Any, fail)
             raise fail(f"tool_calls[{i}] needs 'id' and 'function': {{'name', 'arguments'}}", "invalid_content")
         arguments = fn.get("arguments", "{}")
         try:
-            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
-        except json.JSONDecodeError:
+            parsed = jsonvalues.loads(arguments) if isinstance(arguments, str) else arguments
+        except ValueError:
             parsed = {"_raw": arguments}
+        # The arguments' own JSON text may hold what the message's did not: check it as the body was.
+        unstorable = jsonvalues.problem(parsed, where=f"tool_calls[{i}].function.arguments")
+        if unstorable is not None:
+            raise fail(unstorable[1], unstorable[0])
+        parsed = _without_nul(parsed)
         if not isinstance(parsed, dict):
             parsed = {"_value": parsed}
         blocks.append({"type": "tool_use", "id": call["id"], "name": fn["name"], "input": parsed})

@@ -245,7 +245,7 @@ def tool_input(raw: Any) -> dict[str, Any]:
         if not raw.strip():
             return {}
         try:
-            parsed = json.loads(raw)
+            parsed = jsonvalues.clean(jsonvalues.loads(raw, allow_nan=True))  # recorded: cleaned, never refused
         except ValueError:
             return {"_raw": raw}
         return parsed if isinstance(parsed, dict) else {"_value": parsed}
@@ -371,7 +371,7 @@ def _swe_agent(obj: dict[str, Any], skipped: Counter[str]) -> Conversation:
     config = obj.get("replay_config")
     if isinstance(config, str):  # older SWE-agent versions store it as JSON text
         try:
-            config = json.loads(config)
+            config = jsonvalues.clean(jsonvalues.loads(config, allow_nan=True))
         except ValueError:
             config = None
     config = config if isinstance(config, dict) else {}

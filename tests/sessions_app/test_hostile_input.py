@@ -320,3 +320,38 @@ def test_ctx_count_errors_are_one_command_error_line(monkeypatch, stdin):
     with pytest.raises(CommandError) as caught:
         call_command("ctx", "count")
     assert "\n" not in str(caught.value) and str(caught.value)
+
+
+def test_huge_numbers_read_back_as_the_same_numbers(api, session_of):
+    """jsonb keeps exact decimals: a float past 2**53 would read back as another number, so it is stored
+    as the integer it is."""
+    session = session_of()
+    numbers = [-5.332568515768396e80, 1.2172840000000001e16, 1.7976931348623157e308, 2**80, -(2**70), 0.1, -0.0, 5e-324]
+    call = {"type": "tool_use", "id": "t1", "name": "calc", "input": {"numbers": numbers}}
+    assert api.post(messages_url(session), {"role": "assistant", "content": [call]}).status_code == 201
+    stored = api.get(f"/api/v1/sessions/{session.pk}/messages/").json()["results"][0]["content"][0]["input"]["numbers"]
+    assert stored == numbers
+    assert Message.objects.get(session=session).content[0]["input"]["numbers"] == numbers
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [('{"a": "\\ud83d"}', "invalid_unicode"), ('{"a": ' + "[" * 100 + "]" * 100 + "}", "too_deep")],
+    ids=["surrogate", "deep"],
+)
+def test_openai_tool_call_arguments_are_checked_like_the_body(api, session_of, arguments, code):
+    session = session_of()
+    before = counts()
+    message = {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": arguments}}]}
+    assert_refused(api.post(messages_url(session), message), code, before)
+
+
+def test_nul_in_openai_tool_call_arguments_is_replaced_as_in_content(api, session_of):
+    session = session_of()
+    message = {
+        "role": "assistant",
+        "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": '{"a": "x\\u0000y"}'}}],
+    }
+    assert api.post(messages_url(session), message).status_code == 201
+    assert Message.objects.get(session=session).content[0]["input"] == {"a": "x\ufffdy"}
+    assert_reads_back(api, session.pk)
