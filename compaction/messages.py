@@ -20,6 +20,7 @@ from .types import ROLES
 NUL, REPLACEMENT = "\x00", "\ufffd"
 BLOCK_TYPES = ("text", "tool_use", "tool_result", "image", "thinking", "redacted_thinking", "document")
 CLIENT_ID_MAX = 200
+TOOL_ID_MAX = 255  # the ToolUse index's column
 # Real UTC offsets run from -12:00 to +14:00; PostgreSQL refuses beyond ±15:59, Python reads up to ±23:59.
 MAX_UTC_OFFSET = timedelta(hours=14)
 # A moment whose UTC value falls outside these can't be stored and read back as a Python datetime.
@@ -159,7 +160,8 @@ def parse_created_at(value: str) -> datetime | None:
     except ValueError:
         return None
     offset = parsed.utcoffset()
-    if offset is not None and abs(offset) > MAX_UTC_OFFSET:
+    # PostgreSQL takes offsets in whole minutes up to ±15:59; real ones run from -12:00 to +14:00.
+    if offset is not None and (abs(offset) > MAX_UTC_OFFSET or offset % timedelta(minutes=1)):
         return None
     try:
         moment = parsed.astimezone(UTC) if offset is not None else parsed.replace(tzinfo=UTC)
@@ -179,11 +181,15 @@ def _normalize_block(block: Any, fail, where: str) -> dict[str, Any]:
     if kind == "tool_use":
         if not _nonempty_str(block.get("id")) or not _nonempty_str(block.get("name")):
             raise fail(f"{where}: a tool_use block needs string 'id' and 'name'", "invalid_content")
+        if len(block["id"]) > TOOL_ID_MAX:
+            raise fail(f"{where}: a tool_use id is at most {TOOL_ID_MAX} characters", "invalid_content")
         if not isinstance(block.get("input", {}), dict):
             raise fail(f"{where}: tool_use 'input' must be an object", "invalid_content")
     if kind == "tool_result":
         if not _nonempty_str(block.get("tool_use_id")):
             raise fail(f"{where}: a tool_result block needs a string 'tool_use_id'", "invalid_content")
+        if len(block["tool_use_id"]) > TOOL_ID_MAX:
+            raise fail(f"{where}: a tool_use_id is at most {TOOL_ID_MAX} characters", "invalid_content")
         inner = block.get("content", "")
         if isinstance(inner, list):
             for j, part in enumerate(inner):

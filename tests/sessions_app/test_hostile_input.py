@@ -355,3 +355,10 @@ def test_nul_in_openai_tool_call_arguments_is_replaced_as_in_content(api, sessio
     assert api.post(messages_url(session), message).status_code == 201
     assert Message.objects.get(session=session).content[0]["input"] == {"a": "x\ufffdy"}
     assert_reads_back(api, session.pk)
+
+
+def test_a_tool_use_id_longer_than_the_index_column_is_a_400(api, session_of):
+    session = session_of()
+    before = counts()
+    call = {"type": "tool_use", "id": "c" * 256, "name": "Bash", "input": {}}
+    assert_refused(api.post(messages_url(session), {"role": "assistant", "content": [call]}), "invalid_content", before)
