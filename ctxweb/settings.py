@@ -60,7 +60,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "sessions_app.context_processors.projects",
+                "sessions_app.web.context_processors.projects",
             ],
         },
     },

@@ -8,7 +8,7 @@ urlpatterns = [
     path("api/v1/", include("sessions_app.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("", include("sessions_app.urls")),
+    path("", include("sessions_app.web.urls")),
 ]
 
 handler404 = "sessions_app.api.errors.page_not_found"  # JSON under /api/, Django's page elsewhere

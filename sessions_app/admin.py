@@ -5,10 +5,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from compaction.policy import PRESETS
-
-from . import services
-from .forms import ProjectForm
-from .models import (
+from sessions_app.models import (
     AgentSession,
     ApiKey,
     ArchiveEntry,
@@ -23,6 +20,8 @@ from .models import (
     ModelProfile,
     Project,
 )
+from sessions_app.services import keys, projects
+from sessions_app.web.forms import ProjectForm
 
 
 class MembershipInline(admin.TabularInline):
@@ -59,7 +58,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        key, raw = services.apikey_create(user=obj.user, name=obj.name)
+        key, raw = keys.apikey_create(user=obj.user, name=obj.name)
         obj.pk = key.pk
         obj.prefix, obj.key_hash, obj.created_at = key.prefix, key.key_hash, key.created_at
         self.message_user(
@@ -69,7 +68,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         for key in queryset:
-            services.apikey_revoke(key=key)
+            keys.apikey_revoke(key=key)
         self.message_user(request, f"Revoked {queryset.count()} key(s).")
 
 
@@ -91,7 +90,7 @@ class ModelProfileAdmin(admin.ModelAdmin):
 def _preset_action(name: str):
     def apply(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[CompactionPolicy]) -> None:
         for policy in queryset:
-            services.policy_apply_preset(policy=policy, preset_name=name)
+            projects.policy_apply_preset(policy=policy, preset_name=name)
         modeladmin.message_user(request, f"Applied the {name!r} preset to {queryset.count()} polic(ies).")
 
     apply.__name__ = f"apply_preset_{name}"

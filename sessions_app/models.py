@@ -23,7 +23,7 @@ ROLE_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2}
 class Project(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
-    # The team's long-lived "project-context.md" (seed 000): pruned to the policy's line limit.
+    # The team's long-lived "project-context.md": pruned to the policy's line limit (docs/OPERATIONS.md, "The pruner").
     context_document = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
@@ -426,7 +426,7 @@ class ArchiveKind(models.TextChoices):
 
 
 class ArchiveEntry(models.Model):
-    """The archive log (seed 000, phase 3A): what the pruner moved or purged, when, its content hash,
+    """The archive log (docs/OPERATIONS.md, "The pruner"): what the pruner moved or purged, when, its content hash,
     and where it went. A trimmed context document's old part is kept here verbatim."""
 
     kind = models.CharField(max_length=20, choices=ArchiveKind.choices)

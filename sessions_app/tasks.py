@@ -1,13 +1,58 @@
-"""Celery tasks: take ids, call one service, retry transient failures with backoff."""
+"""Celery tasks, and the steps that send work to them.
+
+Services record work in the database first (a queued Compaction, a pending count) and never import
+this module; the callers (API, pages, CLI, and the tasks themselves) send that work here once it is
+recorded: ``after_append`` after storing messages, ``compaction_send`` after requesting a compaction.
+Tasks take ids, call one service, and retry transient failures with backoff.
+"""
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
+from typing import Any
+
+from celery import Task, shared_task
 from django.conf import settings
+from django.db import transaction
 
 from compaction.errors import EngineError, ProviderError
+from sessions_app.services import auto, compaction_records, compaction_runs, counting, retention
 
-from . import compacting, counting, pruning
+log = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------- sending
+
+
+def send(task: Any, *args: Any, countdown: float | None = None) -> bool:
+    """Queue ``task(*args)``; False (and a warning in the log) when the broker is unreachable. The
+    work is already recorded, so a message that can't be sent now is sent again later: beat re-sends
+    compactions queued for longer than ``CTX_REQUEUE_AFTER_SECONDS``; the next append queues a count."""
+    try:
+        task.apply_async(args, countdown=countdown)
+    except Exception as exc:  # kombu/redis raise several kinds; none may reach the caller
+        log.warning("could not queue %s%r: %s: %s", task.name, args, type(exc).__name__, exc)
+        return False
+    return True
+
+
+def compaction_send(compaction_id: int) -> None:
+    """Send a queued compaction to the workers once the caller's transaction commits."""
+    transaction.on_commit(lambda: send(run_compaction, compaction_id))
+
+
+def after_append(*session_ids: int) -> None:
+    """The step after storing messages: what they set off (``services.auto``), sent to the workers."""
+    for session_id in session_ids:
+        follow = auto.after_append(session_id)
+        if follow.compaction_id is not None:
+            compaction_send(follow.compaction_id)
+        if follow.count_in is not None:
+            delay = follow.count_in
+            transaction.on_commit(lambda sid=session_id, d=delay: send(count_exact_tokens, sid, countdown=d))
+
+
+# ----------------------------------------------------------------------------- tasks
 
 
 def _backoff(retries: int) -> float:
@@ -16,7 +61,7 @@ def _backoff(retries: int) -> float:
 
 
 @shared_task(bind=True, max_retries=4, acks_late=True, ignore_result=True)
-def count_exact_tokens(self, session_id: int) -> str:
+def count_exact_tokens(self: Task, session_id: int) -> str:
     try:
         return counting.session_count_exact(session_id=session_id)
     except ProviderError as exc:
@@ -26,30 +71,31 @@ def count_exact_tokens(self, session_id: int) -> str:
 
 
 @shared_task(bind=True, max_retries=4, acks_late=True, ignore_result=True)
-def run_compaction(self, compaction_id: int) -> str:
+def run_compaction(self: Task, compaction_id: int) -> str:
     """Idempotent: a compaction that is no longer queued (done, or claimed by another worker) is left alone."""
     try:
-        return compacting.compaction_run(compaction_id)
+        return compaction_runs.compaction_run(compaction_id)
     except EngineError as exc:  # transient by construction: permanent ones are recorded by the service
-        compacting.release_for_retry(compaction_id, str(exc))
+        compaction_records.release_for_retry(compaction_id, str(exc))
         if self.request.retries >= self.max_retries:
             # The model stayed unavailable: summarize offline rather than not at all (STATUS warns).
-            return compacting.compaction_run(compaction_id, fallback_reason=str(exc))
+            return compaction_runs.compaction_run(compaction_id, fallback_reason=str(exc))
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
 
 
 @shared_task(ignore_result=True)
 def requeue_stale_compactions() -> int:
-    return compacting.stale_requeue()
+    """Every minute: re-send compactions whose worker died or whose message was lost; how many were sent."""
+    return sum(send(run_compaction, pk) for pk in compaction_runs.stale_compactions())
 
 
 @shared_task(ignore_result=True)
-def expire_compaction_backups() -> dict:
+def expire_compaction_backups() -> dict[str, Any]:
     """Hourly: backups no revert can use any more are purged (and logged)."""
-    return pruning.prune_run(parts=("backups",))
+    return retention.prune_run(parts=("backups",))
 
 
 @shared_task(ignore_result=True)
-def prune() -> dict:
+def prune() -> dict[str, Any]:
     """Daily: archive inactive sessions, purge expired backups, trim context documents."""
-    return pruning.prune_run()
+    return retention.prune_run()

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from sessions_app.selectors import usage
+from sessions_app.services import agent_sessions, keys, projects
 from tests.shared_data import SHARED_DATA
 
 REQUIRE_SERVICES = os.environ.get("CTX_REQUIRE_SERVICES") == "1"
@@ -121,11 +123,10 @@ def _tasks_as_in_production(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _fresh_model_profiles() -> Iterator[None]:
     """Model profiles are cached per process for a few seconds; a test's rollback must not leak."""
-    from sessions_app import selectors
 
-    selectors.forget_model_profiles()
+    usage.forget_model_profiles()
     yield
-    selectors.forget_model_profiles()
+    usage.forget_model_profiles()
 
 
 @pytest.fixture(scope="session")
@@ -150,10 +151,8 @@ class Persona:
 def make_persona(username: str) -> Persona:
     from django.contrib.auth import get_user_model
 
-    from sessions_app import services
-
     user = get_user_model().objects.create_user(username=username, password=f"{username}-pass-123")
-    _, key = services.apikey_create(user=user, name="test")
+    _, key = keys.apikey_create(user=user, name="test")
     return Persona(user=user, key=key)
 
 
@@ -170,14 +169,13 @@ class Team:
 
 @pytest.fixture
 def team(db) -> Team:
-    from sessions_app import services
     from sessions_app.models import Role
 
     alice, bob, carol, mallory = (make_persona(n) for n in ("alice", "bob", "carol", "mallory"))
-    project = services.project_create(user=alice.user, name="Alpha")
-    services.membership_set(project=project, user=bob.user, role=Role.MEMBER)
-    services.membership_set(project=project, user=carol.user, role=Role.VIEWER)
-    services.project_create(user=mallory.user, name="Mallory's own")
+    project = projects.project_create(user=alice.user, name="Alpha")
+    projects.membership_set(project=project, user=bob.user, role=Role.MEMBER)
+    projects.membership_set(project=project, user=carol.user, role=Role.VIEWER)
+    projects.project_create(user=mallory.user, name="Mallory's own")
     return Team(alice, bob, carol, mallory, project)
 
 
@@ -224,11 +222,10 @@ def api_as(client):
 @pytest.fixture
 def session_of(team: Team):
     """A fresh session in the team's project, created by Alice."""
-    from sessions_app import services
 
     def make(**kwargs) -> object:
         kwargs.setdefault("name", "s")
-        return services.session_create(user=team.alice.user, project=team.project, **kwargs)
+        return agent_sessions.session_create(user=team.alice.user, project=team.project, **kwargs)
 
     return make
 

@@ -14,6 +14,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from sessions_app.selectors import model_context
+
 # ----------------------------------------------------------------------------- transcripts
 
 
@@ -224,12 +226,10 @@ def rows(session: Any) -> list[tuple]:
 
 
 def contexts(session: Any) -> tuple[Any, Any]:
-    from sessions_app import selectors
-
     session.refresh_from_db()
     out = []
     for fmt in ("anthropic", "openai"):
-        body = selectors.session_context(session, fmt=fmt)
+        body = model_context.session_context(session, fmt=fmt)
         body.pop("status")
         out.append(body)
     return out[0], out[1]

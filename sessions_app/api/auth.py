@@ -4,7 +4,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from .. import services
+from sessions_app.services import keys
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
@@ -22,7 +22,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         raw = raw.strip()
         if not raw:
             raise exceptions.AuthenticationFailed("Bearer token missing.", code="invalid_api_key")
-        key = services.apikey_authenticate(raw)
+        key = keys.apikey_authenticate(raw)
         if key is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked API key.", code="invalid_api_key")
         return key.user, key

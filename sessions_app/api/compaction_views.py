@@ -11,12 +11,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import compacting, handoffs, planning, reverting, selectors
-from ..errors import InvalidInput
-from ..models import Role
-from . import serializers as s
-from .pagination import PageNumberPagination
-from .views import _paginate, _valid
+from sessions_app import tasks
+from sessions_app.api import serializers as s
+from sessions_app.api.pagination import PageNumberPagination
+from sessions_app.api.views import _paginate, _valid
+from sessions_app.errors import InvalidInput
+from sessions_app.models import Role
+from sessions_app.selectors import access
+from sessions_app.services import compaction_runs, handoffs, planning, reverting
 
 
 class SessionCompactionsApi(APIView):
@@ -24,7 +26,7 @@ class SessionCompactionsApi(APIView):
 
     @extend_schema(responses=s.CompactionOut(many=True))
     def get(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get_for(request.user, session_id)
+        session = access.session_get_for(request.user, session_id)
         return _paginate(self, request, session.compactions.all(), s.CompactionOut)
 
     @extend_schema(
@@ -35,13 +37,14 @@ class SessionCompactionsApi(APIView):
         },
     )
     def post(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get_for(request.user, session_id, min_role=Role.MEMBER)
+        session = access.session_get_for(request.user, session_id, min_role=Role.MEMBER)
         data = _valid(s.CompactionIn, request.data)
         if data["dry_run"]:
             return Response(planning.preview(session, data["level"], instructions=data["instructions"]))
-        record = compacting.compaction_request(
+        record = compaction_runs.compaction_request(
             session=session, level=data["level"], user=request.user, instructions=data["instructions"]
         )
+        tasks.compaction_send(record.pk)
         record.refresh_from_db()  # in embedded mode the task has already run
         return Response(s.CompactionOut(record).data, status=202)
 
@@ -49,13 +52,13 @@ class SessionCompactionsApi(APIView):
 class CompactionDetailApi(APIView):
     @extend_schema(responses=s.CompactionOut)
     def get(self, request: Request, compaction_id: str) -> Response:
-        return Response(s.CompactionOut(selectors.compaction_get_for(request.user, compaction_id)).data)
+        return Response(s.CompactionOut(access.compaction_get_for(request.user, compaction_id)).data)
 
 
 class CompactionRevertApi(APIView):
     @extend_schema(request=None, responses=s.CompactionOut)
     def post(self, request: Request, compaction_id: str) -> Response:
-        record = selectors.compaction_get_for(request.user, compaction_id, min_role=Role.MEMBER)
+        record = access.compaction_get_for(request.user, compaction_id, min_role=Role.MEMBER)
         return Response(s.CompactionOut(reverting.compaction_revert(compaction=record)).data)
 
 
@@ -64,14 +67,14 @@ class SessionCheckpointsApi(APIView):
 
     @extend_schema(responses=s.CheckpointOut(many=True))
     def get(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get_for(request.user, session_id)
+        session = access.session_get_for(request.user, session_id)
         return _paginate(self, request, session.checkpoints.order_by("-version"), s.CheckpointOut)
 
 
 class CheckpointDetailApi(APIView):
     @extend_schema(responses=s.CheckpointOut)
     def get(self, request: Request, checkpoint_id: str) -> Response:
-        return Response(s.CheckpointOut(selectors.checkpoint_get_for(request.user, checkpoint_id)).data)
+        return Response(s.CheckpointOut(access.checkpoint_get_for(request.user, checkpoint_id)).data)
 
 
 class SessionHandoffApi(APIView):
@@ -79,21 +82,23 @@ class SessionHandoffApi(APIView):
 
     @extend_schema(responses=s.HandoffOut(many=True))
     def get(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get_for(request.user, session_id)
+        session = access.session_get_for(request.user, session_id)
         return _paginate(self, request, session.handoffs.all(), s.HandoffOut)
 
     @extend_schema(request=s.HandoffIn, responses={201: s.HandoffOut})
     def post(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get_for(request.user, session_id, min_role=Role.MEMBER)
+        session = access.session_get_for(request.user, session_id, min_role=Role.MEMBER)
         data = _valid(s.HandoffIn, request.data or {})
         document = handoffs.handoff_create(session=session, user=request.user, continue_=data["continue"])
+        if document.continuation_id:
+            tasks.after_append(document.continuation_id)
         return Response(s.HandoffOut(document).data, status=201)
 
 
 class HandoffDetailApi(APIView):
     @extend_schema(responses=s.HandoffOut)
     def get(self, request: Request, handoff_id: str) -> Response:
-        return Response(s.HandoffOut(selectors.handoff_get_for(request.user, handoff_id)).data)
+        return Response(s.HandoffOut(access.handoff_get_for(request.user, handoff_id)).data)
 
 
 DOWNLOAD_TYPES = {"txt": "text/plain; charset=utf-8", "md": "text/markdown; charset=utf-8", "json": "application/json"}
@@ -109,7 +114,7 @@ class HandoffDownloadApi(APIView):
         },
     )
     def get(self, request: Request, handoff_id: str) -> HttpResponse:
-        document = selectors.handoff_get_for(request.user, handoff_id)
+        document = access.handoff_get_for(request.user, handoff_id)
         fmt = request.query_params.get("format", "txt")
         if fmt not in DOWNLOAD_TYPES:
             raise InvalidInput("format is one of txt, md, json.", code="invalid_format")

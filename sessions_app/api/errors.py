@@ -12,8 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from compaction.messages import MessageError
-
-from ..errors import ServiceError
+from sessions_app.errors import ServiceError
 
 
 def _first_error(detail: Any, path: str = "") -> tuple[str, str]:

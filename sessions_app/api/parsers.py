@@ -16,8 +16,7 @@ from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
 from compaction import jsonvalues
-
-from ..errors import InvalidInput
+from sessions_app.errors import InvalidInput
 
 
 class JSONParser(parsers.JSONParser):

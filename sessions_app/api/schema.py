@@ -8,7 +8,7 @@ import uritemplate
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from drf_spectacular.utils import OpenApiResponse
 
-from .serializers import ErrorOut
+from sessions_app.api.serializers import ErrorOut
 
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 

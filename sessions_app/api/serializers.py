@@ -5,10 +5,20 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from compaction.tokens import calibrate
 from compaction.transcripts import FORMATS as TRANSCRIPT_FORMATS
-
-from ..models import AgentSession, Checkpoint, Compaction, HandoffDocument, Level, Message, Project, SessionStatus
-from ..services import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
+from sessions_app.models import (
+    AgentSession,
+    Checkpoint,
+    Compaction,
+    HandoffDocument,
+    Level,
+    Message,
+    Project,
+    SessionStatus,
+)
+from sessions_app.selectors.compactions import COMPACTION_FIELDS
+from sessions_app.services.projects import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
 
 
 class ProjectOut(serializers.ModelSerializer):
@@ -129,8 +139,6 @@ class MessageOut(serializers.ModelSerializer):
         ]
 
     def get_tokens(self, message: Message) -> int:
-        from compaction.tokens import calibrate
-
         return calibrate(message.tokens, self.context.get("calibration", 1.0))
 
 
@@ -204,27 +212,7 @@ class CompactionOut(serializers.ModelSerializer):
 
     class Meta:
         model = Compaction
-        fields = [
-            "id",
-            "session",
-            "level",
-            "status",
-            "trigger",
-            "tokens_before",
-            "tokens_after",
-            "saved_tokens",
-            "items",
-            "error",
-            "notes",
-            "created_at",
-            "started_at",
-            "finished_at",
-            "revertible_until",
-            "reverted_at",
-            "upto_seq",
-            "attempts",
-            "instructions",
-        ]
+        fields = list(COMPACTION_FIELDS)
 
 
 class CompactionIn(serializers.Serializer):

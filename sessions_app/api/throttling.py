@@ -21,7 +21,7 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
         return settings.CTX_RATE_LIMIT_KEY or None
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
-        from ..models import ApiKey
+        from sessions_app.models import ApiKey
 
         if not isinstance(request.auth, ApiKey):
             return None

@@ -8,11 +8,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import selectors, transcript_sync
-from ..models import Role
-from .parsers import CleaningJSONParser
-from .schema import error_response
-from .views import STATUS_SCHEMA, _valid
+from sessions_app import tasks
+from sessions_app.api.parsers import CleaningJSONParser
+from sessions_app.api.schema import error_response
+from sessions_app.api.views import STATUS_SCHEMA, _valid
+from sessions_app.models import Role
+from sessions_app.selectors import access
+from sessions_app.services import transcript_sync
 
 
 class TranscriptIn(serializers.Serializer):
@@ -85,7 +87,7 @@ class SessionTranscriptApi(APIView):
     )
     def post(self, request: Request) -> Response:
         data = _valid(TranscriptIn, request.data)
-        project = selectors.project_find_for(request.user, data["project"], min_role=Role.MEMBER)
+        project = access.project_find_for(request.user, data["project"], min_role=Role.MEMBER)
         try:
             result = transcript_sync.transcript_sync(
                 user=request.user,
@@ -97,6 +99,7 @@ class SessionTranscriptApi(APIView):
                 name=data["name"],
                 fmt=data["format"],
             )
+            tasks.after_append(*result.appended_to)
         except transcript_sync.OffsetMismatch as exc:
             return Response(
                 {"detail": exc.detail, "code": exc.code, "expected_offset": exc.expected_offset}, status=409

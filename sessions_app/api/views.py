@@ -14,13 +14,14 @@ from rest_framework.views import APIView
 
 from compaction import models as engine_models
 from compaction.messages import normalize_batch
-
-from .. import counting, selectors, services
-from ..errors import InvalidInput, TooLarge
-from ..models import Membership, ModelProfile, Role, SessionStatus
-from . import serializers as s
-from .pagination import PageNumberPagination
-from .schema import error_response
+from sessions_app import tasks
+from sessions_app.api import serializers as s
+from sessions_app.api.pagination import PageNumberPagination
+from sessions_app.api.schema import error_response
+from sessions_app.errors import InvalidInput, TooLarge
+from sessions_app.models import ModelProfile, Role, SessionStatus
+from sessions_app.selectors import access, model_context, usage
+from sessions_app.services import agent_sessions, counting, importing, ingest, projects
 
 STATUS_SCHEMA = inline_serializer(
     "Status",
@@ -58,22 +59,22 @@ class ProjectListCreateApi(APIView):
 
     @extend_schema(responses=s.ProjectOut(many=True))
     def get(self, request: Request) -> Response:
-        projects = selectors.project_list_for(request.user)
-        roles = dict(Membership.objects.filter(user=request.user).values_list("project_id", "role"))
-        return _paginate(self, request, projects, s.ProjectOut, roles=roles)
+        mine = access.project_list_for(request.user)
+        roles = access.roles_of(request.user)
+        return _paginate(self, request, mine, s.ProjectOut, roles=roles)
 
     @extend_schema(request=s.ProjectIn, responses={201: s.ProjectOut})
     def post(self, request: Request) -> Response:
         data = _valid(s.ProjectIn, request.data)
-        project = services.project_create(user=request.user, **data)
+        project = projects.project_create(user=request.user, **data)
         return Response(s.ProjectOut(project, context={"roles": {project.pk: Role.ADMIN}}).data, status=201)
 
 
 class ProjectDetailApi(APIView):
     @extend_schema(responses=s.ProjectOut)
     def get(self, request: Request, project_id: int) -> Response:
-        project = selectors.project_get_for(request.user, project_id)
-        role = selectors.role_in(request.user, project.pk)
+        project = access.project_get_for(request.user, project_id)
+        role = access.role_in(request.user, project.pk)
         return Response(s.ProjectOut(project, context={"roles": {project.pk: role}}).data)
 
 
@@ -91,12 +92,12 @@ class SessionListCreateApi(APIView):
     def get(self, request: Request) -> Response:
         params = request.query_params
         project = params.get("project") or None
-        if project is not None and selectors.as_pk(project) is None:
+        if project is not None and access.as_pk(project) is None:
             raise InvalidInput("project is a project id (a whole number).", code="invalid_project")
         status_filter = params.get("status") or None
         if status_filter is not None and status_filter not in SessionStatus.values:
             raise InvalidInput(f"status is one of {', '.join(SessionStatus.values)}.", code="invalid_status")
-        qs = selectors.session_list_for(request.user, project=project, status=status_filter, q=params.get("q"))
+        qs = access.session_list_for(request.user, project=project, status=status_filter, q=params.get("q"))
         return _paginate(self, request, qs, s.SessionListOut)
 
     @extend_schema(
@@ -112,14 +113,14 @@ class SessionListCreateApi(APIView):
     )
     def post(self, request: Request) -> Response:
         data = _valid(s.SessionIn, request.data)
-        project = selectors.project_get_for(request.user, data.pop("project"), min_role=Role.MEMBER)
+        project = access.project_get_for(request.user, data.pop("project"), min_role=Role.MEMBER)
         parent_id = data.pop("parent")
         parent = None
         if parent_id is not None:
-            parent = selectors.session_get_for(request.user, parent_id)
+            parent = access.session_get_for(request.user, parent_id)
             if parent.project_id != project.pk:
                 raise InvalidInput("The parent session belongs to another project.", code="invalid_parent")
-        session = services.session_create(user=request.user, project=project, parent=parent, **data)
+        session = agent_sessions.session_create(user=request.user, project=project, parent=parent, **data)
         return Response(s.SessionOut(session).data, status=201)
 
 
@@ -143,10 +144,8 @@ class SessionImportApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        from .. import importing  # the transcript readers load only when someone imports
-
         data = _valid(s.SessionImportIn, request.data)
-        project = selectors.project_find_for(request.user, data["project"], min_role=Role.MEMBER)
+        project = access.project_find_for(request.user, data["project"], min_role=Role.MEMBER)
         upload = data["file"]
         if upload.size > settings.CTX_MAX_IMPORT_BYTES:  # a chunked upload had no Content-Length to refuse early
             raise TooLarge(f"The file is {upload.size:,} bytes; the limit is {settings.CTX_MAX_IMPORT_BYTES:,}.")
@@ -161,27 +160,28 @@ class SessionImportApi(APIView):
             auto_compact=data["auto_compact"],
             episode=data["episode"],
         )
+        tasks.after_append(*importing.appended_to(result))
         return Response(importing.import_summary(result), status=201)
 
 
 class SessionDetailApi(APIView):
     @extend_schema(responses=s.SessionOut)
     def get(self, request: Request, session_id: str) -> Response:
-        return Response(s.SessionOut(selectors.session_get_for(request.user, session_id)).data)
+        return Response(s.SessionOut(access.session_get_for(request.user, session_id)).data)
 
     @extend_schema(request=s.SessionPatchIn, responses=s.SessionOut)
     def patch(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get_for(request.user, session_id, min_role=Role.MEMBER)
+        session = access.session_get_for(request.user, session_id, min_role=Role.MEMBER)
         data = _valid(s.SessionPatchIn, request.data, partial=True)
         if "context_window" in data:
             data["context_window_override"] = data.pop("context_window")
-        session = services.session_update(session=session, **data)
+        session = agent_sessions.session_update(session=session, **data)
         return Response(s.SessionOut(session).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get_for(request.user, session_id, min_role=Role.ADMIN)
-        services.session_delete(session=session)
+        session = access.session_get_for(request.user, session_id, min_role=Role.ADMIN)
+        agent_sessions.session_delete(session=session)
         return Response(status=204)
 
 
@@ -204,17 +204,17 @@ class MessageListCreateApi(APIView):
         ),
     )
     def get(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get_for(request.user, session_id)
+        session = access.session_get_for(request.user, session_id)
         state = request.query_params.get("state", "active")
         if state not in ("active", "all", "compacted", "summarized", "archived"):
             raise InvalidInput("state is one of active, all, compacted, summarized, archived.", code="invalid_state")
         after = _int_param(request, "after_seq", default=None, low=0)
         limit = _int_param(request, "limit", default=100, low=1, high=self.MAX_LIMIT)
-        qs = selectors.message_list(session, state=state, after_seq=after)
+        qs = model_context.message_list(session, state=state, after_seq=after)
         rows = list(qs[: limit + 1])
         more = len(rows) > limit
         rows = rows[:limit]
-        calibration = selectors.model_info(session.model).calibration
+        calibration = usage.model_info(session.model).calibration
         next_url = None
         if more:
             base = reverse("api:session-messages", args=[session.pk], request=request)
@@ -252,18 +252,18 @@ class MessageListCreateApi(APIView):
         ],
     )
     def post(self, request: Request, session_id: str) -> Response:
-        from django.conf import settings
-
-        session = selectors.session_get_for(request.user, session_id, min_role=Role.MEMBER)
+        session = access.session_get_for(request.user, session_id, min_role=Role.MEMBER)
         messages = normalize_batch(request.data, max_messages=settings.CTX_MAX_BATCH)
-        result = services.message_append(session=session, messages=messages)
-        calibration = selectors.model_info(result.session.model).calibration
+        result = ingest.message_append(session=session, messages=messages)
+        if result.created:
+            tasks.after_append(session.pk)
+        calibration = usage.model_info(result.session.model).calibration
         context = {"calibration": calibration, "mismatched": result.mismatched}
         answered = s.AppendedMessageOut(result.messages, many=True, context=context).data
         return Response(
             {
                 "messages": answered,
-                "status": selectors.session_status(result.session),
+                "status": usage.session_status(result.session),
             },
             status=status.HTTP_201_CREATED,
         )
@@ -272,7 +272,7 @@ class MessageListCreateApi(APIView):
 class SessionStatusApi(APIView):
     @extend_schema(responses=STATUS_SCHEMA)
     def get(self, request: Request, session_id: str) -> Response:
-        return Response(selectors.session_status(selectors.session_get_for(request.user, session_id)))
+        return Response(usage.session_status(access.session_get_for(request.user, session_id)))
 
 
 class SessionContextApi(APIView):
@@ -293,8 +293,8 @@ class SessionContextApi(APIView):
         fmt = request.query_params.get("format", "anthropic")
         if fmt not in ("anthropic", "openai"):
             raise InvalidInput("format is anthropic or openai.", code="invalid_format")
-        session = selectors.session_get_for(request.user, session_id)
-        return Response(selectors.session_context(session, fmt=fmt))
+        session = access.session_get_for(request.user, session_id)
+        return Response(model_context.session_context(session, fmt=fmt))
 
 
 class ModelListApi(APIView):

@@ -35,6 +35,7 @@ from django.test import Client
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from sessions_app.services import agent_sessions, transcript_sync
 from tests import hostile_json as hj
 from tests.conftest import Team
 from tests.sessions_app.compaction_helpers import agent_rounds
@@ -320,10 +321,8 @@ class World:
         assert reverted.status_code == expected, f"revert {record}: {reverted.status_code} {reverted.content[:500]!r}"
 
     def fresh_session(self, **kwargs: Any) -> int:
-        from sessions_app import services
-
         kwargs.setdefault("name", "fresh")
-        session = services.session_create(user=self.team.bob.user, project=self.project, **kwargs)
+        session = agent_sessions.session_create(user=self.team.bob.user, project=self.project, **kwargs)
         self.current_session = session.pk
         return session.pk
 
@@ -380,7 +379,6 @@ def world(team: Team, settings: Any) -> Any:
     from django.contrib.auth import get_user_model
     from django.core.cache import cache
 
-    from sessions_app import services, transcript_sync
     from sessions_app.models import AgentSession, CompactionPolicy, Project
 
     settings.ANTHROPIC_API_KEY = ""  # offline counts and summaries: no network
@@ -390,7 +388,7 @@ def world(team: Team, settings: Any) -> Any:
     )
     team.project.refresh_from_db()
     theirs = Project.objects.get(name="Mallory's own")
-    other = services.session_create(user=team.mallory.user, project=theirs, name="theirs")
+    other = agent_sessions.session_create(user=team.mallory.user, project=theirs, name="theirs")
     html = Client()
     html.force_login(team.bob.user)
     admin = Client()

@@ -33,6 +33,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from sessions_app.services import agent_sessions, compaction_runs, handoffs, projects
 from tests.conftest import Persona, make_persona
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 
@@ -136,17 +137,16 @@ class Seeded:
 def seeded(transactional_db, settings) -> Seeded:
     """A project Alice administers, one busy session compacted (summarize: compaction + checkpoint)
     and a handoff document of it; the session stays open for the operations under its path."""
-    from sessions_app import compacting, handoffs, services
 
     settings.ANTHROPIC_API_KEY = ""  # the offline summarizer and counts: no network, deterministic
     alice = make_persona("alice")
-    project = services.project_create(user=alice.user, name="Fuzzed")
-    session = services.session_create(
+    project = projects.project_create(user=alice.user, name="Fuzzed")
+    session = agent_sessions.session_create(
         user=alice.user, project=project, name="busy", context_window=30_000, auto_compact=False, external_id="ext-1"
     )
     append(session, agent_rounds(10, output_lines=60))
-    record = compacting.compaction_request(session=session, level="summarize", user=alice.user, enqueue=False)
-    compacting.compaction_run(record.pk)
+    record = compaction_runs.compaction_request(session=session, level="summarize", user=alice.user)
+    compaction_runs.compaction_run(record.pk)
     checkpoint = session.checkpoints.order_by("-version").first()
     assert checkpoint is not None, "the summarize compaction wrote no checkpoint"
     document = handoffs.handoff_create(session=session, user=alice.user)
@@ -164,13 +164,12 @@ def seeded(transactional_db, settings) -> Seeded:
 @schema.parametrize()
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # seeded once per operation, on purpose
 def test_api_answers_as_documented(case: Any, seeded: Seeded, live_server) -> None:
-    from sessions_app import services
     from sessions_app.models import AgentSession, SessionStatus
 
     aim_at_real_objects(case)
     if case.method == "DELETE" and case.path_parameters.get("session_id") == str(seeded.session.pk):
         # Deleting the shared session would turn every later case into a 404: delete a fresh one.
-        doomed = services.session_create(user=seeded.admin.user, project=seeded.project, name="doomed")
+        doomed = agent_sessions.session_create(user=seeded.admin.user, project=seeded.project, name="doomed")
         case.path_parameters["session_id"] = str(doomed.pk)
     try:
         case.call_and_validate(

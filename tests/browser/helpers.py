@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sessions_app.selectors import usage
+from sessions_app.services import agent_sessions, ingest, keys, projects
 from tests.conftest import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -51,11 +53,9 @@ class Person:
 def person(username: str) -> Person:
     from django.contrib.auth import get_user_model
 
-    from sessions_app import services
-
     password = f"{username}-pass-123"
     user = get_user_model().objects.create_user(username=username, password=password)
-    _, key = services.apikey_create(user=user, name="browser test")
+    _, key = keys.apikey_create(user=user, name="browser test")
     return Person(user=user, password=password, key=key)
 
 
@@ -71,23 +71,21 @@ class Crew:
 
 
 def crew_create() -> Crew:
-    from sessions_app import services
     from sessions_app.models import Role
 
     alice, bob, carol, mallory = (person(n) for n in ("alice", "bob", "carol", "mallory"))
-    project = services.project_create(user=alice.user, name="Alpha", description="Agents at work")
-    services.membership_set(project=project, user=bob.user, role=Role.MEMBER)
-    services.membership_set(project=project, user=carol.user, role=Role.VIEWER)
-    services.project_create(user=mallory.user, name="Mallory's own")
+    project = projects.project_create(user=alice.user, name="Alpha", description="Agents at work")
+    projects.membership_set(project=project, user=bob.user, role=Role.MEMBER)
+    projects.membership_set(project=project, user=carol.user, role=Role.VIEWER)
+    projects.project_create(user=mallory.user, name="Mallory's own")
     return Crew(alice, bob, carol, mallory, project)
 
 
 def busy_session(owner: Any, project: Any, *, name: str = "Busy agent", rounds: int = 24) -> Any:
     """Past the compact threshold of a 30k window, auto-compaction off (the tests drive it)."""
-    from sessions_app import services
     from tests.sessions_app.compaction_helpers import agent_rounds, append
 
-    session = services.session_create(
+    session = agent_sessions.session_create(
         user=owner,
         project=project,
         name=name,
@@ -103,23 +101,20 @@ def busy_session(owner: Any, project: Any, *, name: str = "Busy agent", rounds: 
 
 def chat_session(owner: Any, project: Any, *, name: str = "Quick chat") -> Any:
     from compaction.messages import normalize_message
-    from sessions_app import services
 
-    session = services.session_create(user=owner, project=project, name=name, model="claude-haiku-4-5")
+    session = agent_sessions.session_create(user=owner, project=project, name=name, model="claude-haiku-4-5")
     turns = [
         {"role": "user", "content": "What is a context window?"},
         {"role": "assistant", "content": "The number of tokens a model can read at once."},
     ]
-    services.message_append(session=session, messages=[normalize_message(t) for t in turns])
+    ingest.message_append(session=session, messages=[normalize_message(t) for t in turns])
     session.refresh_from_db()
     return session
 
 
 def status_of(session: Any) -> dict[str, Any]:
-    from sessions_app import selectors
-
     session.refresh_from_db()
-    return selectors.session_status(session)
+    return usage.session_status(session)
 
 
 # ----------------------------------------------------------------------------- reading pages

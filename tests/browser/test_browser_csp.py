@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from sessions_app.services import ingest
 from tests.browser.helpers import chat_session
 from tests.sessions_app.test_csp import periodic_task
 
@@ -39,7 +40,6 @@ def watched(page: Any) -> list[str]:
 def test_no_page_violates_the_policy(open_as, live_server, crew):
     from django.contrib.auth import get_user_model
 
-    from sessions_app import services
     from sessions_app.models import Message
 
     session = chat_session(crew.alice.user, crew.project)
@@ -64,7 +64,7 @@ def test_no_page_violates_the_policy(open_as, live_server, crew):
     # A message arrives: the live poll answers, then the timeline reloads itself, in place.
     from compaction.messages import normalize_message
 
-    services.message_append(session=session, messages=[normalize_message({"role": "user", "content": "CSP ok?"})])
+    ingest.message_append(session=session, messages=[normalize_message({"role": "user", "content": "CSP ok?"})])
     seq = Message.objects.filter(session=session).order_by("-seq").values_list("seq", flat=True).first()
     page.locator(f"#timeline #msg-{seq}").wait_for(timeout=10_000)
     width = page.evaluate("getComputedStyle(document.querySelector('#live .seg-messages')).width")

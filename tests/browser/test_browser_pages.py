@@ -14,7 +14,9 @@ import shutil
 
 import pytest
 
+from sessions_app import tasks
 from sessions_app.models import Compaction, HandoffDocument
+from sessions_app.services import compaction_runs
 from tests.browser.helpers import (
     ARTIFACTS,
     PHONE,
@@ -171,10 +173,9 @@ def test_session_page_numbers_dry_run_compact_revert_and_handoff(open_as, live_s
 
 
 def test_viewer_sees_no_write_controls_and_an_outsider_gets_404(open_as, crew, sessions):
-    from sessions_app import compacting
-
     busy = sessions["busy"]
-    record = compacting.compaction_request(session=busy, level="compact", user=crew.alice.user)
+    record = compaction_runs.compaction_request(session=busy, level="compact", user=crew.alice.user)
+    tasks.compaction_send(record.pk)
     record.refresh_from_db()
     assert record.status == "succeeded"
 
@@ -216,10 +217,9 @@ def test_viewer_sees_no_write_controls_and_an_outsider_gets_404(open_as, crew, s
 
 
 def test_session_and_project_pages_fit_a_phone(open_as, crew, sessions):
-    from sessions_app import compacting
-
     busy = sessions["busy"]
-    compacting.compaction_request(session=busy, level="compact", user=crew.alice.user)
+    record = compaction_runs.compaction_request(session=busy, level="compact", user=crew.alice.user)
+    tasks.compaction_send(record.pk)
     page = open_as(crew.alice.user, viewport=PHONE)
     page.goto(f"/sessions/{busy.pk}/")
     assert page.locator("#compactions table.compactions").is_visible()
@@ -235,7 +235,7 @@ def test_session_and_project_pages_fit_a_phone(open_as, crew, sessions):
 def test_docs_screenshot_of_the_session_page(open_as, live_server):
     """The README's picture, from the demo project after two compactions: saved as a test artifact,
     and written to docs/img/session.png when CTX_UPDATE_SCREENSHOTS=1."""
-    from sessions_app.demo import demo_load
+    from sessions_app.services.demo import demo_load
 
     demo = demo_load()
     session = next(s for s in demo.sessions if s.name == "Long refactor")

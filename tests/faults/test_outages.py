@@ -153,7 +153,7 @@ def test_redis_down_appends_are_stored_and_answered_and_work_catches_up(private_
             private_redis.start()  # back, empty: what was queued meanwhile never reached it
             requeue = subprocess.run(
                 [sys.executable, "manage.py", "shell", "-c",
-                 "from sessions_app.compacting import stale_requeue; print(stale_requeue())"],
+                 "from sessions_app.tasks import requeue_stale_compactions; print(requeue_stale_compactions())"],
                 cwd=ROOT, env=env, capture_output=True, text=True, check=True,
             )  # fmt: skip
             assert int(requeue.stdout.strip().splitlines()[-1]) >= 1

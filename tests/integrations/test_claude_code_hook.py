@@ -20,8 +20,9 @@ import pytest
 from django.core.cache import cache
 from django.core.management import call_command
 
-from sessions_app import selectors, services, transcript_sync
 from sessions_app.models import AgentSession, Compaction, Message
+from sessions_app.selectors import usage
+from sessions_app.services import agent_sessions, importing, projects, transcript_sync
 from tests.claude_code_lines import agent_session
 from tests.conftest import make_persona
 from tests.shared_data import SHARED_DATA
@@ -101,8 +102,8 @@ class Agent:
 @pytest.fixture
 def owner(transactional_db):
     persona = make_persona("agent-owner")
-    project = services.project_create(user=persona.user, name="Hooked")
-    reference = services.project_create(user=persona.user, name="Imported")
+    project = projects.project_create(user=persona.user, name="Hooked")
+    reference = projects.project_create(user=persona.user, name="Imported")
     for p in (project, reference):  # compare what was stored, not what a compaction made of it
         p.policy.auto = False
         p.policy.save()
@@ -132,7 +133,7 @@ def snapshot(session: AgentSession) -> dict:
                 "tool_tokens",
             )
         },
-        "status": selectors.session_status(session),
+        "status": usage.session_status(session),
     }
 
 
@@ -243,7 +244,6 @@ def test_server_down_exits_0_quietly_and_the_next_run_catches_up(owner, live_ser
 
 def _import_text(persona, project, data: bytes, *, name: str) -> AgentSession:
     from compaction.transcripts import read_transcript
-    from sessions_app import importing
 
     return importing.session_import(
         user=persona.user, project=project, transcript=read_transcript(data, "claude-code"), name=name
@@ -293,7 +293,7 @@ def said(printed: str) -> str:
 def test_warns_at_remind_and_asks_for_a_checkpoint_above_90_percent(owner, live_server, tmp_path):
     persona, project, _ = owner
     # A small window (and no automatic compaction, so the hook is the one to ask): a few turns fill it.
-    services.session_create(
+    agent_sessions.session_create(
         user=persona.user, project=project, name="small", external_id="cc-full", context_window=4096, auto_compact=False
     )
     agent = Agent(tmp_path, live_server.url, persona.key, project.name, "cc-full")
@@ -303,7 +303,7 @@ def test_warns_at_remind_and_asks_for_a_checkpoint_above_90_percent(owner, live_
     for n, line in enumerate(data.splitlines(keepends=True)):
         agent.write(line)
         text = said(agent.run("PostToolUse" if n % 2 else "UserPromptSubmit"))
-        heard.append((selectors.session_status(AgentSession.objects.get(external_id="cc-full"))["usage_percent"], text))
+        heard.append((usage.session_status(AgentSession.objects.get(external_id="cc-full"))["usage_percent"], text))
         if text.startswith("⚠️"):
             break
     quiet = [percent for percent, text in heard if not text]

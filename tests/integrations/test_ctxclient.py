@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from ctxclient import ApiError, Client, CtxError, Unreachable
-from sessions_app import services
+from sessions_app.services import ingest
 from tests.claude_code_lines import agent_session
 from tests.conftest import make_persona
 from tests.sessions_app.compaction_helpers import agent_rounds
@@ -139,7 +139,7 @@ def test_the_client_is_standard_library_only():
             )
             for name in names:
                 assert name.split(".")[0] in sys.stdlib_module_names, f"{path.name} imports {name}"
-    assert services  # the server side of these tests is the real one
+    assert ingest  # the server side of these tests is the real one
 
 
 def test_the_readme_example_runs(ctx, live_server):

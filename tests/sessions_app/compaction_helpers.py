@@ -7,8 +7,9 @@ import random
 from typing import Any
 
 from compaction.messages import normalize_message
-from sessions_app import services
+from sessions_app import tasks
 from sessions_app.models import AgentSession, Message
+from sessions_app.services import ingest
 
 WORDS = [
     "build",
@@ -70,9 +71,11 @@ def agent_rounds(rounds: int, *, seed: int = 1, output_lines: int = 120, start: 
 
 
 def append(session: AgentSession, messages: list[dict[str, Any]]) -> None:
+    """Store the messages as an agent's appends would, each batch followed by what it sets off."""
     normalized = [normalize_message(m, index=i) for i, m in enumerate(messages)]
     for start in range(0, len(normalized), 500):
-        services.message_append(session=session, messages=normalized[start : start + 500])
+        ingest.message_append(session=session, messages=normalized[start : start + 500])
+        tasks.after_append(session.pk)
     session.refresh_from_db()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sessions_app.models import AgentSession, Message
+from sessions_app.services import agent_sessions, ingest, keys
 
 pytestmark = pytest.mark.django_db
 
@@ -12,10 +13,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def session(session_of):
     from compaction.messages import normalize_message
-    from sessions_app import services
 
     s = session_of(name="shared")
-    services.message_append(session=s, messages=[normalize_message({"role": "user", "content": "hi"})])
+    ingest.message_append(session=s, messages=[normalize_message({"role": "user", "content": "hi"})])
     return s
 
 
@@ -90,14 +90,13 @@ def test_anonymous_and_bad_keys_are_refused(client, team, session):
 
 
 def test_revoked_key_stops_working(client, team, session):
-    from sessions_app import services
     from sessions_app.models import ApiKey
 
     ok = client.get(f"/api/v1/sessions/{session.pk}/status/", **team.bob.auth)
     assert ok.status_code == 200
     key = ApiKey.objects.get(user=team.bob.user)
     assert key.last_used_at is not None
-    services.apikey_revoke(key=key)
+    keys.apikey_revoke(key=key)
     assert client.get(f"/api/v1/sessions/{session.pk}/status/", **team.bob.auth).status_code == 401
 
 
@@ -111,9 +110,9 @@ def test_keys_are_stored_hashed(team):
 
 
 def test_session_ids_of_other_projects_look_like_missing_ones(team, api_as):
-    from sessions_app import services
-
-    theirs = services.session_create(user=team.mallory.user, project=team.mallory.user.projects.get(), name="secret")
+    theirs = agent_sessions.session_create(
+        user=team.mallory.user, project=team.mallory.user.projects.get(), name="secret"
+    )
     missing = api_as(team.bob).get("/api/v1/sessions/999999999/")
     other = api_as(team.bob).get(f"/api/v1/sessions/{theirs.pk}/")
     assert missing.status_code == other.status_code == 404

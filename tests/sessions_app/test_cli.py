@@ -9,6 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from sessions_app.models import ApiKey
+from sessions_app.services import ingest
 
 pytestmark = pytest.mark.django_db
 
@@ -97,10 +98,9 @@ def test_demo_loads_once_and_status_json_matches_api(team, api_as):
 
 def test_context_command_prints_a_request(session_of):
     from compaction.messages import normalize_message
-    from sessions_app import services
 
     session = session_of(external_id="ext-1", system_prompt="sys")
-    services.message_append(session=session, messages=[normalize_message({"role": "user", "content": "hi"})])
+    ingest.message_append(session=session, messages=[normalize_message({"role": "user", "content": "hi"})])
     body = json.loads(ctx("context", "ext-1"))
     assert body["system"] == "sys" and body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "hi"}]}

@@ -10,8 +10,10 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from compaction.context import SUMMARY_OPEN
-from sessions_app import compacting, planning, selectors
+from sessions_app import tasks
 from sessions_app.models import AgentSession, Checkpoint, Compaction, Message, MessageBackup
+from sessions_app.selectors import model_context, usage
+from sessions_app.services import compaction_records, compaction_runs, planning
 from tests.sessions_app.compaction_helpers import agent_rounds, append, rows_of, totals_of
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +44,7 @@ def last_user_text(session: AgentSession) -> str:
 
 
 def test_manual_compact_shrinks_old_tool_output_and_reports_items(busy, api_as, team):
-    before = selectors.session_status(busy)
+    before = usage.session_status(busy)
     response = compact(api_as(team.bob), busy)
     assert response.status_code == 202, response.content
     record = response.json()
@@ -62,7 +64,7 @@ def test_manual_compact_shrinks_old_tool_output_and_reports_items(busy, api_as, 
 
 def test_revert_restores_every_row_byte_for_byte(busy, api_as, team):
     rows, totals = rows_of(busy), totals_of(busy)
-    context_before = selectors.session_context(busy)
+    context_before = model_context.session_context(busy)
     record = compact(api_as(team.bob), busy).json()
     assert rows_of(busy) != rows
     reverted = api_as(team.bob).post(f"/api/v1/compactions/{record['id']}/revert/")
@@ -70,7 +72,7 @@ def test_revert_restores_every_row_byte_for_byte(busy, api_as, team):
     assert reverted.json()["status"] == "reverted"
     assert rows_of(busy) == rows
     assert totals_of(busy) == totals
-    context_after = selectors.session_context(busy)
+    context_after = model_context.session_context(busy)
     context_before.pop("status"), context_after.pop("status")
     assert context_after == context_before
     again = api_as(team.bob).post(f"/api/v1/compactions/{record['id']}/revert/")
@@ -238,7 +240,7 @@ def test_auto_compaction_respects_the_switch(session_of):
     session = session_of(model="claude-sonnet-4-5", context_window=30_000, auto_compact=False)
     append(session, agent_rounds(24))
     assert not Compaction.objects.filter(session=session).exists()
-    assert selectors.session_status(session)["will_compact"] is False
+    assert usage.session_status(session)["will_compact"] is False
 
 
 def test_three_failures_pause_auto_compaction_until_a_manual_success(busy, monkeypatch):
@@ -251,29 +253,29 @@ def test_three_failures_pause_auto_compaction_until_a_manual_success(busy, monke
 
     monkeypatch.setattr(planning, "plan_compact", broken)
     for _ in range(3):
-        record = compacting.compaction_request(session=busy, level="compact", user=None, trigger="auto", enqueue=False)
-        compacting.compaction_run(record.pk)
+        record = compaction_runs.compaction_request(session=busy, level="compact", user=None, trigger="auto")
+        compaction_runs.compaction_run(record.pk)
         record.refresh_from_db()
         assert record.status == "failed" and "broken" in record.error
     assert rows_of(busy) == rows
     busy.refresh_from_db()
-    status = selectors.session_status(busy)
+    status = usage.session_status(busy)
     assert busy.auto_paused and status["will_compact"] is False
     assert any("paused" in w for w in status["warnings"]) and any("broken" in w for w in status["warnings"])
     monkeypatch.undo()
-    record = compacting.compaction_request(session=busy, level="compact", user=None, enqueue=False)
-    assert compacting.compaction_run(record.pk) == "succeeded"
+    record = compaction_runs.compaction_request(session=busy, level="compact", user=None)
+    assert compaction_runs.compaction_run(record.pk) == "succeeded"
     busy.refresh_from_db()
     assert not busy.auto_paused and busy.compaction_failures == 0
 
 
 def test_claim_is_taken_once_and_a_stale_run_is_reclaimed(busy, settings):
     record = Compaction.objects.create(session=busy, level="compact")
-    assert compacting.claim(record.pk) is True
-    assert compacting.claim(record.pk) is False  # running and fresh: nobody else takes it
+    assert compaction_records.claim(record.pk) is True
+    assert compaction_records.claim(record.pk) is False  # running and fresh: nobody else takes it
     old = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 60)
     Compaction.objects.filter(pk=record.pk).update(started_at=old)
-    assert compacting.claim(record.pk) is True
+    assert compaction_records.claim(record.pk) is True
     record.refresh_from_db()
     assert record.attempts == 2
 
@@ -283,7 +285,7 @@ def test_automatic_compaction_escalates_with_the_level(session_of):
     reversible step can't make room, so the same run checkpoints the older turns."""
     session = session_of(model="claude-sonnet-4-5", auto_compact=False)
     append(session, agent_rounds(40, output_lines=2))
-    used = selectors.session_status(session)["used"]
+    used = usage.session_status(session)["used"]
     AgentSession.objects.filter(pk=session.pk).update(context_window_override=int(used / 0.9), auto_compact=None)
     session.refresh_from_db()
     append(session, [{"role": "assistant", "content": "Working on it."}])
@@ -291,7 +293,7 @@ def test_automatic_compaction_escalates_with_the_level(session_of):
     assert (record.trigger, record.level, record.status) == ("auto", "summarize", "succeeded"), record.error
     assert {i["strategy"] for i in record.items} >= {"summarize", "checkpoint"}
     assert Checkpoint.objects.filter(session=session, compaction=record).exists()
-    status = selectors.session_status(session)
+    status = usage.session_status(session)
     assert status["usage_percent"] < 50 and status["compacted"]
     stored_totals_match(session)
 
@@ -309,7 +311,7 @@ def test_a_session_still_past_the_handoff_threshold_gets_a_handoff_document(sess
     assert document.checkpoint.reason == "context_overflow" and "CURRENT TASK" in document.text
     session.refresh_from_db()
     assert session.status == "active"
-    assert selectors.session_status(session)["level"] == "handoff"
+    assert usage.session_status(session)["level"] == "handoff"
 
 
 def test_no_kept_message_points_at_a_summarized_one(session_of, team):
@@ -325,14 +327,14 @@ def test_no_kept_message_points_at_a_summarized_one(session_of, team):
     append(session, messages)
     team.project.policy.protect_tool_tokens = 0
     team.project.policy.save()
-    record = compacting.compaction_request(session=session, level="summarize", user=None, enqueue=False)
-    assert compacting.compaction_run(record.pk) == "succeeded"
+    record = compaction_runs.compaction_request(session=session, level="summarize", user=None)
+    assert compaction_runs.compaction_run(record.pk) == "succeeded"
     summarized = set(Message.objects.filter(session=session, state="summarized").values_list("seq", flat=True))
     assert summarized
-    context = json.dumps(selectors.session_context(session)["messages"])
-    referenced = {int(n) for n in re.findall(r"same (?:message|text|tool output) as seq (\d+)", context)}
+    text = json.dumps(model_context.session_context(session)["messages"])
+    referenced = {int(n) for n in re.findall(r"same (?:message|text|tool output) as seq (\d+)", text)}
     assert not referenced & summarized
-    assert paragraph in context  # the tail's copy is kept whole
+    assert paragraph in text  # the tail's copy is kept whole
 
 
 def test_recovery_leaves_retries_alone_and_gives_up_after_many_attempts(busy, settings):
@@ -341,11 +343,13 @@ def test_recovery_leaves_retries_alone_and_gives_up_after_many_attempts(busy, se
     record = Compaction.objects.create(session=busy, level="compact")
     # Queued long ago, but released for a retry a moment ago: within its backoff, not forgotten.
     Compaction.objects.filter(pk=record.pk).update(created_at=old, started_at=timezone.now(), attempts=2)
-    assert compacting.stale_requeue() == 0
+    assert tasks.requeue_stale_compactions() == 0
     record.refresh_from_db()
     assert record.status == "queued"
     # A worker that keeps dying: failed after MAX_ATTEMPTS, not re-sent forever.
-    Compaction.objects.filter(pk=record.pk).update(status="running", started_at=old, attempts=compacting.MAX_ATTEMPTS)
-    assert compacting.stale_requeue() == 0
+    Compaction.objects.filter(pk=record.pk).update(
+        status="running", started_at=old, attempts=compaction_records.MAX_ATTEMPTS
+    )
+    assert tasks.requeue_stale_compactions() == 0
     record.refresh_from_db()
     assert record.status == "failed" and "gave up after" in record.error

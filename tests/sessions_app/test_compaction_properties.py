@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from sessions_app import compacting, reverting, selectors, services
 from sessions_app.models import AgentSession, CompactionPolicy, Message
+from sessions_app.selectors import model_context, usage
+from sessions_app.services import agent_sessions, compaction_runs, reverting
 from tests.sessions_app.compaction_helpers import append, rows_of
 
 pytestmark = pytest.mark.django_db
@@ -106,22 +107,22 @@ def test_compact_then_revert_is_identity_and_the_context_stays_valid(team, messa
     CompactionPolicy.objects.filter(project=team.project).update(
         keep_recent_turns=keep_turns, protect_tool_tokens=protect, keep_recent_messages=2
     )
-    session = services.session_create(user=team.alice.user, project=team.project, name="p", auto_compact=False)
+    session = agent_sessions.session_create(user=team.alice.user, project=team.project, name="p", auto_compact=False)
     append(session, messages)
-    used = selectors.session_status(session)["used"]
+    used = usage.session_status(session)["used"]
     AgentSession.objects.filter(pk=session.pk).update(context_window_override=math.ceil(used / 0.9))
     session.refresh_from_db()
     rows = rows_of(session)
 
-    record = compacting.compaction_request(session=session, level=level, user=None, enqueue=False)
-    result = compacting.compaction_run(record.pk)
+    record = compaction_runs.compaction_request(session=session, level=level, user=None)
+    result = compaction_runs.compaction_run(record.pk)
     record.refresh_from_db()
     event(f"{level}: {record.status}")
     assert result == record.status and record.status in ("succeeded", "skipped")
     if record.status == "skipped":  # it freed nothing: nothing changed
         assert rows_of(session) == rows
 
-    turns = selectors.session_context(session)["messages"]
+    turns = model_context.session_context(session)["messages"]
     assert_valid_request(turns)
     last_user_message_is_verbatim(session, turns)
 

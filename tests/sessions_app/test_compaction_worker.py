@@ -16,9 +16,11 @@ from django.utils import timezone
 
 from compaction.checkpoint import CHECKPOINT_FIELDS
 from compaction.messages import normalize_message
-from sessions_app import compacting, selectors, services
+from sessions_app import tasks
 from sessions_app.errors import Conflict
 from sessions_app.models import Compaction, Message
+from sessions_app.selectors import usage
+from sessions_app.services import compaction_records, compaction_runs, ingest
 from sessions_app.tasks import run_compaction
 from tests.conftest import ROOT, start_worker, stop_worker
 from tests.sessions_app.compaction_helpers import agent_rounds, append, checkpoint_reply, rows_of
@@ -81,12 +83,13 @@ def busy(session_of):
 def test_appends_during_a_running_summary_are_kept_and_active(worker, busy):
     assert CHECKPOINT_FIELDS  # the worker's summarizer answers with this schema
     worker["fake"].set_delay(2.0, endpoint="messages")  # the LLM call takes a while
-    record = compacting.compaction_request(session=busy, level="summarize", user=None)
+    record = compaction_runs.compaction_request(session=busy, level="summarize", user=None)
+    tasks.compaction_send(record.pk)
     wait_for(record.pk, statuses=("running",), seconds=30)
     upto = busy.last_seq
     late = [{"role": "user", "content": f"late message {i}", "client_id": f"late-{i}"} for i in range(10)]
     for message in late:  # one by one, while the worker is inside the LLM call
-        services.message_append(session=busy, messages=[normalize_message(message)])
+        ingest.message_append(session=busy, messages=[normalize_message(message)])
     done = wait_for(record.pk)
     assert done.status == "succeeded", done.error
     assert done.upto_seq == upto
@@ -101,7 +104,7 @@ def test_one_compaction_per_session_however_many_ask(worker, busy):
 
     def ask() -> None:
         try:
-            compacting.compaction_request(session=busy, level="compact", user=None, enqueue=False)
+            compaction_runs.compaction_request(session=busy, level="compact", user=None)
             results.append("queued")
         except Conflict:
             results.append("refused")
@@ -118,7 +121,7 @@ def test_one_compaction_per_session_however_many_ask(worker, busy):
     claims: list[bool] = []
 
     def claim() -> None:
-        claims.append(compacting.claim(record.pk))
+        claims.append(compaction_records.claim(record.pk))
         connection.close()
 
     threads = [threading.Thread(target=claim) for _ in range(8)]
@@ -132,7 +135,7 @@ def test_one_compaction_per_session_however_many_ask(worker, busy):
 def test_two_real_workers_handed_the_same_compaction_run_it_once(worker, busy):
     with extra_worker(worker, "second") as second_queue:
         worker["fake"].set_delay(1.0, endpoint="messages")
-        record = compacting.compaction_request(session=busy, level="summarize", user=None, enqueue=False)
+        record = compaction_runs.compaction_request(session=busy, level="summarize", user=None)
         for queue in (worker["queue"], second_queue, worker["queue"], second_queue):
             run_compaction.apply_async((record.pk,), queue=queue)  # a redelivery storm
         done = wait_for(record.pk)
@@ -146,11 +149,11 @@ def test_two_real_workers_handed_the_same_compaction_run_it_once(worker, busy):
 def test_a_dead_workers_compaction_is_reclaimed(worker, busy, settings):
     # A worker took it and died: the record is running, its start older than the hard time limit.
     record = Compaction.objects.create(session=busy, level="compact", trigger="manual")
-    assert compacting.claim(record.pk)
+    assert compaction_records.claim(record.pk)
     Compaction.objects.filter(pk=record.pk).update(
         started_at=timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 60)
     )
-    assert compacting.stale_requeue() == 1  # what beat runs every minute
+    assert tasks.requeue_stale_compactions() == 1  # what beat runs every minute
     done = wait_for(record.pk)
     assert done.status == "succeeded" and done.attempts == 2
 
@@ -162,7 +165,7 @@ def test_a_worker_killed_mid_summary_leaves_a_record_another_worker_reclaims(wor
     rows = rows_of(busy)
     with extra_worker(worker, "victim") as victim_queue:
         worker["fake"].set_delay(30.0, endpoint="messages")
-        record = compacting.compaction_request(session=busy, level="summarize", user=None, enqueue=False)
+        record = compaction_runs.compaction_request(session=busy, level="summarize", user=None)
         run_compaction.apply_async((record.pk,), queue=victim_queue)
         wait_for(record.pk, statuses=("running",), seconds=30)
         deadline = time.monotonic() + 30
@@ -175,11 +178,11 @@ def test_a_worker_killed_mid_summary_leaves_a_record_another_worker_reclaims(wor
     dead = Compaction.objects.get(pk=record.pk)
     assert dead.status == "running" and dead.attempts == 1
     assert rows_of(busy) == rows
-    assert compacting.stale_requeue() == 0  # not stale yet: nobody steals a live-looking run
+    assert tasks.requeue_stale_compactions() == 0  # not stale yet: nobody steals a live-looking run
     Compaction.objects.filter(pk=record.pk).update(
         started_at=timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 60)
     )
-    assert compacting.stale_requeue() == 1
+    assert tasks.requeue_stale_compactions() == 1
     done = wait_for(record.pk)
     assert done.status == "succeeded" and done.attempts == 2
 
@@ -187,7 +190,8 @@ def test_a_worker_killed_mid_summary_leaves_a_record_another_worker_reclaims(wor
 def test_a_failed_summary_changes_nothing(worker, busy):
     rows = rows_of(busy)
     worker["fake"].queue_error(400, endpoint="messages", times=5)  # permanent: no retry helps
-    record = compacting.compaction_request(session=busy, level="summarize", user=None)
+    record = compaction_runs.compaction_request(session=busy, level="summarize", user=None)
+    tasks.compaction_send(record.pk)
     done = wait_for(record.pk)
     assert done.status == "failed" and "400" in done.error
     assert rows_of(busy) == rows
@@ -197,7 +201,8 @@ def test_a_failed_summary_changes_nothing(worker, busy):
 
 def test_transient_errors_are_retried(worker, busy):
     worker["fake"].queue_error(529, endpoint="messages", times=1, retry_after_ms=1)
-    record = compacting.compaction_request(session=busy, level="summarize", user=None)
+    record = compaction_runs.compaction_request(session=busy, level="summarize", user=None)
+    tasks.compaction_send(record.pk)
     done = wait_for(record.pk, seconds=90)
     assert done.status == "succeeded", done.error
     assert done.attempts == 2
@@ -207,12 +212,13 @@ def test_a_model_down_for_long_falls_back_to_the_offline_summary_with_a_warning(
     """Anthropic answers 529 to every call: the task retries with backoff, then summarizes offline
     rather than not at all, and STATUS says so."""
     worker["fake"].queue_error(529, endpoint="messages", times=100, retry_after_ms=1)
-    record = compacting.compaction_request(session=busy, level="summarize", user=None)
+    record = compaction_runs.compaction_request(session=busy, level="summarize", user=None)
+    tasks.compaction_send(record.pk)
     done = wait_for(record.pk, seconds=90)
     assert done.status == "succeeded", done.error
     assert len(worker["fake"].requests_for("messages")) == 5  # the first try and 4 retries
     assert any(note.startswith("The summarizer model was unavailable") for note in done.notes)
     busy.refresh_from_db()
     assert busy.summary_tokens > 0
-    warnings = selectors.session_status(busy)["warnings"]
+    warnings = usage.session_status(busy)["warnings"]
     assert any("summarizer model was unavailable" in w and "529" in w for w in warnings), warnings

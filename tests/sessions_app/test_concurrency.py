@@ -9,8 +9,8 @@ from django.db import connection
 from django.db.models import Sum
 
 from compaction.messages import normalize_message
-from sessions_app import services
 from sessions_app.models import AgentSession, Message
+from sessions_app.services import agent_sessions, ingest
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -19,7 +19,7 @@ BATCHES = 6
 
 
 def test_eight_threads_appending_to_one_session(team):
-    session = services.session_create(user=team.bob.user, project=team.project, name="contended")
+    session = agent_sessions.session_create(user=team.bob.user, project=team.project, name="contended")
     errors: list[BaseException] = []
     start = threading.Barrier(THREADS)
 
@@ -37,10 +37,10 @@ def test_eight_threads_appending_to_one_session(team):
                     )
                     for i in range(3)
                 ]
-                services.message_append(session=session, messages=batch)
+                ingest.message_append(session=session, messages=batch)
                 # A retry of the same batch must store nothing new.
                 if b == 0:
-                    services.message_append(session=session, messages=batch)
+                    ingest.message_append(session=session, messages=batch)
         except BaseException as exc:  # collected and asserted below
             errors.append(exc)
         finally:
@@ -63,14 +63,14 @@ def test_eight_threads_appending_to_one_session(team):
 
 
 def test_concurrent_retries_of_one_client_id_store_it_once(team):
-    session = services.session_create(user=team.bob.user, project=team.project, name="retries")
+    session = agent_sessions.session_create(user=team.bob.user, project=team.project, name="retries")
     start = threading.Barrier(THREADS)
     results: list[int] = []
 
     def retry() -> None:
         try:
             start.wait()
-            out = services.message_append(
+            out = ingest.message_append(
                 session=session, messages=[normalize_message({"role": "user", "content": "once", "client_id": "same"})]
             )
             results.append(out.messages[0].pk)

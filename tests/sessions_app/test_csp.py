@@ -60,7 +60,6 @@ def test_the_pages_carry_the_policy_and_no_script_it_would_refuse(client, team, 
 
 
 def test_admin_pages_run_under_the_policy(client, team):
-
     root = get_user_model().objects.create_superuser("root", "root@example.invalid", "root-pass-123")
     client.force_login(root)
     task = periodic_task()

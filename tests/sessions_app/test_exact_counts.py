@@ -10,8 +10,10 @@ from django.test import override_settings
 
 from compaction.messages import normalize_message
 from compaction.models import CLAUDE_CALIBRATION
-from sessions_app import counting, selectors, services, tasks
+from sessions_app import tasks
 from sessions_app.models import AgentSession, ModelProfile
+from sessions_app.selectors import model_context, usage
+from sessions_app.services import counting, ingest
 from tests.fakes.anthropic_server import FakeAnthropic
 
 
@@ -28,13 +30,13 @@ def _long_session(session_of, **kwargs):
     session = session_of(model="claude-sonnet-4-5", system_prompt="Be brief.", **kwargs)
     text = f"nonce {uuid.uuid4()} " + "Summarize the build log and fix the failing test. " * 60
     with override_settings(ANTHROPIC_API_KEY=""):  # the tests below ask for the count themselves
-        services.message_append(session=session, messages=[normalize_message({"role": "user", "content": text})])
+        ingest.message_append(session=session, messages=[normalize_message({"role": "user", "content": text})])
     session.refresh_from_db()
     return session
 
 
 def _request_of(session: AgentSession) -> dict:
-    body = selectors.session_context(session)
+    body = model_context.session_context(session)
     body.pop("status")
     return body
 
@@ -45,7 +47,7 @@ def test_exact_count_is_stored_marked_and_calibrates_the_model(fake, session_of)
     expected = fake.count_tokens_for(_request_of(session))
     assert counting.session_count_exact(session_id=session.pk) == "counted"
     session.refresh_from_db()
-    status = selectors.session_status(session)
+    status = usage.session_status(session)
     assert status["token_source"] == "exact"
     assert status["used"] == expected
     profile = ModelProfile.objects.get(name="claude-sonnet-4-5")
@@ -64,9 +66,9 @@ def test_a_new_message_makes_the_count_an_estimate_again(fake, session_of):
     session = _long_session(session_of)
     counting.session_count_exact(session_id=session.pk)
     with override_settings(ANTHROPIC_API_KEY=""):  # no new count queued: the old one no longer holds
-        services.message_append(session=session, messages=[normalize_message({"role": "assistant", "content": "ok"})])
+        ingest.message_append(session=session, messages=[normalize_message({"role": "assistant", "content": "ok"})])
     session.refresh_from_db()
-    assert selectors.session_status(session)["token_source"] == "estimate"
+    assert usage.session_status(session)["token_source"] == "estimate"
 
 
 @pytest.mark.django_db
@@ -76,7 +78,7 @@ def test_permanent_api_errors_fall_back_to_the_estimate_with_a_warning(fake, ses
     fake.queue_error(status_code, endpoint="count_tokens")
     assert tasks.count_exact_tokens.apply(args=(session.pk,)).get() == "failed"
     session.refresh_from_db()
-    status = selectors.session_status(session)
+    status = usage.session_status(session)
     assert status["token_source"] == "estimate"
     assert any("Exact count unavailable" in w for w in status["warnings"])
     assert len(fake.requests_for("count_tokens")) == 1  # not retried
@@ -90,7 +92,7 @@ def test_transient_errors_are_retried_by_the_task(fake, session_of, monkeypatch)
     tasks.count_exact_tokens.apply(args=(session.pk,))
     session.refresh_from_db()
     assert len(fake.requests_for("count_tokens")) == 3
-    status = selectors.session_status(session)
+    status = usage.session_status(session)
     assert status["token_source"] == "exact" and status["warnings"] == []
 
 

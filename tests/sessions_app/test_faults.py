@@ -10,8 +10,10 @@ from django.db import OperationalError
 from django.test import override_settings
 from kombu.exceptions import OperationalError as BrokerDown
 
-from sessions_app import compacting, selectors, services, tasks
+from sessions_app import tasks
 from sessions_app.models import AgentSession, Compaction, Message, ToolUse
+from sessions_app.selectors import access, usage
+from sessions_app.services import ingest
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 
 pytestmark = pytest.mark.django_db
@@ -33,14 +35,14 @@ def test_a_database_outage_answers_503_with_retry_after(api_as, team, session_of
     def down(**kwargs):
         raise lost_connection()
 
-    monkeypatch.setattr(services, "message_append", down)
+    monkeypatch.setattr(ingest, "message_append", down)
     response = api_as(team.bob).post(f"/api/v1/sessions/{session.pk}/messages/", {"role": "user", "content": "hi"})
     assert response.status_code == 503 and response["Retry-After"] == "5"
     assert response.json() == {
         "detail": "The database is unavailable for a moment; retry shortly.",
         "code": "database_unavailable",
     }
-    monkeypatch.setattr(selectors, "project_list_for", lambda user: (_ for _ in ()).throw(lost_connection()))
+    monkeypatch.setattr(access, "project_list_for", lambda user: (_ for _ in ()).throw(lost_connection()))
     client.force_login(team.bob.user)
     page = client.get("/projects/")
     assert page.status_code == 503 and page["Retry-After"] == "5"
@@ -52,7 +54,7 @@ def test_a_database_bug_is_not_disguised_as_an_outage(api_as, team, session_of, 
     def bug(**kwargs):
         raise OperationalError("no such table: sessions_app_message")
 
-    monkeypatch.setattr(services, "message_append", bug)
+    monkeypatch.setattr(ingest, "message_append", bug)
     with pytest.raises(OperationalError):  # a 500 with a traceback in the log, as a bug should be
         api_as(team.bob).post(f"/api/v1/sessions/{session.pk}/messages/", {"role": "user", "content": "hi"})
 
@@ -100,11 +102,11 @@ def test_with_the_broker_down_appends_are_answered_and_the_work_catches_up(setti
     assert Message.objects.filter(session=session).count() == len(agent_rounds(24))
     record = Compaction.objects.get(session=session)
     assert record.status == "queued"
-    warnings = selectors.session_status(AgentSession.objects.get(pk=session.pk))["warnings"]
+    warnings = usage.session_status(AgentSession.objects.get(pk=session.pk))["warnings"]
     assert any("waited" in w and "workers may be down" in w for w in warnings), warnings
-    assert compacting.stale_requeue() == 0  # still down: nothing sent, nothing lost
+    assert tasks.requeue_stale_compactions() == 0  # still down: nothing sent, nothing lost
     monkeypatch.undo()
-    assert compacting.stale_requeue() == 1
+    assert tasks.requeue_stale_compactions() == 1
     record.refresh_from_db()
     assert record.status == "succeeded"
 

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from sessions_app.models import Project
-from sessions_app.services import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
+from sessions_app.services.projects import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
 
 pytestmark = pytest.mark.django_db
 

@@ -13,9 +13,10 @@ import time_machine
 from django.core.management import call_command
 
 from ctxweb.celery import app
-from sessions_app import compacting, pruning, reverting, selectors
 from sessions_app.errors import Conflict
 from sessions_app.models import AgentSession, ArchiveEntry, Compaction, Message, MessageBackup, Project
+from sessions_app.selectors import model_context
+from sessions_app.services import compaction_runs, retention, reverting
 from tests.sessions_app.compaction_helpers import agent_rounds, append, rows_of
 
 pytestmark = pytest.mark.django_db
@@ -53,33 +54,33 @@ def quiet(session_of):
 def test_inactive_sessions_are_archived_exactly_when_due(quiet):
     rows = rows_of(quiet)
     with at(timedelta(days=30, seconds=-1)):
-        assert pruning.prune_run(dry_run=True) == {"dry_run": True, **counts()}
-        assert pruning.prune_run() == {"dry_run": False, **counts()}
+        assert retention.prune_run(dry_run=True) == {"dry_run": True, **counts()}
+        assert retention.prune_run() == {"dry_run": False, **counts()}
     assert rows_of(quiet) == rows
     with at(timedelta(days=30, seconds=1)):
-        planned = pruning.prune_run(dry_run=True)
+        planned = retention.prune_run(dry_run=True)
         assert rows_of(quiet) == rows and not ArchiveEntry.objects.exists()  # a dry run writes nothing
-        done = pruning.prune_run()
+        done = retention.prune_run()
     assert planned == {**done, "dry_run": True} == {"dry_run": True, **counts(sessions_archived=1, messages_archived=2)}
     quiet.refresh_from_db()
     assert quiet.status == "archived" and quiet.active_message_count == 0 and quiet.message_tokens == 0
     assert list(Message.objects.filter(session=quiet).values_list("state", flat=True)) == ["archived", "archived"]
     # Out of the context, still there to read and download.
-    assert selectors.session_context(quiet)["messages"] == []
-    assert [m.content for m in selectors.message_list(quiet, state="archived")] == ["hello", "hi"]
+    assert model_context.session_context(quiet)["messages"] == []
+    assert [m.content for m in model_context.message_list(quiet, state="archived")] == ["hello", "hi"]
     entry = ArchiveEntry.objects.get()
     contents = json.dumps(["hello", "hi"], sort_keys=True, ensure_ascii=False)
     assert (entry.kind, entry.session_id, entry.items) == ("messages", quiet.pk, 2)
     assert entry.content_hash == hashlib.sha256(contents.encode()).hexdigest() and "state=archived" in entry.location
     assert entry.created_at == T0 + timedelta(days=30, seconds=1)
     with at(timedelta(days=90)):
-        assert pruning.prune_run() == {"dry_run": False, **counts()}  # never twice
+        assert retention.prune_run() == {"dry_run": False, **counts()}  # never twice
     assert ArchiveEntry.objects.count() == 1
 
 
 def test_an_archived_session_takes_no_more_messages(api_as, team, quiet):
     with at(timedelta(days=31)):
-        pruning.prune_run()
+        retention.prune_run()
     response = api_as(team.bob).post(f"/api/v1/sessions/{quiet.pk}/messages/", {"role": "user", "content": "back"})
     assert (response.status_code, response.json()["code"]) == (409, "session_closed")
 
@@ -91,10 +92,10 @@ def test_activity_and_the_policy_decide(quiet, session_of, team):
     team.project.policy.prune_days = 45
     team.project.policy.save()
     with at(timedelta(days=31)):
-        assert pruning.prune_run(dry_run=True)["sessions_archived"] == 0
-        assert pruning.prune_run(dry_run=True, older_than_days=10)["sessions_archived"] == 2
+        assert retention.prune_run(dry_run=True)["sessions_archived"] == 0
+        assert retention.prune_run(dry_run=True, older_than_days=10)["sessions_archived"] == 2
     with at(timedelta(days=46)):
-        assert pruning.prune_run()["sessions_archived"] == 1
+        assert retention.prune_run()["sessions_archived"] == 1
     busy.refresh_from_db()
     assert busy.status == "active"
 
@@ -103,16 +104,16 @@ def test_expired_backups_are_purged_and_logged(session_of):
     with at(timedelta(0)):
         session = session_of(model="claude-sonnet-4-5", context_window=30_000, auto_compact=False)
         append(session, agent_rounds(24))
-        record = compacting.compaction_request(session=session, level="compact", user=None, enqueue=False)
-        compacting.compaction_run(record.pk)
+        record = compaction_runs.compaction_request(session=session, level="compact", user=None)
+        compaction_runs.compaction_run(record.pk)
     record.refresh_from_db()
     backups = MessageBackup.objects.filter(compaction=record).count()
     assert backups > 0 and record.revertible_until == T0 + timedelta(hours=24)
     with at(timedelta(hours=24, seconds=-1)):
-        assert pruning.prune_run(dry_run=True)["backups_purged"] == 0
+        assert retention.prune_run(dry_run=True)["backups_purged"] == 0
     with at(timedelta(hours=24, seconds=1)):
-        assert pruning.prune_run(dry_run=True)["backups_purged"] == backups
-        assert pruning.prune_run()["backups_purged"] == backups
+        assert retention.prune_run(dry_run=True)["backups_purged"] == backups
+        assert retention.prune_run()["backups_purged"] == backups
         with pytest.raises(Conflict) as refused:
             reverting.compaction_revert(compaction=record)
     assert refused.value.code == "revert_window_passed"
@@ -125,13 +126,13 @@ def test_a_session_waits_for_its_revert_window_before_it_is_archived(session_of)
     with at(timedelta(0)):
         session = session_of(model="claude-sonnet-4-5", context_window=30_000, auto_compact=False)
         append(session, agent_rounds(8))
-        record = compacting.compaction_request(session=session, level="compact", user=None, enqueue=False)
-        compacting.compaction_run(record.pk)
+        record = compaction_runs.compaction_request(session=session, level="compact", user=None)
+        compaction_runs.compaction_run(record.pk)
     Compaction.objects.filter(pk=record.pk).update(revertible_until=T0 + timedelta(days=40))
     with at(timedelta(days=31)):
-        assert pruning.prune_run()["sessions_archived"] == 0
+        assert retention.prune_run()["sessions_archived"] == 0
     with at(timedelta(days=41)):
-        done = pruning.prune_run()
+        done = retention.prune_run()
     assert done["sessions_archived"] == 1 and done["backups_purged"] > 0
 
 
@@ -147,9 +148,9 @@ def test_a_long_context_document_keeps_its_headers_and_archives_the_oldest_lines
     text = document(12, 49)  # 600 lines, 12 headers
     Project.objects.filter(pk=team.project.pk).update(context_document=text)
     with at(timedelta(0)):
-        planned = pruning.prune_run(dry_run=True)
+        planned = retention.prune_run(dry_run=True)
         assert Project.objects.get(pk=team.project.pk).context_document == text
-        done = pruning.prune_run()
+        done = retention.prune_run()
     assert planned == {**done, "dry_run": True}
     assert (done["context_documents_trimmed"], done["context_lines_archived"]) == (1, 100)
     kept = Project.objects.get(pk=team.project.pk).context_document
@@ -163,12 +164,12 @@ def test_a_long_context_document_keeps_its_headers_and_archives_the_oldest_lines
     entry = ArchiveEntry.objects.get(kind="context_document")
     assert entry.content.splitlines() == archived and entry.items == 100
     assert entry.content_hash == hashlib.sha256(entry.content.encode()).hexdigest()
-    assert pruning.prune_run()["context_documents_trimmed"] == 0  # never twice
+    assert retention.prune_run()["context_documents_trimmed"] == 0  # never twice
 
 
 def test_headers_alone_over_the_limit_are_all_kept():
     text = "\n".join(f"# H{i}\nbody {i}" for i in range(8))
-    kept, archived = pruning.trim_document(text, 5)
+    kept, archived = retention.trim_document(text, 5)
     assert [line for line in kept.splitlines()] == [f"# H{i}" for i in range(8)]
     assert archived.splitlines() == [f"body {i}" for i in range(8)]
 

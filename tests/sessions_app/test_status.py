@@ -7,8 +7,9 @@ from django.db.models import Sum
 
 from compaction.messages import normalize_message
 from compaction.tokens import DEFAULT_FRAMING, OfflineTokenizer, calibrate
-from sessions_app import selectors, services
 from sessions_app.models import Message, ModelProfile
+from sessions_app.selectors import usage
+from sessions_app.services import ingest
 
 pytestmark = pytest.mark.django_db
 
@@ -34,9 +35,7 @@ CONTRACT_FIELDS = {
 
 
 def append(session, *texts):
-    services.message_append(
-        session=session, messages=[normalize_message({"role": "user", "content": t}) for t in texts]
-    )
+    ingest.message_append(session=session, messages=[normalize_message({"role": "user", "content": t}) for t in texts])
     session.refresh_from_db()
 
 
@@ -56,8 +55,8 @@ def test_status_uses_totals_and_the_calibration_factor(session_of):
     append(session, "alpha " * 300, "beta " * 200)
     raw_messages = Message.objects.filter(session=session).aggregate(t=Sum("tokens"))["t"]
     ModelProfile.objects.filter(name="claude-sonnet-4-5").update(calibration_factor=1.5)
-    selectors.forget_model_profiles()
-    status = selectors.session_status(session)
+    usage.forget_model_profiles()
+    status = usage.session_status(session)
     assert status["messages"] == calibrate(raw_messages + DEFAULT_FRAMING.request, 1.5)
     assert status["system_prompt"] == calibrate(OfflineTokenizer().count_system("sys " * 50), 1.5)
 
@@ -70,17 +69,17 @@ def test_status_does_not_retokenize(session_of, monkeypatch):
         raise AssertionError("status must not count tokens")
 
     monkeypatch.setattr(OfflineTokenizer, "count_text", boom)
-    assert selectors.session_status(session)["messages"] > 0
+    assert usage.session_status(session)["messages"] > 0
 
 
 def test_levels_follow_the_policy_and_the_window(session_of):
     session = session_of(model="gpt-4o", context_window=2_000)  # calibration 1.0: a word is a token
     append(session, "word " * 1_300)  # ~65 % of the window
-    status = selectors.session_status(session)
+    status = usage.session_status(session)
     assert status["level"] == "remind"
     assert status["will_compact"] is False
     append(session, "word " * 200)
-    status = selectors.session_status(session)
+    status = usage.session_status(session)
     assert status["level"] == "compact"
     assert status["will_compact"] is True
     assert "compaction" in status["recommendation"].lower()
@@ -89,25 +88,25 @@ def test_levels_follow_the_policy_and_the_window(session_of):
 def test_auto_compact_false_means_will_not_compact(session_of):
     session = session_of(context_window=2_000, auto_compact=False)
     append(session, "word " * 1_800)
-    status = selectors.session_status(session)
+    status = usage.session_status(session)
     assert status["level"] in ("summarize", "handoff")
     assert status["will_compact"] is False
 
 
 def test_unknown_model_falls_back_to_128k_with_a_warning(session_of):
-    status = selectors.session_status(session_of(model="my-local-llama"))
+    status = usage.session_status(session_of(model="my-local-llama"))
     assert status["context_window"] == 128_000
     assert any("not known" in w for w in status["warnings"])
 
 
 def test_session_window_override_wins(session_of):
-    assert selectors.session_status(session_of(model="gpt-4o", context_window=50_000))["context_window"] == 50_000
+    assert usage.session_status(session_of(model="gpt-4o", context_window=50_000))["context_window"] == 50_000
 
 
 def test_over_the_window_warns(session_of):
     session = session_of(context_window=1_024)
     append(session, "word " * 2_000)
-    status = selectors.session_status(session)
+    status = usage.session_status(session)
     assert status["free"] < 0
     assert status["level"] == "handoff"
     assert any("larger than the model's window" in w for w in status["warnings"])

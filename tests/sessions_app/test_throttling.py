@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.cache import cache
 
-from sessions_app import services
+from sessions_app.services import keys
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +25,7 @@ def test_a_key_over_its_rate_gets_429_with_retry_after(settings, api_as, team):
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
     assert refused.json()["code"] == "throttled" and "available in" in refused.json()["detail"]
     # Another key of the same user has a budget of its own.
-    _, other = services.apikey_create(user=team.bob.user, name="second agent")
+    _, other = keys.apikey_create(user=team.bob.user, name="second agent")
     assert api_as(type(team.bob)(user=team.bob.user, key=other)).get("/api/v1/projects/").status_code == 200
     # And another user is not affected at all.
     assert api_as(team.carol).get("/api/v1/projects/").status_code == 200
@@ -33,7 +33,7 @@ def test_a_key_over_its_rate_gets_429_with_retry_after(settings, api_as, team):
 
 def test_a_user_over_the_rate_is_limited_across_all_their_keys(settings, api_as, team):
     settings.CTX_RATE_LIMIT_USER = "4/minute"
-    _, second = services.apikey_create(user=team.bob.user, name="second agent")
+    _, second = keys.apikey_create(user=team.bob.user, name="second agent")
     first, other = api_as(team.bob), api_as(type(team.bob)(user=team.bob.user, key=second))
     statuses = [client.get("/api/v1/projects/").status_code for client in (first, other, first, other)]
     assert statuses == [200] * 4

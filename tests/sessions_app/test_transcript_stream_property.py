@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction.transcripts import read_transcript
-from sessions_app import importing, services, transcript_sync
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession
+from sessions_app.services import importing, projects, transcript_sync
 from tests.shared_data import SHARED_DATA
 from tests.transcript_stream import STEP, Upload, build, contexts, random_plan, rows
 
@@ -34,7 +34,7 @@ def owner(django_user_model):
 
 
 def _project(user: Any, name: str) -> Any:
-    project = services.project_create(user=user, name=name)
+    project = projects.project_create(user=user, name=name)
     project.policy.auto = False  # compare what was stored, not what a compaction made of it
     project.policy.save()
     return project

@@ -8,8 +8,8 @@ import pytest
 from django.core.cache import cache
 
 from compaction.transcripts import read_transcript
-from sessions_app import importing, transcript_sync
 from sessions_app.models import AgentSession, Message, SessionStatus
+from sessions_app.services import importing, projects, transcript_sync
 from tests.claude_code_lines import SESSION, agent_session, text
 
 pytestmark = pytest.mark.django_db
@@ -64,9 +64,8 @@ def stored(session_id: int) -> list[tuple]:
 
 def imported(team, data: str, name: str = SESSION) -> importing.ImportResult:
     """A one-shot import of the same text into another project."""
-    from sessions_app import services
 
-    project = services.project_create(user=team.alice.user, name="Reference")
+    project = projects.project_create(user=team.alice.user, name="Reference")
     return importing.session_import(
         user=team.alice.user, project=project, transcript=read_transcript(data, "claude-code"), name=name
     )

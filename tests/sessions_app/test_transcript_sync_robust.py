@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app import selectors
 from sessions_app.models import AgentSession, IngestRejection, Message, MessageState
+from sessions_app.selectors import model_context
 from tests.sessions_app.test_transcript_sync import _forget_cached_transcripts  # noqa: F401 - autouse fixture
 from tests.sessions_app.test_transcript_sync import upload as upload_as
 from tests.transcript_stream import Writer, text_block, tool_block
@@ -87,7 +87,7 @@ def test_late_blocks_of_a_response_cut_off_by_a_final_upload_are_added_to_it(bob
     assert [b["id"] for b in rows[1].content] == ["toolu_a", "toolu_b"]
     session = AgentSession.objects.get(pk=first["session"])
     assert session.message_tokens == sum(r.tokens for r in rows)  # the totals follow the grown message
-    messages = selectors.session_context(session)["messages"]
+    messages = model_context.session_context(session)["messages"]
     assert [b["id"] for b in messages[1]["content"]] == ["toolu_a", "toolu_b"]
     assert [b["tool_use_id"] for b in messages[2]["content"]] == ["toolu_a", "toolu_b"]
 
@@ -109,7 +109,7 @@ def test_late_blocks_of_a_compacted_response_follow_as_a_message_of_their_own(bo
     assert [r.client_id for r in rows[3:]] == ["msg_1+1", rows[4].client_id]
     assert rows[3].content == [tool_block("toolu_b", "b")] and rows[3].metadata["continues"] == "msg_1"
     session = AgentSession.objects.get(pk=first["session"])
-    messages = selectors.session_context(session)["messages"]
+    messages = model_context.session_context(session)["messages"]
     calls = [b["id"] for m in messages for b in m["content"] if b["type"] == "tool_use"]
     results = [b["tool_use_id"] for m in messages for b in m["content"] if b["type"] == "tool_result"]
     assert calls == results == ["toolu_a", "toolu_b"]

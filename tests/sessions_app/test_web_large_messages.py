@@ -11,9 +11,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from sessions_app import compacting
 from sessions_app.models import Message
-from sessions_app.selectors_web import EXCERPT_CHARS
+from sessions_app.services import compaction_runs
+from sessions_app.web.pages import EXCERPT_CHARS
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 
 pytestmark = pytest.mark.django_db
@@ -112,8 +112,8 @@ def test_many_blocks_are_cut_to_the_first_ones(viewer, session_of):
 def test_the_original_of_a_compacted_huge_message_is_an_excerpt_then_paged(viewer, huge):
     session, message, text = huge
     append(session, agent_rounds(6))
-    record = compacting.compaction_request(session=session, level="compact", user=None, enqueue=False)
-    compacting.compaction_run(record.pk)
+    record = compaction_runs.compaction_request(session=session, level="compact", user=None)
+    compaction_runs.compaction_run(record.pk)
     message.refresh_from_db()
     assert message.state == "compacted", "the 3 MB tool result should be the first thing compacted"
     inline = viewer.get(url("message-original", message.pk), HTTP_HX_REQUEST="true")

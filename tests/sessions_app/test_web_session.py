@@ -10,8 +10,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from sessions_app import compacting, selectors
 from sessions_app.models import Compaction, HandoffDocument, Message
+from sessions_app.selectors import usage
+from sessions_app.services import compaction_runs
 from tests.sessions_app.compaction_helpers import agent_rounds, append, rows_of
 
 pytestmark = pytest.mark.django_db
@@ -44,7 +45,7 @@ def test_pages_need_a_sign_in(client, busy):
 
 
 def test_session_page_shows_the_breakdown_with_status_numbers(as_user, team, busy):
-    status = selectors.session_status(busy)
+    status = usage.session_status(busy)
     page = as_user(team.carol).get(url("session", busy.pk)).content.decode()
     assert f'aria-valuenow="{status["usage_percent"]}"' in page and f'data-level="{status["level"]}"' in page
     for key in ("system_prompt", "tool_definitions", "messages", "summary", "reserved_output", "free"):
@@ -57,8 +58,8 @@ def test_viewers_see_no_write_controls_and_are_refused(as_user, team, busy):
     viewer = as_user(team.carol)
     page = viewer.get(url("session", busy.pk)).content.decode()
     assert 'id="compaction-form"' not in page and 'id="handoff-form"' not in page
-    record = compacting.compaction_request(session=busy, level="compact", user=None, enqueue=False)
-    compacting.compaction_run(record.pk)
+    record = compaction_runs.compaction_request(session=busy, level="compact", user=None)
+    compaction_runs.compaction_run(record.pk)
     assert "Revert…" not in viewer.get(url("session", busy.pk)).content.decode()
     for path, data in (
         (url("compaction-preview", busy.pk), {"level": "compact"}),
@@ -71,8 +72,8 @@ def test_viewers_see_no_write_controls_and_are_refused(as_user, team, busy):
 
 
 def test_outsiders_get_404_everywhere(as_user, team, busy):
-    record = compacting.compaction_request(session=busy, level="compact", user=None, enqueue=False)
-    compacting.compaction_run(record.pk)
+    record = compaction_runs.compaction_request(session=busy, level="compact", user=None)
+    compaction_runs.compaction_run(record.pk)
     message = Message.objects.filter(session=busy, state="compacted").first()
     outsider = as_user(team.mallory)
     for path in (
@@ -137,8 +138,8 @@ def test_a_second_run_while_one_is_queued_is_refused_with_a_message(as_user, tea
 
 def test_original_of_a_compacted_message(as_user, team, busy):
     before = {m.seq: m.content for m in Message.objects.filter(session=busy)}
-    record = compacting.compaction_request(session=busy, level="compact", user=None, enqueue=False)
-    compacting.compaction_run(record.pk)
+    record = compaction_runs.compaction_request(session=busy, level="compact", user=None)
+    compaction_runs.compaction_run(record.pk)
     message = Message.objects.filter(session=busy, state="compacted").first()
     body = as_user(team.carol).get(url("message-original", message.pk)).content.decode()
     original = before[message.seq][0]["content"] if isinstance(before[message.seq], list) else before[message.seq]
@@ -204,7 +205,7 @@ def test_sessions_list_filters_and_paginates(as_user, team, session_of, busy):
     quiet = session_of(name="Quiet", model="gpt-4o")
     append(quiet, [{"role": "user", "content": "hi"}])
     viewer = as_user(team.carol)
-    level = selectors.session_status(busy)["level"]
+    level = usage.session_status(busy)["level"]
     assert level != "ok"
 
     def names(query: str) -> str:
@@ -253,8 +254,8 @@ def test_the_live_panel_costs_the_same_queries_however_long_the_history(as_user,
             assert viewer.get(url("session-live", busy.pk)).status_code == 200
         return len(captured)
 
-    record = compacting.compaction_request(session=busy, level="compact", user=None, enqueue=False)
-    compacting.compaction_run(record.pk)
+    record = compaction_runs.compaction_request(session=busy, level="compact", user=None)
+    compaction_runs.compaction_run(record.pk)
     few = queries()
     for _ in range(8):
         Compaction.objects.create(session=busy, level="compact", status="skipped")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from sessions_app import services
 from sessions_app.models import ApiKey, CompactionPolicy, Membership
+from sessions_app.services import keys
 
 pytestmark = pytest.mark.django_db
 
@@ -93,7 +93,7 @@ def test_apply_a_preset_and_an_unknown_one_is_an_error(as_user, team):
 
 
 def policy_data(policy: CompactionPolicy, **changes) -> dict:
-    from sessions_app.forms import PolicyForm
+    from sessions_app.web.forms import PolicyForm
 
     data = {name: getattr(policy, name) for name in PolicyForm.Meta.fields}
     data["preserve_patterns"] = "\n".join(policy.preserve_patterns or [])
@@ -127,12 +127,12 @@ def test_api_keys_are_shown_once_stored_hashed_and_revocable(as_user, team):
     body = response.content.decode()
     raw = body.split('id="new-key-value">', 1)[1].split("<", 1)[0]
     key = ApiKey.objects.get(user=team.bob.user, name="laptop agent")
-    assert raw.startswith(key.prefix) and key.key_hash != raw and services.apikey_authenticate(raw) == key
+    assert raw.startswith(key.prefix) and key.key_hash != raw and keys.apikey_authenticate(raw) == key
     listing = member.get(url("keys")).content.decode()
     assert raw not in listing and f"{key.prefix}…" in listing
     assert member.post(url("key-revoke", key.pk)).status_code == 302
     key.refresh_from_db()
-    assert key.revoked_at is not None and services.apikey_authenticate(raw) is None
+    assert key.revoked_at is not None and keys.apikey_authenticate(raw) is None
     too_long = member.post(url("key-create"), {"name": "x" * 101})
     assert too_long.status_code == 400 and "at most 100 characters" in too_long.content.decode()
 

@@ -13,11 +13,22 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from compaction import jsonvalues
 from compaction.messages import MessageError
 from compaction.usage import render_bar
-
-from ... import counting, selectors, services, tasks
-from ...demo import demo_load
-from ...errors import ServiceError
-from ...models import AgentSession, Project
+from sessions_app import tasks
+from sessions_app.errors import ServiceError
+from sessions_app.models import AgentSession
+from sessions_app.selectors import access, compactions, model_context, usage
+from sessions_app.services import (
+    compaction_runs,
+    counting,
+    handoffs,
+    importing,
+    keys,
+    planning,
+    projects,
+    retention,
+    reverting,
+)
+from sessions_app.services.demo import demo_load
 
 IMPORT_FORMATS = ("claude-code", "openai", "anthropic")
 
@@ -102,20 +113,6 @@ class Command(BaseCommand):
         else:
             self.stdout.write(human)
 
-    def find_session(self, ref: str) -> AgentSession:
-        qs = AgentSession.objects.select_related("project", "project__policy")
-        pk = selectors.as_pk(ref)
-        if pk is not None:
-            found = qs.filter(pk=pk).first()
-            if found:
-                return found
-        matches = list(qs.filter(external_id=ref)[:2])
-        if len(matches) == 1:
-            return matches[0]
-        if matches:
-            raise CommandError(f"Several sessions have external id {ref!r}; use the numeric id.")
-        raise CommandError(f"No session {ref!r}.")
-
     def cli_user(self, username: str | None) -> Any:
         User = get_user_model()
         if username:
@@ -129,23 +126,16 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ actions
 
     def do_import(self, options: dict[str, Any]) -> None:
-        from ... import importing  # pulls in the transcript readers only when importing
-
         path = Path(options["file"])
         if not path.is_file():
             raise CommandError(f"No such file: {path}")
         user = self.cli_user(options["user"])
         ref = options["project"]
-        pk = selectors.as_pk(ref)
-        project = (
-            Project.objects.filter(pk=pk).first()
-            if pk is not None
-            else selectors.project_list_for(user).filter(name=ref).first()
-        )
+        project = access.project_find(ref, user=user)
         if project is None:
-            if pk is not None:
+            if access.as_pk(ref) is not None:
                 raise CommandError(f"No project {ref}.")
-            project = services.project_create(user=user, name=ref)
+            project = projects.project_create(user=user, name=ref)
         transcript = importing.transcript_parse(path.read_bytes(), options["format"])
         result = importing.session_import(
             user=user,
@@ -157,6 +147,7 @@ class Command(BaseCommand):
             auto_compact=False if options["no_auto"] else None,
             episode=options["episode"],
         )
+        tasks.after_append(*importing.appended_to(result))
         data = importing.import_summary(result)
         skipped = ", ".join(f"{k}: {v}" for k, v in sorted(result.skipped.items())) or "none"
         human = (
@@ -169,15 +160,15 @@ class Command(BaseCommand):
         self.emit(options, data, human)
 
     def bar(self, session: AgentSession) -> str:
-        status = selectors.session_status(session)
-        usage = selectors.session_usage(session)
-        lines = [render_bar(usage), "", status["recommendation"], f"Counts: {status['token_source']}."]
+        status = usage.session_status(session)
+        current = usage.session_usage(session)
+        lines = [render_bar(current), "", status["recommendation"], f"Counts: {status['token_source']}."]
         lines += [f"Warning: {w}" for w in status["warnings"]]
         return "\n".join(lines)
 
     def do_status(self, options: dict[str, Any]) -> None:
-        session = self.find_session(options["session"])
-        self.emit(options, selectors.session_status(session), self.bar(session))
+        session = access.session_find(options["session"])
+        self.emit(options, usage.session_status(session), self.bar(session))
 
     def do_count(self, options: dict[str, Any]) -> None:
         raw = sys.stdin.read()
@@ -195,17 +186,14 @@ class Command(BaseCommand):
         self.emit(options, results if isinstance(body, list) else results[0])
 
     def do_context(self, options: dict[str, Any]) -> None:
-        session = self.find_session(options["session"])
-        self.emit(options, selectors.session_context(session, fmt=options["format"]))
+        session = access.session_find(options["session"])
+        self.emit(options, model_context.session_context(session, fmt=options["format"]))
 
     def do_compact(self, options: dict[str, Any]) -> None:
-        from ... import compacting, planning, reverting
-        from ...api.serializers import CompactionOut
-
-        session = self.find_session(options["session"])
+        session = access.session_find(options["session"])
         if options["revert"]:
-            qs = session.compactions.filter(status="succeeded", revertible_until__isnull=False)
-            record = qs.filter(pk=options["id"]).first() if options["id"] else qs.order_by("-id").first()
+            pk = options["id"] or compactions.newest_revertible_id(session.pk)
+            record = session.compactions.filter(pk=pk).first() if pk else None
             if record is None:
                 raise CommandError("No compaction of this session to revert.")
             record = reverting.compaction_revert(compaction=record)
@@ -223,13 +211,12 @@ class Command(BaseCommand):
             self.emit(options, preview, "\n".join(lines))
             return
         else:
-            record = compacting.compaction_request(
+            record = compaction_runs.compaction_request(
                 session=session,
                 level=options["level"],
                 user=None,
                 instructions=options["instructions"],
-                enqueue=False,  # runs right here, not in a worker
-            )
+            )  # not sent to the workers: it runs right here
             # Through the task, in this process: transient model errors are retried with backoff and
             # end in the offline summary, so the record never stays "running" with no beat to reclaim it.
             tasks.run_compaction.apply((record.pk,))
@@ -240,13 +227,13 @@ class Command(BaseCommand):
         if record.error:
             human += f"\n{record.error}"
         human += "\n\n" + self.bar(AgentSession.objects.get(pk=session.pk))
-        self.emit(options, CompactionOut(record).data, human)
+        self.emit(options, compactions.compaction_summary(record), human)
 
     def do_handoff(self, options: dict[str, Any]) -> None:
-        from ... import handoffs
-
-        session = self.find_session(options["session"])
+        session = access.session_find(options["session"])
         document = handoffs.handoff_create(session=session, user=None, continue_=options["continue_"])
+        if document.continuation_id:
+            tasks.after_append(document.continuation_id)
         rendered = {"txt": document.text, "md": document.markdown, "json": json.dumps(document.data, indent=2)}
         body = rendered[options["format"]]
         data = {
@@ -267,12 +254,10 @@ class Command(BaseCommand):
         self.emit(options, data, human)
 
     def do_prune(self, options: dict[str, Any]) -> None:
-        from ... import pruning
-
         days = options["older_than"]
         if days is not None and days < 0:
             raise CommandError("--older-than takes a number of days, 0 or more.")
-        counts = pruning.prune_run(dry_run=options["dry_run"], older_than_days=days)
+        counts = retention.prune_run(dry_run=options["dry_run"], older_than_days=days)
         verb = "Would archive" if options["dry_run"] else "Archived"
         human = (
             f"{verb} {counts['messages_archived']:,} messages of {counts['sessions_archived']:,} inactive sessions; "
@@ -289,11 +274,13 @@ class Command(BaseCommand):
             if not options["create_user"]:
                 raise CommandError(f"No user {options['user']!r}; add --create-user to create one.")
             user = User.objects.create_user(username=options["user"])
-        key, raw = services.apikey_create(user=user, name=options["name"])
+        key, raw = keys.apikey_create(user=user, name=options["name"])
         self.emit(options, {"user": user.username, "key": raw, "prefix": key.prefix}, raw)
 
     def do_demo(self, options: dict[str, Any]) -> None:
         result = demo_load()
+        if result.created:
+            tasks.after_append(*(s.pk for s in result.sessions))
         data = {
             "username": result.username,
             "password": result.password,

@@ -3,15 +3,13 @@ it changed byte for byte (content, token counts, state, the compaction that chan
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from . import selectors
-from .errors import Conflict
-from .models import CONTEXT_STATES, AgentSession, Compaction, CompactionStatus, Message
+from sessions_app.models import CONTEXT_STATES, AgentSession, Compaction, CompactionStatus, Message
+from sessions_app.selectors import model_context
+from sessions_app.selectors.compactions import revert_refusal
 
 
 def compaction_revert(*, compaction: Compaction) -> Compaction:
@@ -39,53 +37,10 @@ def compaction_revert(*, compaction: Compaction) -> Compaction:
     return record
 
 
-def revert_refusal(
-    record: Compaction,
-    *,
-    now: datetime | None = None,
-    newest_id: int | type[Ellipsis] | None = ...,
-    busy: bool | None = None,
-) -> Conflict | None:
-    """Why this compaction can't be reverted now (the 409 to answer), or None when it can. The page
-    shows the same reasons the API answers with; a page listing many records passes the session's
-    ``newest_id`` (newest revertible compaction) and ``busy`` (one queued or running) once."""
-    now = now or timezone.now()
-    if record.status != CompactionStatus.SUCCEEDED:
-        return Conflict(
-            f"Only a succeeded compaction can be reverted; this one is {record.status}.", code="not_revertible"
-        )
-    if record.revertible_until is None:
-        return Conflict("This compaction changed no message; there is nothing to revert.", code="not_revertible")
-    if record.revertible_until < now:
-        return Conflict("The revert window of this compaction has passed.", code="revert_window_passed")
-    if newest_id is ...:
-        newest_id = newest_revertible_id(record.session_id)
-    if newest_id != record.pk:
-        return Conflict("A newer compaction exists; revert that one first.", code="not_newest")
-    if busy is None:
-        busy = Compaction.objects.filter(
-            session_id=record.session_id, status__in=[CompactionStatus.QUEUED, CompactionStatus.RUNNING]
-        ).exists()
-    if busy:
-        return Conflict("A compaction of this session is queued or running.", code="compaction_in_progress")
-    return None
-
-
-def newest_revertible_id(session_id: int) -> int | None:
-    return (
-        Compaction.objects.filter(
-            session_id=session_id, status=CompactionStatus.SUCCEEDED, revertible_until__isnull=False
-        )
-        .order_by("-id")
-        .values_list("id", flat=True)
-        .first()
-    )
-
-
 def _totals_refresh(session: AgentSession) -> None:
     """Recompute the context totals from the rows (revert is rare; exactness matters more than speed)."""
     agg = Message.objects.filter(session=session, state__in=CONTEXT_STATES).aggregate(n=Count("id"), t=Sum("tokens"))
-    checkpoint = selectors.current_checkpoint(session)
+    checkpoint = model_context.current_checkpoint(session)
     session.active_message_count = agg["n"] or 0
     session.message_tokens = agg["t"] or 0
     session.summary_tokens = checkpoint.tokens if checkpoint else 0

@@ -6,10 +6,10 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from . import selectors
+from sessions_app.selectors import access
 
 
 def projects(request: HttpRequest) -> dict[str, Any]:
     if not getattr(request, "user", None) or not request.user.is_authenticated:
         return {}
-    return {"switcher_projects": selectors.project_list_for(request.user)[:50]}
+    return {"switcher_projects": access.project_list_for(request.user)[:50]}

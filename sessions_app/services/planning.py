@@ -6,20 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
 from compaction.errors import EngineError
 from compaction.policy import Policy
 from compaction.prune import Change, plan_compact
-from compaction.summarize import ExtractiveSummarizer, Summarizer, SummaryPlan, plan_summarize
+from compaction.summarize import Summarizer, SummaryPlan, plan_summarize
 from compaction.tokens import DEFAULT_FRAMING, calibrate
 from compaction.types import Level, Msg
-
-from . import selectors
-from .errors import InvalidInput
-from .models import CONTEXT_STATES, AgentSession, Checkpoint, Message
-from .services import offline_tokenizer
+from sessions_app.engine import offline_summarizer, offline_tokenizer, summarizer_for
+from sessions_app.errors import InvalidInput
+from sessions_app.models import CONTEXT_STATES, AgentSession, Checkpoint, Message
+from sessions_app.selectors import model_context, usage
+from sessions_app.selectors.compactions import strategy_totals
 
 # ----------------------------------------------------------------------------- snapshot
 
@@ -52,8 +51,8 @@ class Snapshot:
 
 
 def snapshot(session: AgentSession) -> Snapshot:
-    info = selectors.model_info(session.model)
-    policy = selectors.policy_for(session)
+    info = usage.model_info(session.model)
+    policy = usage.policy_for(session)
     rows = list(
         Message.objects.filter(session=session, state__in=CONTEXT_STATES, seq__lte=session.last_seq)
         .order_by("seq")
@@ -71,7 +70,7 @@ def snapshot(session: AgentSession) -> Snapshot:
         factor=info.calibration,
         window=session.context_window_override or info.context_window,
         fixed_tokens=session.system_tokens + session.tool_tokens + DEFAULT_FRAMING.request,
-        previous_checkpoint=selectors.current_checkpoint(session),
+        previous_checkpoint=model_context.current_checkpoint(session),
         rows={seq: (role, content, tokens, state) for seq, role, content, tokens, state, _ in rows},
     )
 
@@ -124,26 +123,6 @@ class Outcome:
                 }
             )
         return out
-
-
-def offline_summarizer(policy: Policy) -> ExtractiveSummarizer:
-    return ExtractiveSummarizer(offline_tokenizer(), policy.preserve_patterns)
-
-
-def summarizer_for(policy: Policy) -> Summarizer:
-    """Anthropic's model when a key is configured; the offline extractive summarizer otherwise."""
-    if settings.ANTHROPIC_API_KEY:
-        from compaction.summarize import AnthropicSummarizer
-
-        return AnthropicSummarizer(
-            api_key=settings.ANTHROPIC_API_KEY,
-            model=policy.summarizer_model,
-            base_url=settings.ANTHROPIC_BASE_URL,
-            timeout=settings.ANTHROPIC_TIMEOUT,
-            max_retries=0,  # the Celery task retries with backoff
-            tokenizer=offline_tokenizer(),
-        )
-    return offline_summarizer(policy)
 
 
 def plan(
@@ -204,17 +183,6 @@ def plan(
     outcome.summarizer = getattr(summarizer, "name", type(summarizer).__name__)
     outcome.tokens_after = snap.used(remaining, summary.summary_tokens)
     return outcome
-
-
-def strategy_totals(items: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """Items of a compaction summed per strategy: messages touched, tokens before and after."""
-    totals: dict[str, dict[str, int]] = {}
-    for item in items:
-        entry = totals.setdefault(item["strategy"], {"messages": 0, "tokens_before": 0, "tokens_after": 0})
-        entry["messages"] += 1 if item.get("seq") is not None else 0
-        entry["tokens_before"] += item.get("tokens_before") or 0
-        entry["tokens_after"] += item.get("tokens_after") or 0
-    return totals
 
 
 def preview(session: AgentSession, level: str, *, instructions: str = "") -> dict[str, Any]:

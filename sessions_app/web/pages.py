@@ -12,11 +12,17 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from compaction.prune import MARK, result_text
 from compaction.tokens import calibrate
-
-from . import selectors
-from .models import AgentSession, Checkpoint, CompactionStatus, HandoffDocument, Message, Role
-from .planning import strategy_totals
-from .reverting import newest_revertible_id, revert_refusal
+from sessions_app.models import (
+    ACTIVE_COMPACTION_STATUSES,
+    ROLE_RANK,
+    AgentSession,
+    Checkpoint,
+    HandoffDocument,
+    Message,
+    Role,
+)
+from sessions_app.selectors import access, usage
+from sessions_app.selectors.compactions import newest_revertible_id, revert_refusal, strategy_totals
 
 LONG_TEXT = 600  # characters; longer content starts collapsed
 # However large a message, the session page (and its live reloads) shows a bounded excerpt of it:
@@ -37,12 +43,12 @@ LEVELS = ("ok", "remind", "compact", "summarize", "handoff")
 
 
 def can_write(user: AbstractBaseUser, project_id: int) -> bool:
-    role = selectors.role_in(user, project_id)
-    return role is not None and selectors.ROLE_RANK[role] >= selectors.ROLE_RANK[Role.MEMBER]
+    role = access.role_in(user, project_id)
+    return role is not None and ROLE_RANK[role] >= ROLE_RANK[Role.MEMBER]
 
 
 def is_admin(user: AbstractBaseUser, project_id: int) -> bool:
-    return selectors.role_in(user, project_id) == Role.ADMIN
+    return access.role_in(user, project_id) == Role.ADMIN
 
 
 # ----------------------------------------------------------------------------- sessions list
@@ -53,17 +59,17 @@ def session_rows(sessions: Iterable[AgentSession], *, level: str | None = None) 
     reads the cached totals of every session in the list (cheap: no message is read)."""
     rows = []
     for session in sessions:
-        usage = selectors.session_usage(session)
-        if level and usage.level.value != level:
+        current = usage.session_usage(session)
+        if level and current.level.value != level:
             continue
         rows.append(
             {
                 "session": session,
-                "usage_percent": usage.usage_percent,
-                "level": usage.level.value,
-                "used": usage.used,
-                "context_window": usage.context_window,
-                "width": min(100.0, usage.usage_percent),
+                "usage_percent": current.usage_percent,
+                "level": current.level.value,
+                "used": current.used,
+                "context_window": current.context_window,
+                "width": min(100.0, current.usage_percent),
             }
         )
     return rows
@@ -99,7 +105,7 @@ def compaction_rows(session: AgentSession, *, busy: bool) -> list[dict[str, Any]
         rows.append(
             {
                 "record": record,
-                "active": record.status in (CompactionStatus.QUEUED, CompactionStatus.RUNNING),
+                "active": record.status in ACTIVE_COMPACTION_STATUSES,
                 "revertible": refusal is None,
                 "why_not": refusal.detail if refusal is not None and record.status == "succeeded" else "",
                 "strategies": strategy_totals(record.items or []),
@@ -129,8 +135,8 @@ def live_version(session: AgentSession) -> str:
 
 def live_panel(session: AgentSession, user: AbstractBaseUser, *, version: str | None = None) -> dict[str, Any]:
     """What the live part of the session page shows (polled every 2 s): usage and compactions."""
-    status = selectors.session_status(session)
-    busy = session.compactions.filter(status__in=[CompactionStatus.QUEUED, CompactionStatus.RUNNING]).exists()
+    status = usage.session_status(session)
+    busy = session.compactions.filter(status__in=ACTIVE_COMPACTION_STATUSES).exists()
     return {
         "session": session,
         "status": status,
@@ -219,7 +225,7 @@ def _cut(block: Block, chars: int) -> Block:
 
 
 def timeline(session: AgentSession, *, limit: int = 200) -> list[Entry]:
-    factor = selectors.model_info(session.model).calibration
+    factor = usage.model_info(session.model).calibration
     rows = list(Message.objects.filter(session=session).order_by("-seq")[:limit])
     return [Entry(m, calibrate(m.tokens, factor), *excerpt(blocks_of(m.content))) for m in reversed(rows)]
 

@@ -8,9 +8,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from compaction.messages import normalize_message
-
-from . import services
-from .models import AgentSession, Project
+from sessions_app.models import AgentSession, Project
+from sessions_app.services import agent_sessions, ingest, projects
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
@@ -84,7 +83,7 @@ def demo_load() -> DemoResult:
     existing = Project.objects.filter(name=DEMO_PROJECT, memberships__user=user).first()
     if existing is not None:
         return DemoResult(DEMO_USER, DEMO_PASSWORD, existing, list(existing.sessions.order_by("pk")), created=False)
-    project = services.project_create(user=user, name=DEMO_PROJECT, description="Synthetic sessions to look around.")
+    project = projects.project_create(user=user, name=DEMO_PROJECT, description="Synthetic sessions to look around.")
     specs = [
         (
             "Short chat",
@@ -105,7 +104,7 @@ def demo_load() -> DemoResult:
     ]
     sessions = []
     for name, model, window, tools, turns in specs:
-        session = services.session_create(
+        session = agent_sessions.session_create(
             user=user,
             project=project,
             name=name,
@@ -115,12 +114,12 @@ def demo_load() -> DemoResult:
             system_prompt="You are a careful coding agent. Explain decisions briefly.",
             auto_compact=False,
         )
-        services.message_append(session=session, messages=[normalize_message(t) for t in turns])
+        ingest.message_append(session=session, messages=[normalize_message(t) for t in turns])
         session.refresh_from_db()
         sessions.append(session)
     # One with automatic compaction on: crossing the thresholds compacts it once this commits (in-process
     # in the embedded mode, by a worker otherwise), so its history shows a compaction and a checkpoint.
-    nightly = services.session_create(
+    nightly = agent_sessions.session_create(
         user=user,
         project=project,
         name="Nightly agent (auto-compacted)",
@@ -129,6 +128,6 @@ def demo_load() -> DemoResult:
         tools=_TOOLS,
         system_prompt="You are a careful coding agent. Explain decisions briefly.",
     )
-    services.message_append(session=nightly, messages=[normalize_message(t) for t in _coding_turns(24)])
+    ingest.message_append(session=nightly, messages=[normalize_message(t) for t in _coding_turns(24)])
     sessions.append(nightly)
     return DemoResult(DEMO_USER, DEMO_PASSWORD, project, sessions, created=True)

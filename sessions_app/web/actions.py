@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from . import compacting, handoffs, planning, reverting, selectors
-from .errors import Forbidden, NotFound, ServiceError
-from .forms import CompactionForm, HandoffForm
-from .models import Compaction, Role
-from .views import is_htmx, render_session, session_for
+from sessions_app import tasks
+from sessions_app.errors import ServiceError
+from sessions_app.models import Role
+from sessions_app.selectors import compactions
+from sessions_app.services import compaction_runs, handoffs, planning, reverting
+from sessions_app.web.access import compaction_for, session_for
+from sessions_app.web.forms import CompactionForm, HandoffForm
+from sessions_app.web.views import is_htmx, render_session
 
 
 def _back(session_id: int, anchor: str = "") -> HttpResponse:
@@ -47,12 +49,13 @@ def compaction_run(request: HttpRequest, session_id: int) -> HttpResponse:
     if not form.is_valid():
         return render_session(request, session, compaction_form=form, status=400)
     try:
-        record = compacting.compaction_request(
+        record = compaction_runs.compaction_request(
             session=session,
             level=form.cleaned_data["level"],
             user=request.user,
             instructions=form.cleaned_data["instructions"],
         )
+        tasks.compaction_send(record.pk)
     except ServiceError as exc:
         messages.error(request, exc.detail)
     else:
@@ -60,22 +63,13 @@ def compaction_run(request: HttpRequest, session_id: int) -> HttpResponse:
     return _back(session.pk, "#compactions")
 
 
-def _compaction_for(request: HttpRequest, compaction_id: int) -> Compaction:
-    try:
-        return selectors.compaction_get_for(request.user, compaction_id, min_role=Role.MEMBER)
-    except NotFound:
-        raise Http404("Compaction not found") from None
-    except Forbidden as exc:
-        raise PermissionDenied(exc.detail) from None
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 def compaction_revert(request: HttpRequest, compaction_id: int) -> HttpResponse:
     """GET: the confirm step (what will be restored, or why it can't be); POST: revert."""
-    record = _compaction_for(request, compaction_id)
+    record = compaction_for(request, compaction_id, min_role=Role.MEMBER)
     if request.method == "GET":
-        refusal = reverting.revert_refusal(record)
+        refusal = compactions.revert_refusal(record)
         return render(
             request,
             "sessions_app/revert_confirm.html",
@@ -105,6 +99,7 @@ def handoff_create(request: HttpRequest, session_id: int) -> HttpResponse:
         messages.error(request, exc.detail)
         return _back(session.pk, "#handoffs")
     if document.continuation_id:
+        tasks.after_append(document.continuation_id)
         messages.success(request, f"Handoff {document.pk} written; this is the session that continues from it.")
         return _back(document.continuation_id)
     messages.success(request, f"Handoff {document.pk} written.")

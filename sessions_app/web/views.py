@@ -1,7 +1,8 @@
 """HTML pages. Same selectors and services as the API; no rule of their own.
 
 Outside a user's projects everything is 404; a member whose role does not allow a write gets 403
-(forms for it are not even shown). Writes live in ``views_actions`` and ``views_settings``.
+(forms for it are not even shown). Writes live in ``actions`` and ``project_settings``;
+``access`` answers the access rules as 404 and 403 pages.
 """
 
 from __future__ import annotations
@@ -9,17 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connection
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 
-from . import selectors
-from . import selectors_web as pages
-from .errors import Forbidden, NotFound
-from .forms import CompactionForm, HandoffForm, SessionFilterForm
-from .models import AgentSession, Message, Project, Role
+from sessions_app.models import AgentSession, Message
+from sessions_app.selectors import access
+from sessions_app.web import pages
+from sessions_app.web.access import message_for, project_for, session_for
+from sessions_app.web.forms import CompactionForm, HandoffForm, SessionFilterForm
 
 SESSIONS_PER_PAGE = 25
 
@@ -38,24 +38,6 @@ def home(request: HttpRequest) -> HttpResponse:
 # ----------------------------------------------------------------------------- access
 
 
-def project_for(request: HttpRequest, project_id: Any, *, min_role: Role = Role.VIEWER) -> Project:
-    try:
-        return selectors.project_get_for(request.user, project_id, min_role=min_role)
-    except NotFound:
-        raise Http404("Project not found") from None
-    except Forbidden as exc:
-        raise PermissionDenied(exc.detail) from None
-
-
-def session_for(request: HttpRequest, session_id: Any, *, min_role: Role = Role.VIEWER) -> AgentSession:
-    try:
-        return selectors.session_get_for(request.user, session_id, min_role=min_role)
-    except NotFound:
-        raise Http404("Session not found") from None
-    except Forbidden as exc:
-        raise PermissionDenied(exc.detail) from None
-
-
 def is_htmx(request: HttpRequest) -> bool:
     return request.headers.get("HX-Request") == "true"
 
@@ -67,7 +49,7 @@ def is_htmx(request: HttpRequest) -> bool:
 def project_list(request: HttpRequest) -> HttpResponse:
     if request.GET.get("go"):  # the header's project switcher
         return redirect("web:project", project_for(request, request.GET["go"]).pk)
-    return render(request, "sessions_app/project_list.html", {"projects": selectors.project_list_for(request.user)})
+    return render(request, "sessions_app/project_list.html", {"projects": access.project_list_for(request.user)})
 
 
 @login_required
@@ -75,7 +57,7 @@ def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
     project = project_for(request, project_id)
     filters = SessionFilterForm(request.GET)
     values = filters.cleaned_data if filters.is_valid() else {}
-    sessions = selectors.session_list_for(
+    sessions = access.session_list_for(
         request.user, project=project.pk, status=values.get("status") or None, q=values.get("q") or None
     )
     sessions = sessions.defer("tools", "system_prompt", "metadata")  # a list needs none of these
@@ -142,14 +124,6 @@ def session_timeline(request: HttpRequest, session_id: int) -> HttpResponse:
     return render(request, "sessions_app/_timeline.html", {"session": session, "entries": pages.timeline(session)})
 
 
-def _message_for(request: HttpRequest, message_id: int) -> Message:
-    message = Message.objects.filter(pk=message_id).select_related("session").first()
-    if message is None:
-        raise Http404("Message not found")
-    message.session = session_for(request, message.session_id)
-    return message
-
-
 def _message_page(
     request: HttpRequest, message: Message, blocks: list[pages.Block] | None, *, original: bool
 ) -> HttpResponse:
@@ -161,14 +135,14 @@ def _message_page(
 
 @login_required
 def message_detail(request: HttpRequest, message_id: int) -> HttpResponse:
-    message = _message_for(request, message_id)
+    message = message_for(request, message_id)
     return _message_page(request, message, pages.blocks_of(message.content), original=False)
 
 
 @login_required
 def message_original(request: HttpRequest, message_id: int) -> HttpResponse:
     """What a compacted message said before: an excerpt in the timeline (htmx), else in full, paged."""
-    message = _message_for(request, message_id)
+    message = message_for(request, message_id)
     blocks = pages.message_original(message)
     if not is_htmx(request):
         return _message_page(request, message, blocks, original=True)

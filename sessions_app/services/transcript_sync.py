@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -45,10 +45,10 @@ from django.db import transaction
 
 from compaction.messages import NormalizedMessage
 from compaction.transcripts_claude import ClaudeCodeReader
-
-from . import recorded, services
-from .errors import Conflict, InvalidInput, TooLarge
-from .models import AgentSession, Project
+from sessions_app.errors import Conflict, InvalidInput, TooLarge
+from sessions_app.models import AgentSession, Project
+from sessions_app.selectors.usage import session_status
+from sessions_app.services import agent_sessions, recorded
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,8 @@ class SyncResult:
     complete: bool  # False while the server is still receiving again what it had before a cache loss
     sidechains: list[int]
     created_session: bool
+    # Sessions whose messages this upload added to or grew: the caller runs ``tasks.after_append`` for them.
+    appended_to: list[int] = field(default_factory=list)
 
 
 def transcript_sync(
@@ -155,6 +157,7 @@ def _sync(result: SyncResult, *, user: AbstractBaseUser, fmt: str, offset: int, 
         return  # nothing new to read
     read = _read_and_append(session, state, text, final=final, user=user)
     result.created, result.held_back, result.rejected = read.created, read.held_back, read.rejected
+    result.appended_to = sorted(read.appended_to)
     state.update(
         offset=len(text), sha256=_digest(text), held_back=result.held_back, final_at=len(text) if final else None
     )
@@ -166,8 +169,6 @@ def _sync(result: SyncResult, *, user: AbstractBaseUser, fmt: str, offset: int, 
 
 def sync_summary(result: SyncResult) -> dict[str, Any]:
     """What ``POST /sessions/transcript/`` answers."""
-    from .selectors import session_status
-
     return {
         "session": result.session.pk,
         "offset": result.offset,
@@ -190,6 +191,7 @@ class _Read:
     created: int = 0
     rejected: int = 0
     held_back: int = 0
+    appended_to: set[int] = field(default_factory=set)  # ids of the sessions that got messages
 
 
 def _read_and_append(
@@ -225,6 +227,8 @@ def _read_and_append(
         done = emitted.get(key, 0)
         stored = recorded.append(session=target, candidates=messages[done:], source=SOURCE)
         read.created, read.rejected = read.created + stored.created, read.rejected + stored.rejected
+        if stored.created:
+            read.appended_to.add(target.pk)
         emitted[key] = max(done, len(messages))
         cut = reader.cut_open.get(key)
         if cut is not None and (message := messages[cut].message) is not None and message.client_id:
@@ -239,6 +243,7 @@ def _grow(target: AgentSession, candidate: recorded.Candidate, grown: dict[str, 
     if message is None or message.client_id != grown["client_id"] or _block_count(message) <= grown["blocks"]:
         return
     if recorded.message_extend(session=target, client_id=grown["client_id"], message=message) is not None:
+        read.appended_to.add(target.pk)
         return
     # The stored message was compacted or summarized meanwhile: the new blocks follow as a message of
     # their own, before the results that answer them (still a valid request).
@@ -254,6 +259,8 @@ def _grow(target: AgentSession, candidate: recorded.Candidate, grown: dict[str, 
         session=target, candidates=[recorded.Candidate(rest, f"the rest of {grown['client_id']}")], source=SOURCE
     )
     read.created, read.rejected = read.created + more.created, read.rejected + more.rejected
+    if more.created:
+        read.appended_to.add(target.pk)
 
 
 def _block_count(message: NormalizedMessage) -> int:
@@ -265,7 +272,7 @@ def _follow_model(session: AgentSession, model: str | None, key: str, state: dic
     models: dict[str, str] = state.setdefault("models", {})
     wanted = recorded.model_name(model) or DEFAULT_MODEL
     if session.model != wanted and session.model == models.get(key, DEFAULT_MODEL):
-        services.session_update(session=session, model=wanted)
+        agent_sessions.session_update(session=session, model=wanted)
     models[key] = wanted
 
 
@@ -281,7 +288,7 @@ def _main_session(
     if session is not None:
         return session, False
     try:
-        created = services.session_create(
+        created = agent_sessions.session_create(
             user=user,
             project=project,
             name=name or external_id,
@@ -306,7 +313,7 @@ def _sidechain_session(
     if session is None:
         number = conversation.key.rsplit("-", 1)[-1]
         try:
-            session = services.session_create(
+            session = agent_sessions.session_create(
                 user=user,
                 project=main.project,
                 name=recorded.fit(f"{main.name} · sub-agent {number}", recorded.NAME_MAX),

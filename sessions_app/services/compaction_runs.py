@@ -14,16 +14,15 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from compaction.errors import EngineError
 from compaction.summarize import SummaryPlan
 from compaction.types import Level
-
-from . import queueing, selectors
-from .errors import Conflict
-from .models import (
+from sessions_app.engine import offline_summarizer
+from sessions_app.errors import Conflict
+from sessions_app.models import (
     CONTEXT_STATES,
     FALLBACK_NOTE,
     AgentSession,
@@ -35,17 +34,15 @@ from .models import (
     MessageState,
     SessionStatus,
 )
-from .planning import Outcome, Snapshot, offline_summarizer, plan, snapshot
+from sessions_app.selectors import model_context
+from sessions_app.services.compaction_records import MAX_ATTEMPTS, claim, compaction_fail, lock_running
+from sessions_app.services.handoffs import handoff_auto_document, handoff_from_compaction
+from sessions_app.services.planning import Outcome, Snapshot, plan, snapshot
 
 log = logging.getLogger(__name__)
 
-# Three failures in a row pause automatic compaction for a session until a manual one succeeds.
-MAX_FAILURES = 3
-# A compaction whose worker keeps dying (or whose message keeps getting lost) is failed after this.
-MAX_ATTEMPTS = 8
 
-
-# ----------------------------------------------------------------------------- queueing
+# ----------------------------------------------------------------------------- requests
 
 
 def compaction_request(
@@ -55,7 +52,6 @@ def compaction_request(
     user: AbstractBaseUser | None,
     instructions: str = "",
     trigger: str = "manual",
-    enqueue: bool = True,
 ) -> Compaction:
     """Queue a compaction; the worker picks it up once this transaction commits. One at a time per
     session: the database's partial unique constraint refuses a second queued or running one."""
@@ -75,74 +71,10 @@ def compaction_request(
             "A compaction of this session is already queued or running; wait for it to finish.",
             code="compaction_in_progress",
         ) from None
-    if enqueue:
-        _enqueue(record.pk)
-    return record
-
-
-def _enqueue(compaction_id: int) -> None:
-    from .tasks import run_compaction  # tasks import this module
-
-    transaction.on_commit(lambda: queueing.send(run_compaction, compaction_id))
-
-
-def auto_level(session: AgentSession) -> Level | None:
-    """The level an append should queue a compaction for, or None. Called under the session's row
-    lock, from the cached totals. A session that has not grown by the policy's minimum saving since
-    its last compaction isn't compacted again (no churn after a skip, a failure or a revert)."""
-    policy = selectors.policy_for(session)
-    if session.status != SessionStatus.ACTIVE or session.auto_paused:
-        return None
-    if not selectors.auto_compact_enabled(session, policy):
-        return None
-    usage = selectors.session_usage(session, policy=policy)
-    if usage.level < Level.COMPACT:
-        return None
-    level = usage.level
-    if level == Level.HANDOFF and session.handoffs.filter(checkpoint__compaction__isnull=False).exists():
-        level = Level.SUMMARIZE  # one automatic handoff document per session; continuing is the agent's call
-    last = session.compactions.order_by("-id").values("status", "tokens_before", "tokens_after").first()
-    if last is not None:
-        if last["status"] in (CompactionStatus.QUEUED, CompactionStatus.RUNNING):
-            return None
-        baseline = last["tokens_after"] if last["status"] == CompactionStatus.SUCCEEDED else last["tokens_before"]
-        if baseline is not None and usage.used - baseline < policy.min_saving_tokens:
-            return None
-    return level
-
-
-def auto_queue(session: AgentSession) -> Compaction | None:
-    level = auto_level(session)
-    if level is None:
-        return None
-    try:
-        with transaction.atomic():
-            record = Compaction.objects.create(session=session, level=level.value, trigger="auto")
-    except IntegrityError:  # another process queued one first
-        return None
-    _enqueue(record.pk)
     return record
 
 
 # ----------------------------------------------------------------------------- running
-
-
-def claim(compaction_id: int) -> bool:
-    """Take a queued compaction, or reclaim a running one whose worker died (started longer ago than
-    the hard time limit). A conditional UPDATE: of several workers, exactly one wins."""
-    now = timezone.now()
-    stale = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
-    claimed = Compaction.objects.filter(
-        Q(status=CompactionStatus.QUEUED) | Q(status=CompactionStatus.RUNNING, started_at__lt=stale), pk=compaction_id
-    ).update(status=CompactionStatus.RUNNING, started_at=now, attempts=F("attempts") + 1)
-    return claimed == 1
-
-
-def release_for_retry(compaction_id: int, error: str) -> None:
-    """A transient failure: back to queued so the retried task can claim it again."""
-    Compaction.objects.filter(pk=compaction_id, status=CompactionStatus.RUNNING).update(
-        status=CompactionStatus.QUEUED, error=f"retrying: {error}"[:2000]
-    )
 
 
 def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
@@ -179,8 +111,6 @@ def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
         compaction_fail(compaction_id, f"internal error: {type(exc).__name__}")
         return "failed"
     if manual_handoff:
-        from .handoffs import handoff_from_compaction
-
         return handoff_from_compaction(record, snap, outcome)
     try:
         result = apply(record, snap, outcome)
@@ -188,8 +118,6 @@ def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
         if record.level == Level.HANDOFF.value and result in ("succeeded", "skipped"):
             record.refresh_from_db()
             if record.tokens_after >= snap.policy.handoff * snap.window:
-                from .handoffs import handoff_auto_document
-
                 handoff_auto_document(record)
                 return "succeeded"
         return result
@@ -202,30 +130,6 @@ def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
         log.exception("compaction %s crashed while applying", compaction_id)
         compaction_fail(compaction_id, f"internal error: {type(exc).__name__}")
         return "failed"
-
-
-def compaction_fail(compaction_id: int, error: str) -> None:
-    with transaction.atomic():
-        record = Compaction.objects.select_for_update().get(pk=compaction_id)
-        if record.status not in (CompactionStatus.RUNNING, CompactionStatus.QUEUED):
-            return
-        session = AgentSession.objects.select_for_update().get(pk=record.session_id)
-        record.status = CompactionStatus.FAILED
-        record.error = error[:2000]
-        record.finished_at = timezone.now()
-        record.save(update_fields=["status", "error", "finished_at"])
-        session.compaction_failures += 1
-        if session.compaction_failures >= MAX_FAILURES:
-            session.auto_paused = True
-        session.save(update_fields=["compaction_failures", "auto_paused", "updated_at"])
-
-
-def lock_running(record: Compaction) -> tuple[AgentSession, Compaction] | None:
-    """Inside a transaction: the session and the record, locked — or None when the record is no
-    longer running (another worker reclaimed it after this one looked dead)."""
-    session = AgentSession.objects.select_for_update().get(pk=record.session_id)
-    current = Compaction.objects.select_for_update().get(pk=record.pk)
-    return (session, current) if current.status == CompactionStatus.RUNNING else None
 
 
 def apply(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
@@ -326,7 +230,7 @@ def _checkpoint_create(
     data.setdefault("summary_text", summary.summary_text)
     return Checkpoint.objects.create(
         session=session,
-        version=selectors.next_checkpoint_version(session),
+        version=model_context.next_checkpoint_version(session),
         data=data,
         reason=reason,
         compaction=compaction,
@@ -336,11 +240,12 @@ def _checkpoint_create(
     )
 
 
-def stale_requeue() -> int:
-    """Re-send running compactions whose worker died (crash recovery), and queued ones nobody took —
-    the broker was down when they were queued, say (beat runs this every minute). A compaction on
-    its way to a retry (released, within its backoff) is left alone; one tried ``MAX_ATTEMPTS``
-    times is failed, not re-sent forever."""
+def stale_compactions() -> list[int]:
+    """Compactions to send to the workers again: running ones whose worker died (crash recovery),
+    and queued ones nobody took — the broker was down when they were queued, say (beat runs
+    ``tasks.requeue_stale_compactions`` every minute). A compaction on its way to a retry (released,
+    within its backoff) is left alone; one tried ``MAX_ATTEMPTS`` times is failed here, not re-sent
+    forever."""
     now = timezone.now()
     dead = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
     forgotten = now - timedelta(seconds=settings.CTX_REQUEUE_AFTER_SECONDS)
@@ -349,12 +254,10 @@ def stale_requeue() -> int:
         | Q(status=CompactionStatus.QUEUED, started_at__isnull=True, created_at__lt=forgotten)
         | Q(status=CompactionStatus.QUEUED, started_at__lt=forgotten)
     ).values_list("pk", "attempts")
-    from .tasks import run_compaction
-
-    sent = 0
+    resend = []
     for pk, attempts in candidates:
         if attempts >= MAX_ATTEMPTS:
             compaction_fail(pk, f"gave up after {attempts} attempts: its worker kept dying or its message was lost")
         else:
-            sent += queueing.send(run_compaction, pk)
-    return sent
+            resend.append(pk)
+    return resend

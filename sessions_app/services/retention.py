@@ -1,4 +1,4 @@
-"""The memory pruner (seed 000, phase 3A): archive what has gone quiet, purge what may no longer be
+"""The pruner (docs/OPERATIONS.md, "The pruner"): archive what has gone quiet, purge what may no longer be
 reverted, trim the project context document — and log each action.
 
 - Messages of a session inactive longer than its policy's ``prune_days`` are archived: their state
@@ -24,7 +24,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .models import (
+from sessions_app.models import (
+    ACTIVE_COMPACTION_STATUSES,
     CONTEXT_STATES,
     AgentSession,
     ArchiveEntry,
@@ -120,8 +121,7 @@ def _inactive_sessions(now: datetime, older_than_days: int | None) -> list[Sessi
     candidates = AgentSession.objects.exclude(status=SessionStatus.ARCHIVED).select_related("project__policy")
     # Not while a compaction may still be reverted, or is queued or running.
     busy = Compaction.objects.filter(
-        Q(status=CompactionStatus.SUCCEEDED, revertible_until__gt=now)
-        | Q(status__in=[CompactionStatus.QUEUED, CompactionStatus.RUNNING])
+        Q(status=CompactionStatus.SUCCEEDED, revertible_until__gt=now) | Q(status__in=ACTIVE_COMPACTION_STATUSES)
     ).values_list("session_id", flat=True)
     for session in candidates.exclude(pk__in=busy).order_by("pk"):
         days = older_than_days if older_than_days is not None else session.project.policy.prune_days

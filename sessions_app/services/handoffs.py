@@ -17,11 +17,14 @@ from compaction.errors import EngineError
 from compaction.handoff import Handoff, HandoffContext, continuation_prompt, render_handoff
 from compaction.messages import normalize_message
 from compaction.summarize import ExtractiveSummarizer
-
-from . import selectors, services
-from .errors import Conflict
-from .models import AgentSession, Checkpoint, Compaction, CompactionStatus, HandoffDocument, SessionStatus
-from .planning import Outcome, Snapshot, offline_summarizer, snapshot, summarizer_for
+from sessions_app import engine
+from sessions_app.engine import offline_summarizer, summarizer_for
+from sessions_app.errors import Conflict
+from sessions_app.models import AgentSession, Checkpoint, Compaction, CompactionStatus, HandoffDocument, SessionStatus
+from sessions_app.selectors import model_context, usage
+from sessions_app.services import agent_sessions, ingest
+from sessions_app.services.compaction_records import compaction_fail, lock_running
+from sessions_app.services.planning import Outcome, Snapshot, snapshot
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +95,15 @@ def _store(
     summary_text = render_summary_text(merged)
     checkpoint = Checkpoint.objects.create(
         session=session,
-        version=selectors.next_checkpoint_version(session),
+        version=model_context.next_checkpoint_version(session),
         data={**merged, "summary_text": summary_text, "summarizer": summarizer},
         reason="context_overflow",
         compaction=compaction,
         upto_seq=snap.upto_seq,
-        tokens=services.offline_tokenizer().count_message("user", summary_message(summary_text)["content"]),
+        tokens=engine.offline_tokenizer().count_message("user", summary_message(summary_text)["content"]),
     )
-    usage = selectors.session_usage(session)
-    rendered = render_handoff(checkpoint.data, _context(session, checkpoint, usage.usage_percent, snap))
+    current = usage.session_usage(session)
+    rendered = render_handoff(checkpoint.data, _context(session, checkpoint, current.usage_percent, snap))
     document = HandoffDocument.objects.create(
         session=session,
         checkpoint=checkpoint,
@@ -134,7 +137,7 @@ def handoff_create(*, session: AgentSession, user: AbstractBaseUser | None, cont
 
 def _continue(session: AgentSession, rendered: Handoff, user: AbstractBaseUser | None) -> AgentSession:
     """The fresh session: same model, system prompt and tools; the handoff is its first message."""
-    fresh = services.session_create(
+    fresh = agent_sessions.session_create(
         user=user or session.owner,
         project=session.project,
         name=f"{session.name or f'session {session.pk}'} (continued)",
@@ -146,7 +149,7 @@ def _continue(session: AgentSession, rendered: Handoff, user: AbstractBaseUser |
         parent=session,
         metadata={"continues": session.pk},
     )
-    services.message_append(
+    ingest.message_append(
         session=fresh, messages=[normalize_message({"role": "user", "content": continuation_prompt(rendered)})]
     )
     session.status = SessionStatus.HANDED_OFF
@@ -179,8 +182,6 @@ def _handoff_item(document: HandoffDocument) -> dict[str, Any]:
 def handoff_from_compaction(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
     """The worker's handoff level: a document for the session, changing no message. The session
     stays open — the agent (or a person) decides when to continue from it."""
-    from .compacting import compaction_fail, lock_running
-
     try:
         merged, used = _summarize_all(snap, allow_fallback=False)
     except EngineError as exc:

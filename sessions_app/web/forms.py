@@ -9,9 +9,8 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from compaction.policy import PRESETS
-
-from .models import CompactionPolicy, Level, Project, Role, SessionStatus
-from .services import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
+from sessions_app.models import CompactionPolicy, Level, Project, Role, SessionStatus
+from sessions_app.services.projects import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
 
 
 class CompactionForm(forms.Form):

@@ -12,10 +12,10 @@ from django.db import transaction
 
 from compaction import jsonvalues
 from compaction.transcripts import Conversation, Transcript, TranscriptError, read_transcript
-
-from . import recorded, services
-from .errors import InvalidInput
-from .models import AgentSession, Project
+from sessions_app.errors import InvalidInput
+from sessions_app.models import AgentSession, Project
+from sessions_app.selectors.usage import session_status
+from sessions_app.services import agent_sessions, recorded
 
 DEFAULT_MODEL = "claude-sonnet-4-5"  # when the transcript names no model
 
@@ -64,7 +64,7 @@ def _store(
     metadata: dict[str, Any],
 ) -> tuple[AgentSession, recorded.Stored]:
     messages = recorded.candidates(conversation, skipped)
-    session = services.session_create(
+    session = agent_sessions.session_create(
         user=user,
         project=project,
         name=recorded.fit(name, recorded.NAME_MAX),
@@ -137,10 +137,13 @@ def session_import(
     )
 
 
+def appended_to(result: ImportResult) -> list[int]:
+    """The sessions the import stored messages in, for the caller's ``tasks.after_append``."""
+    return [s.pk for s in (result.session, *result.sidechains) if s.message_count]
+
+
 def import_summary(result: ImportResult) -> dict[str, Any]:
     """What ``ctx import --json`` prints and ``POST /sessions/import/`` answers."""
-    from .selectors import session_status
-
     return {
         "session": result.session.pk,
         "messages": result.messages,

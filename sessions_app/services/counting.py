@@ -15,22 +15,11 @@ from django.utils import timezone
 
 from compaction.errors import ProviderError
 from compaction.messages import MessageError, normalize_message
-from compaction.tokens import DEFAULT_FRAMING, ExactCounter, calibrate
-
-from . import selectors, services
-from .models import AgentSession, ModelProfile
-from .services import offline_tokenizer
-
-
-def exact_counter() -> ExactCounter | None:
-    if not settings.ANTHROPIC_API_KEY:
-        return None
-    return ExactCounter(
-        api_key=settings.ANTHROPIC_API_KEY,
-        base_url=settings.ANTHROPIC_BASE_URL,
-        timeout=settings.ANTHROPIC_TIMEOUT,
-        max_retries=settings.ANTHROPIC_MAX_RETRIES,
-    )
+from compaction.tokens import DEFAULT_FRAMING, calibrate
+from sessions_app.engine import exact_counter, offline_tokenizer
+from sessions_app.models import AgentSession, ModelProfile
+from sessions_app.selectors import model_context, usage
+from sessions_app.services import agent_sessions
 
 
 def _cache_key(request: dict[str, Any]) -> str:
@@ -55,7 +44,7 @@ def session_count_exact(*, session_id: int) -> str:
         + session.summary_tokens
         + DEFAULT_FRAMING.request
     )
-    body = selectors.session_context(session)
+    body = model_context.session_context(session)
     body.pop("status", None)
     request = {
         "model": body["model"],
@@ -107,7 +96,7 @@ def model_calibration_update(*, model: str, exact: int, raw_estimate: int) -> fl
     the last ~50 observations, the starting factor weighing as a few)."""
     if raw_estimate < CALIBRATION_MIN_TOKENS:
         return None
-    info = selectors.model_info(model)
+    info = usage.model_info(model)
     with transaction.atomic():
         profile = ModelProfile.objects.select_for_update().filter(name=info.name).first()
         if profile is None:
@@ -117,7 +106,7 @@ def model_calibration_update(*, model: str, exact: int, raw_estimate: int) -> fl
         profile.calibration_factor = (profile.calibration_factor * n + ratio) / (n + 1)
         profile.calibration_samples += 1
         profile.save(update_fields=["calibration_factor", "calibration_samples", "updated_at"])
-    selectors.forget_model_profiles()
+    usage.forget_model_profiles()
     return profile.calibration_factor
 
 
@@ -163,7 +152,9 @@ def count_request_tokens(body: Any, *, model: str | None = None) -> CountResult:
             code="invalid_system",
         )
     if tools is not None:
-        services.validate_tools(tools)  # what Anthropic refuses (not objects, no name, a name twice), refused here
+        agent_sessions.validate_tools(
+            tools
+        )  # what Anthropic refuses (not objects, no name, a name twice), refused here
 
     counter = exact_counter()
     if counter is not None:
@@ -187,4 +178,4 @@ def count_request_tokens(body: Any, *, model: str | None = None) -> CountResult:
         )
         .total
     )
-    return CountResult(calibrate(raw, selectors.model_info(model).calibration), "estimate")
+    return CountResult(calibrate(raw, usage.model_info(model).calibration), "estimate")

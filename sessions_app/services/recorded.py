@@ -26,12 +26,12 @@ from django.utils import timezone
 from compaction import jsonvalues
 from compaction.messages import MessageError, NormalizedMessage, normalize_message
 from compaction.transcripts import Conversation
+from sessions_app import engine
+from sessions_app.errors import InvalidInput
+from sessions_app.models import AgentSession, IngestRejection, Message, MessageState, ToolUse
+from sessions_app.services import agent_sessions, ingest
 
-from . import services
-from .errors import InvalidInput
-from .models import AgentSession, IngestRejection, Message, MessageState, ToolUse
-
-NAME_MAX, MODEL_MAX, EXTERNAL_ID_MAX = (services.SESSION_TEXT_LIMITS[f] for f in ("name", "model", "external_id"))
+NAME_MAX, MODEL_MAX, EXTERNAL_ID_MAX = (agent_sessions.SESSION_TEXT_LIMITS[f] for f in ("name", "model", "external_id"))
 
 
 @dataclass
@@ -119,7 +119,7 @@ def append(*, session: AgentSession, candidates: Sequence[Candidate], source: st
         if not good:
             continue
         try:
-            stored.created += services.message_append(session=session, messages=[c.message for c in good]).created
+            stored.created += ingest.message_append(session=session, messages=[c.message for c in good]).created
         except InvalidInput:  # one of them can't be stored: store the others one at a time
             for one in good:
                 _append_one(session, one, source, stored)
@@ -130,7 +130,7 @@ def _append_one(session: AgentSession, candidate: Candidate, source: str, stored
     message = candidate.message
     assert message is not None
     try:
-        stored.created += services.message_append(session=session, messages=[message]).created
+        stored.created += ingest.message_append(session=session, messages=[message]).created
         return
     except InvalidInput as exc:
         problem = (exc.code, exc.detail)
@@ -142,7 +142,7 @@ def _append_one(session: AgentSession, candidate: Candidate, source: str, stored
         )
         message.content = _orphans_as_text(message.content, known)
         try:
-            stored.created += services.message_append(session=session, messages=[message]).created
+            stored.created += ingest.message_append(session=session, messages=[message]).created
             return
         except InvalidInput as exc:
             problem = (exc.code, exc.detail)
@@ -173,9 +173,9 @@ def message_extend(*, session: AgentSession, client_id: str, message: Normalized
     Returns None, changing nothing, when the stored message can't take them as they came: it is
     gone, compacted, summarized or archived, or no longer starts with those blocks. The caller then
     stores the new blocks as a message of their own (a valid request either way)."""
-    tokens = services.offline_tokenizer().count_message(message.role, message.content)
+    tokens = engine.offline_tokenizer().count_message(message.role, message.content)
     with transaction.atomic():
-        locked = services.lock_open_session(session)
+        locked = ingest.lock_open_session(session)
         row = Message.objects.select_for_update().filter(session=locked, client_id=client_id).first()
         if (
             row is None
@@ -188,8 +188,8 @@ def message_extend(*, session: AgentSession, client_id: str, message: Normalized
         ):
             return None
         added = NormalizedMessage(role=message.role, content=message.content[len(row.content) :])
-        services.check_tool_uses(locked, [added])
-        services.check_tool_results(locked, [added])
+        ingest.check_tool_uses(locked, [added])
+        ingest.check_tool_results(locked, [added])
         delta = tokens - row.tokens
         row.content, row.tokens, row.tokens_exact, row.metadata = message.content, tokens, None, message.metadata
         row.save(update_fields=["content", "tokens", "tokens_exact", "metadata"])
@@ -200,5 +200,4 @@ def message_extend(*, session: AgentSession, client_id: str, message: Normalized
         locked.exact_upto_seq = None  # the exact count described the shorter message
         locked.last_activity_at = timezone.now()
         locked.save(update_fields=["message_tokens", "exact_upto_seq", "last_activity_at", "updated_at"])
-        services.after_append(locked)
     return row

@@ -6,18 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from . import services
-from .errors import ServiceError
-from .forms import ApiKeyForm, MemberForm, PolicyForm, PresetForm, RoleForm
-from .models import ApiKey, Membership, Project, Role
-from .views import project_for
+from sessions_app.errors import ServiceError
+from sessions_app.models import Project, Role
+from sessions_app.selectors import access
+from sessions_app.services import keys as key_services
+from sessions_app.services import projects
+from sessions_app.web.access import apikey_for, member_for, project_for
+from sessions_app.web.forms import ApiKeyForm, MemberForm, PolicyForm, PresetForm, RoleForm
 
 
 def _settings_url(project: Project, anchor: str = "") -> str:
@@ -25,7 +26,7 @@ def _settings_url(project: Project, anchor: str = "") -> str:
 
 
 def render_settings(request: HttpRequest, project: Project, *, status: int = 200, **forms: Any) -> HttpResponse:
-    memberships = Membership.objects.filter(project=project).select_related("user").order_by("user__username")
+    memberships = access.memberships_of(project)
     context = {
         "project": project,
         "members": [(m, RoleForm(initial={"role": m.role}, prefix=f"m{m.user_id}")) for m in memberships],
@@ -33,7 +34,7 @@ def render_settings(request: HttpRequest, project: Project, *, status: int = 200
         "preset_form": forms.get("preset_form") or PresetForm(initial={"preset": project.policy.preset}),
         "policy_form": forms.get("policy_form") or PolicyForm(instance=project.policy),
         "key_form": forms.get("key_form") or ApiKeyForm(),
-        "keys": ApiKey.objects.filter(user=request.user).order_by("-created_at"),
+        "keys": access.apikey_list_for(request.user),
         "new_key": forms.get("new_key"),
     }
     return render(request, "sessions_app/project_settings.html", context, status=status)
@@ -53,7 +54,7 @@ def member_add(request: HttpRequest, project_id: int) -> HttpResponse:
         return render_settings(request, project, member_form=form, status=400)
     user = form.cleaned_data["username"]
     try:
-        services.membership_set(project=project, user=user, role=form.cleaned_data["role"])
+        projects.membership_set(project=project, user=user, role=form.cleaned_data["role"])
     except ServiceError as exc:
         form.add_error("role", exc.detail)
         return render_settings(request, project, member_form=form, status=400)
@@ -61,24 +62,17 @@ def member_add(request: HttpRequest, project_id: int) -> HttpResponse:
     return redirect(_settings_url(project, "#members"))
 
 
-def _member(project: Project, user_id: int) -> Any:
-    user = get_user_model().objects.filter(pk=user_id, memberships__project=project).first()
-    if user is None:
-        raise Http404("Not a member of this project")
-    return user
-
-
 @login_required
 @require_POST
 def member_role(request: HttpRequest, project_id: int, user_id: int) -> HttpResponse:
     project = project_for(request, project_id, min_role=Role.ADMIN)
-    user = _member(project, user_id)
+    user = member_for(project, user_id)
     form = RoleForm(request.POST, prefix=f"m{user.pk}")
     if not form.is_valid():
         messages.error(request, "Choose viewer, member or admin.")
         return redirect(_settings_url(project, "#members"))
     try:
-        services.membership_set(project=project, user=user, role=form.cleaned_data["role"])
+        projects.membership_set(project=project, user=user, role=form.cleaned_data["role"])
     except ServiceError as exc:
         messages.error(request, exc.detail)
     else:
@@ -90,9 +84,9 @@ def member_role(request: HttpRequest, project_id: int, user_id: int) -> HttpResp
 @require_POST
 def member_remove(request: HttpRequest, project_id: int, user_id: int) -> HttpResponse:
     project = project_for(request, project_id, min_role=Role.ADMIN)
-    user = _member(project, user_id)
+    user = member_for(project, user_id)
     try:
-        services.membership_remove(project=project, user=user)
+        projects.membership_remove(project=project, user=user)
     except ServiceError as exc:
         messages.error(request, exc.detail)
     else:
@@ -109,7 +103,7 @@ def policy_preset(request: HttpRequest, project_id: int) -> HttpResponse:
     form = PresetForm(request.POST)
     if not form.is_valid():
         return render_settings(request, project, preset_form=form, status=400)
-    services.policy_apply_preset(policy=project.policy, preset_name=form.cleaned_data["preset"])
+    projects.policy_apply_preset(policy=project.policy, preset_name=form.cleaned_data["preset"])
     messages.success(request, f"Applied the {form.cleaned_data['preset']!r} preset.")
     return redirect(_settings_url(project, "#policy"))
 
@@ -121,7 +115,7 @@ def policy_update(request: HttpRequest, project_id: int) -> HttpResponse:
     form = PolicyForm(request.POST, instance=project.policy)
     if not form.is_valid():
         return render_settings(request, project, policy_form=form, status=400)
-    services.policy_update(policy=project.policy, changes=form.cleaned_data)
+    projects.policy_update(policy=project.policy, changes=form.cleaned_data)
     messages.success(request, "Policy saved.")
     return redirect(_settings_url(project, "#policy"))
 
@@ -140,7 +134,7 @@ def _keys_page(request: HttpRequest, project: Project | None, *, status: int = 2
     if project is not None:
         return render_settings(request, project, status=status, **extra)
     context = {
-        "keys": ApiKey.objects.filter(user=request.user).order_by("-created_at"),
+        "keys": access.apikey_list_for(request.user),
         "key_form": extra.get("key_form") or ApiKeyForm(),
         "new_key": extra.get("new_key"),
     }
@@ -159,7 +153,7 @@ def key_create(request: HttpRequest) -> HttpResponse:
     form = ApiKeyForm(request.POST)
     if not form.is_valid():
         return _keys_page(request, project, key_form=form, status=400)
-    key, raw = services.apikey_create(user=request.user, name=form.cleaned_data["name"])
+    key, raw = key_services.apikey_create(user=request.user, name=form.cleaned_data["name"])
     # Shown once, in this answer only: it is stored hashed.
     return _keys_page(request, project, new_key={"key": key, "raw": raw})
 
@@ -167,10 +161,8 @@ def key_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
-    key = ApiKey.objects.filter(pk=key_id, user=request.user).first()
-    if key is None:
-        raise Http404("API key not found")
+    key = apikey_for(request, key_id)
     project = _keys_origin(request)
-    services.apikey_revoke(key=key)
+    key_services.apikey_revoke(key=key)
     messages.success(request, f"Key {key.prefix}… revoked.")
     return redirect(_settings_url(project, "#keys") if project else "web:keys")

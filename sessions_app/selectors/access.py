@@ -1,0 +1,203 @@
+"""Reads. Every query is scoped to what the asking user may see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q, QuerySet
+
+from sessions_app.errors import Forbidden, NotFound
+from sessions_app.models import (
+    ROLE_RANK,
+    AgentSession,
+    ApiKey,
+    Checkpoint,
+    Compaction,
+    HandoffDocument,
+    Membership,
+    Message,
+    Project,
+    Role,
+)
+
+
+def as_pk(ref: Any) -> int | None:
+    """A reference that is a primary key: ASCII digits within a bigint, else None. (``str.isdigit``
+    also holds for "²" and other digits ``int()`` refuses.)"""
+    ref = str(ref)
+    if not (ref.isascii() and ref.isdigit()):
+        return None
+    pk = int(ref)
+    return pk if pk < 2**63 else None
+
+
+def _storable(*values: Any) -> bool:
+    """Whether these strings could match stored text: PostgreSQL refuses U+0000 in a query's text
+    (as it refuses to store it), so a value holding one matches nothing."""
+    return not any(isinstance(v, str) and "\x00" in v for v in values)
+
+
+def project_list_for(user: AbstractBaseUser) -> QuerySet[Project]:
+    return Project.objects.filter(memberships__user=user).distinct()
+
+
+def role_in(user: AbstractBaseUser, project_id: int) -> Role | None:
+    if not user.is_authenticated:
+        return None
+    role = Membership.objects.filter(project_id=project_id, user=user).values_list("role", flat=True).first()
+    return Role(role) if role else None
+
+
+def _require(role: Role | None, min_role: Role, what: str) -> None:
+    if role is None:
+        raise NotFound(f"{what} not found.")
+    if ROLE_RANK[role] < ROLE_RANK[min_role]:
+        raise Forbidden(f"Your role in this project ({role.value}) can't do this; it needs {min_role.value}.")
+
+
+def project_get_for(user: AbstractBaseUser, project_id: Any, *, min_role: Role = Role.VIEWER) -> Project:
+    try:
+        pid = int(project_id)
+    except (TypeError, ValueError):
+        raise NotFound("Project not found.") from None
+    if not 0 < pid < 2**63:
+        raise NotFound("Project not found.")
+    project = Project.objects.filter(pk=pid).first()
+    _require(role_in(user, pid) if project else None, min_role, "Project")
+    return project
+
+
+def project_find_for(user: AbstractBaseUser, ref: str, *, min_role: Role = Role.VIEWER) -> Project:
+    """A project by id or by name, among the user's projects."""
+    if as_pk(ref) is not None:
+        return project_get_for(user, ref, min_role=min_role)
+    matches = list(project_list_for(user).filter(name=ref)[:2]) if _storable(ref) else []
+    if not matches:
+        raise NotFound(f"No project named {ref!r} among yours.")
+    if len(matches) > 1:
+        raise NotFound(f"Several of your projects are named {ref!r}; use the id.")
+    return project_get_for(user, matches[0].pk, min_role=min_role)
+
+
+def session_list_for(
+    user: AbstractBaseUser, *, project: Any = None, status: str | None = None, q: str | None = None
+) -> QuerySet[AgentSession]:
+    qs = AgentSession.objects.filter(project__memberships__user=user).select_related("project", "project__policy")
+    if project not in (None, ""):
+        try:
+            qs = qs.filter(project_id=int(project))
+        except (TypeError, ValueError):
+            return qs.none()
+    if not _storable(status, q):
+        return qs.none()
+    if status:
+        qs = qs.filter(status=status)
+    if q:
+        qs = qs.filter(Q(name__icontains=q) | Q(external_id__icontains=q) | Q(model__icontains=q))
+    return qs.distinct()
+
+
+def project_find(ref: str, *, user: AbstractBaseUser) -> Project | None:
+    """For operators (``manage.py ctx``), who see every project: a project by id, whoever's it is, or
+    by name among ``user``'s projects; None when there is none."""
+    pk = as_pk(ref)
+    if pk is not None:
+        return Project.objects.filter(pk=pk).first()
+    return project_list_for(user).filter(name=ref).first() if _storable(ref) else None
+
+
+def session_find(session_ref: Any) -> AgentSession:
+    """Any session, by id or by an external id no other session has: for operators (``manage.py ctx``),
+    who see every project. Users go through ``session_get_for``."""
+    qs = AgentSession.objects.select_related("project", "project__policy")
+    ref = str(session_ref)
+    pk = as_pk(ref)
+    found = qs.filter(pk=pk).first() if pk is not None else None
+    if found is not None:
+        return found
+    matches = list(qs.filter(external_id=ref)[:2]) if ref and _storable(ref) else []
+    if len(matches) > 1:
+        raise NotFound(f"Several sessions have external id {ref!r}; use the numeric id.")
+    if not matches:
+        raise NotFound(f"No session {ref!r}.")
+    return matches[0]
+
+
+def session_get_for(user: AbstractBaseUser, session_ref: Any, *, min_role: Role = Role.VIEWER) -> AgentSession:
+    """A session by id (or, for strings that aren't ids, by external id) that the user may see."""
+    qs = AgentSession.objects.select_related("project", "project__policy")
+    ref = str(session_ref)
+    pk = as_pk(ref)
+    session = qs.filter(pk=pk).first() if pk is not None else None
+    role = role_in(user, session.project_id) if session else None
+    if role is None and ref and _storable(ref):
+        # Not an id of theirs: maybe an external id (the agent's own session id) in one of their projects.
+        candidates = list(qs.filter(external_id=ref, project__memberships__user=user)[:2])
+        if len(candidates) == 1:
+            session = candidates[0]
+            role = role_in(user, session.project_id)
+    _require(role, min_role, "Session")
+    return session
+
+
+def _owned(model: type, user: AbstractBaseUser, pk: Any, *, min_role: Role, what: str) -> Any:
+    """A row hanging off a session, scoped like its session: 404 outside the user's projects."""
+    key = as_pk(pk)
+    row = None if key is None else model.objects.select_related("session", "session__project").filter(pk=key).first()
+    _require(role_in(user, row.session.project_id) if row else None, min_role, what)
+    return row
+
+
+def compaction_get_for(user: AbstractBaseUser, pk: Any, *, min_role: Role = Role.VIEWER) -> Compaction:
+    return _owned(Compaction, user, pk, min_role=min_role, what="Compaction")
+
+
+def checkpoint_get_for(user: AbstractBaseUser, pk: Any) -> Checkpoint:
+    return _owned(Checkpoint, user, pk, min_role=Role.VIEWER, what="Checkpoint")
+
+
+def handoff_get_for(user: AbstractBaseUser, pk: Any) -> HandoffDocument:
+    return _owned(HandoffDocument, user, pk, min_role=Role.VIEWER, what="Handoff")
+
+
+def message_get_for(user: AbstractBaseUser, pk: Any) -> Message:
+    """A message, scoped like its session (with the session attached, checked)."""
+    key = as_pk(pk)
+    message = None if key is None else Message.objects.filter(pk=key).first()
+    if message is None:
+        raise NotFound("Message not found.")
+    message.session = session_get_for(user, message.session_id)
+    return message
+
+
+def roles_of(user: AbstractBaseUser) -> dict[int, str]:
+    """The user's role in each of their projects, by project id."""
+    return dict(Membership.objects.filter(user=user).values_list("project_id", "role"))
+
+
+def memberships_of(project: Project) -> QuerySet[Membership]:
+    return Membership.objects.filter(project=project).select_related("user").order_by("user__username")
+
+
+def member_get(project: Project, user_id: Any) -> Any:
+    """A user who is a member of the project (the caller checked the asker's right to the project)."""
+    key = as_pk(user_id)
+    user = None if key is None else get_user_model().objects.filter(pk=key, memberships__project=project).first()
+    if user is None:
+        raise NotFound("Not a member of this project.")
+    return user
+
+
+def apikey_list_for(user: AbstractBaseUser) -> QuerySet[ApiKey]:
+    return ApiKey.objects.filter(user=user).order_by("-created_at")
+
+
+def apikey_get_for(user: AbstractBaseUser, pk: Any) -> ApiKey:
+    """One of the user's own keys: nobody else's key is visible to them, not even to admins."""
+    key = as_pk(pk)
+    found = None if key is None else ApiKey.objects.filter(pk=key, user=user).first()
+    if found is None:
+        raise NotFound("API key not found.")
+    return found

@@ -1,0 +1,151 @@
+"""Writes. Every change to ctxweb's data goes through a function here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+
+from compaction import jsonvalues
+from sessions_app.engine import offline_tokenizer
+from sessions_app.errors import Conflict, InvalidInput
+from sessions_app.models import (
+    AgentSession,
+    Project,
+)
+
+# The columns' sizes; longer values are refused here rather than by the database.
+SESSION_TEXT_LIMITS = {"name": 200, "model": 100, "external_id": 200}
+
+
+def check_text(value: Any, field: str, *, limit: int | None = None, nul: bool = True) -> None:
+    """A string the database can hold: within ``limit`` characters, no NUL (unless ``nul`` is False),
+    no lone surrogate. Raises InvalidInput naming the field."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string.", code="invalid", field=field)
+    if limit is not None and len(value) > limit:
+        raise InvalidInput(
+            f"{field} is {len(value):,} characters long; at most {limit:,} are allowed.", code="too_long", field=field
+        )
+    if nul and "\x00" in value:
+        raise InvalidInput(f"{field} must not contain NUL characters.", code="null_characters_not_allowed", field=field)
+    if jsonvalues.has_lone_surrogate(value):
+        raise InvalidInput(f"{field} holds a lone UTF-16 surrogate.", code="invalid_unicode", field=field)
+
+
+def _check_session_fields(fields: dict[str, Any]) -> None:
+    for field, value in fields.items():
+        if field in SESSION_TEXT_LIMITS or field == "system_prompt":
+            check_text(value, field, limit=SESSION_TEXT_LIMITS.get(field))
+    if "model" in fields and not fields["model"].strip():
+        raise InvalidInput("model must name a model.", code="invalid_model", field="model")
+
+
+def validate_tools(tools: Any) -> list[dict[str, Any]]:
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise InvalidInput("tools must be a list of tool schemas.", code="invalid_tools", field="tools")
+    unstorable = jsonvalues.problem(tools, where="tools")
+    if unstorable is not None:
+        raise InvalidInput(unstorable[1] + ".", code=unstorable[0], field="tools")
+    if jsonvalues.holds_nul(tools):
+        raise InvalidInput("tools must not contain NUL characters.", code="null_characters_not_allowed", field="tools")
+    names: set[str] = set()
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
+            raise InvalidInput(
+                f"tools[{i}] must be an object with a string 'name'.", code="invalid_tools", field="tools"
+            )
+        schema = tool.get("input_schema", tool.get("parameters"))
+        if schema is not None and not isinstance(schema, dict):
+            raise InvalidInput(
+                f"tools[{i}].input_schema must be a JSON schema object.", code="invalid_tools", field="tools"
+            )
+        if tool["name"] in names:
+            raise InvalidInput(
+                f"tools[{i}]: the name {tool['name']!r} is used twice.", code="invalid_tools", field="tools"
+            )
+        names.add(tool["name"])
+    return tools
+
+
+def session_create(
+    *,
+    user: AbstractBaseUser,
+    project: Project,
+    name: str = "",
+    model: str = "claude-sonnet-4-5",
+    system_prompt: str = "",
+    tools: list[dict[str, Any]] | None = None,
+    external_id: str = "",
+    context_window: int | None = None,
+    auto_compact: bool | None = None,
+    parent: AgentSession | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> AgentSession:
+    tools = validate_tools(tools)
+    _check_session_fields(
+        {"name": name, "model": model, "external_id": external_id or "", "system_prompt": system_prompt or ""}
+    )
+    tokenizer = offline_tokenizer()
+    session = AgentSession(
+        project=project,
+        owner=user,
+        name=name,
+        external_id=external_id or "",
+        model=model,
+        context_window_override=context_window,
+        system_prompt=system_prompt or "",
+        tools=tools,
+        auto_compact=auto_compact,
+        parent=parent,
+        metadata=metadata or {},
+        system_tokens=tokenizer.count_system(system_prompt),
+        tool_tokens=tokenizer.count_tools(tools),
+    )
+    try:
+        with transaction.atomic():
+            session.save()
+    except IntegrityError:
+        raise Conflict(
+            f"This project already has a session with external_id {external_id!r}.",
+            code="duplicate_external_id",
+            field="external_id",
+        ) from None
+    return session
+
+
+SESSION_EDITABLE = ("name", "model", "system_prompt", "tools", "context_window_override", "auto_compact", "status")
+
+
+def session_update(*, session: AgentSession, **changes: Any) -> AgentSession:
+    unknown = set(changes) - set(SESSION_EDITABLE)
+    if unknown:
+        raise InvalidInput(f"Can't change {', '.join(sorted(unknown))}.", code="read_only")
+    _check_session_fields({k: ("" if k == "system_prompt" and v is None else v) for k, v in changes.items()})
+    tokenizer = offline_tokenizer()
+    with transaction.atomic():
+        locked = AgentSession.objects.select_for_update().get(pk=session.pk)
+        fields = []
+        for key, value in changes.items():
+            if key == "tools":
+                value = validate_tools(value)
+                locked.tool_tokens = tokenizer.count_tools(value)
+                fields.append("tool_tokens")
+            if key == "system_prompt":
+                value = value or ""
+                locked.system_tokens = tokenizer.count_system(value)
+                fields.append("system_tokens")
+            setattr(locked, key, value)
+            fields.append(key)
+        if {"tools", "system_prompt", "model"} & set(changes):
+            locked.exact_tokens = None  # the exact count described another request
+            fields.append("exact_tokens")
+        locked.save(update_fields=[*fields, "updated_at"])
+    return locked
+
+
+def session_delete(*, session: AgentSession) -> None:
+    session.delete()

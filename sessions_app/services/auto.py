@@ -1,0 +1,87 @@
+"""What an append sets off: a compaction when the session crossed its policy's thresholds, an exact
+count when an Anthropic key is configured.
+
+Not part of the append itself: the caller runs it as its own step once the messages are stored
+(``tasks.after_append``), so the append service knows nothing of workers. The work is recorded here
+(a queued Compaction row; a pending-count marker in the cache) and sent by the caller; a message
+that never reaches the broker is re-sent by beat (``tasks.requeue_stale_compactions``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import IntegrityError, transaction
+
+from compaction.types import Level
+from sessions_app.models import ACTIVE_COMPACTION_STATUSES, AgentSession, Compaction, CompactionStatus, SessionStatus
+from sessions_app.selectors import usage
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """The work one session's appends set off, for the caller to send to the workers."""
+
+    session_id: int
+    compaction_id: int | None = None  # an automatic compaction, queued
+    count_in: float | None = None  # seconds until an exact count should run; None: no count
+
+
+def after_append(session_id: int) -> FollowUp:
+    """Decide, under the session's row lock and from its running totals, what its new messages set off."""
+    with transaction.atomic():
+        session = (
+            AgentSession.objects.select_for_update(of=("self",))
+            .select_related("project", "project__policy")
+            .filter(pk=session_id)
+            .first()
+        )
+        if session is None:
+            return FollowUp(session_id)
+        record = auto_queue(session)
+    count_in = None
+    if settings.ANTHROPIC_API_KEY:
+        delay = settings.CTX_EXACT_COUNT_DEBOUNCE_SECONDS
+        # One queued count per session per debounce window; it counts whatever is stored when it runs.
+        if cache.add(f"ctx:exact-pending:{session_id}", 1, timeout=delay):
+            count_in = float(delay)
+    return FollowUp(session_id, record.pk if record is not None else None, count_in)
+
+
+def auto_level(session: AgentSession) -> Level | None:
+    """The level an append should queue a compaction for, or None. Called under the session's row
+    lock, from the cached totals. A session that has not grown by the policy's minimum saving since
+    its last compaction isn't compacted again (no churn after a skip, a failure or a revert)."""
+    policy = usage.policy_for(session)
+    if session.status != SessionStatus.ACTIVE or session.auto_paused:
+        return None
+    if not usage.auto_compact_enabled(session, policy):
+        return None
+    current = usage.session_usage(session, policy=policy)
+    if current.level < Level.COMPACT:
+        return None
+    level = current.level
+    if level == Level.HANDOFF and session.handoffs.filter(checkpoint__compaction__isnull=False).exists():
+        level = Level.SUMMARIZE  # one automatic handoff document per session; continuing is the agent's call
+    last = session.compactions.order_by("-id").values("status", "tokens_before", "tokens_after").first()
+    if last is not None:
+        if last["status"] in ACTIVE_COMPACTION_STATUSES:
+            return None
+        baseline = last["tokens_after"] if last["status"] == CompactionStatus.SUCCEEDED else last["tokens_before"]
+        if baseline is not None and current.used - baseline < policy.min_saving_tokens:
+            return None
+    return level
+
+
+def auto_queue(session: AgentSession) -> Compaction | None:
+    level = auto_level(session)
+    if level is None:
+        return None
+    try:
+        with transaction.atomic():
+            record = Compaction.objects.create(session=session, level=level.value, trigger="auto")
+    except IntegrityError:  # another process queued one first
+        return None
+    return record

@@ -1,0 +1,72 @@
+"""Compaction lifecycle: queue one per session, claim it in a worker, plan outside any transaction,
+apply in one transaction to exactly the planned messages, fail without changing anything.
+
+The engine (``compaction.prune`` / ``compaction.summarize``) works on a snapshot; this module is the
+only place that turns its plans into rows. Token figures in Compaction records and their items are
+calibrated (the same units as STATUS); message rows keep raw offline counts.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from sessions_app.models import (
+    ACTIVE_COMPACTION_STATUSES,
+    AgentSession,
+    Compaction,
+    CompactionStatus,
+)
+
+# Three failures in a row pause automatic compaction for a session until a manual one succeeds.
+MAX_FAILURES = 3
+
+
+# A compaction whose worker keeps dying (or whose message keeps getting lost) is failed after this.
+MAX_ATTEMPTS = 8
+
+
+def claim(compaction_id: int) -> bool:
+    """Take a queued compaction, or reclaim a running one whose worker died (started longer ago than
+    the hard time limit). A conditional UPDATE: of several workers, exactly one wins."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
+    claimed = Compaction.objects.filter(
+        Q(status=CompactionStatus.QUEUED) | Q(status=CompactionStatus.RUNNING, started_at__lt=stale), pk=compaction_id
+    ).update(status=CompactionStatus.RUNNING, started_at=now, attempts=F("attempts") + 1)
+    return claimed == 1
+
+
+def release_for_retry(compaction_id: int, error: str) -> None:
+    """A transient failure: back to queued so the retried task can claim it again."""
+    Compaction.objects.filter(pk=compaction_id, status=CompactionStatus.RUNNING).update(
+        status=CompactionStatus.QUEUED, error=f"retrying: {error}"[:2000]
+    )
+
+
+def compaction_fail(compaction_id: int, error: str) -> None:
+    with transaction.atomic():
+        record = Compaction.objects.select_for_update().get(pk=compaction_id)
+        if record.status not in ACTIVE_COMPACTION_STATUSES:
+            return
+        session = AgentSession.objects.select_for_update().get(pk=record.session_id)
+        record.status = CompactionStatus.FAILED
+        record.error = error[:2000]
+        record.finished_at = timezone.now()
+        record.save(update_fields=["status", "error", "finished_at"])
+        session.compaction_failures += 1
+        if session.compaction_failures >= MAX_FAILURES:
+            session.auto_paused = True
+        session.save(update_fields=["compaction_failures", "auto_paused", "updated_at"])
+
+
+def lock_running(record: Compaction) -> tuple[AgentSession, Compaction] | None:
+    """Inside a transaction: the session and the record, locked — or None when the record is no
+    longer running (another worker reclaimed it after this one looked dead)."""
+    session = AgentSession.objects.select_for_update().get(pk=record.session_id)
+    current = Compaction.objects.select_for_update().get(pk=record.pk)
+    return (session, current) if current.status == CompactionStatus.RUNNING else None

@@ -1,0 +1,171 @@
+"""Writes. Every change to ctxweb's data goes through a function here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC
+
+from django.db import transaction
+from django.utils import timezone
+
+from compaction.messages import NormalizedMessage
+from sessions_app.engine import offline_tokenizer
+from sessions_app.errors import Conflict, InvalidInput
+from sessions_app.models import (
+    AgentSession,
+    Message,
+    SessionStatus,
+    ToolUse,
+)
+
+# ----------------------------------------------------------------------------- sessions
+
+
+# ----------------------------------------------------------------------------- messages
+
+
+@dataclass
+class AppendResult:
+    messages: list[Message]
+    created: int
+    session: AgentSession
+    # client_ids that were already stored with another role or content: the stored message is answered
+    mismatched: frozenset[str] = frozenset()
+
+
+def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) -> AppendResult:
+    """Store a batch of validated messages at the end of a session, all or nothing.
+
+    Counting happens before the lock (it is the slow part); seq assignment, the tool-call check,
+    the insert and the running totals happen under the session's row lock, so concurrent appends
+    get gapless seqs and totals that equal the sum over stored rows. A message whose client_id is
+    already stored is not stored again: the stored one is answered in its place.
+    """
+    tokenizer = offline_tokenizer()
+    counts = [tokenizer.count_message(m.role, m.content) for m in messages]
+    now = timezone.now()
+    with transaction.atomic():
+        locked = lock_open_session(session)
+        client_ids = [m.client_id for m in messages if m.client_id]
+        existing = (
+            {row.client_id: row for row in Message.objects.filter(session=locked, client_id__in=client_ids)}
+            if client_ids
+            else {}
+        )
+        fresh = [(m, n) for m, n in zip(messages, counts, strict=True) if not (m.client_id and m.client_id in existing)]
+        check_tool_uses(locked, [m for m, _ in fresh])
+        check_tool_results(locked, [m for m, _ in fresh])
+
+        rows: list[Message] = []
+        seq = locked.last_seq
+        for msg, tokens in fresh:
+            seq += 1
+            created_at = msg.created_at or now
+            if timezone.is_naive(created_at):
+                created_at = created_at.replace(tzinfo=UTC)
+            rows.append(
+                Message(
+                    session=locked,
+                    seq=seq,
+                    role=msg.role,
+                    content=msg.content,
+                    tokens=tokens,
+                    client_id=msg.client_id,
+                    created_at=created_at,
+                    metadata=msg.metadata,
+                )
+            )
+        if rows:
+            Message.objects.bulk_create(rows)
+            uses = [ToolUse(session=locked, tool_use_id=tid, seq=row.seq) for row in rows for tid in _tool_use_ids(row)]
+            if uses:
+                ToolUse.objects.bulk_create(uses)
+            locked.last_seq = seq
+            locked.message_count += len(rows)
+            locked.active_message_count += len(rows)
+            locked.message_tokens += sum(row.tokens for row in rows)
+            locked.last_activity_at = now
+            locked.save(
+                update_fields=[
+                    "last_seq",
+                    "message_count",
+                    "active_message_count",
+                    "message_tokens",
+                    "last_activity_at",
+                    "updated_at",
+                ]
+            )
+    by_client = {row.client_id: row for row in rows if row.client_id}
+    by_client.update(existing)
+    ordered: list[Message] = []
+    fresh_iter = iter(rows)
+    for msg in messages:
+        if msg.client_id and msg.client_id in existing:
+            ordered.append(existing[msg.client_id])
+        else:
+            ordered.append(next(fresh_iter))
+    mismatched = frozenset(
+        m.client_id
+        for m in messages
+        if m.client_id in existing
+        and (existing[m.client_id].role, existing[m.client_id].content) != (m.role, m.content)
+    )
+    return AppendResult(messages=ordered, created=len(rows), session=locked, mismatched=mismatched)
+
+
+def lock_open_session(session: AgentSession) -> AgentSession:
+    """The session's row, locked (inside a transaction), if it still takes messages."""
+    locked = AgentSession.objects.select_for_update().get(pk=session.pk)
+    if locked.status != SessionStatus.ACTIVE:
+        raise Conflict(
+            f"Session {locked.pk} is {locked.status.replace('_', ' ')}; append to its continuation instead.",
+            code="session_closed",
+        )
+    return locked
+
+
+def _tool_use_ids(row: Message) -> list[str]:
+    if isinstance(row.content, str):
+        return []
+    return [b["id"] for b in row.content if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def check_tool_uses(session: AgentSession, messages: list[NormalizedMessage]) -> None:
+    """Every tool_use id is new in the session: a result must name exactly one call (Anthropic
+    refuses a request that holds an id twice)."""
+    ids = [tid for msg in messages for tid in msg.tool_use_ids]
+    if not ids:
+        return
+    seen: set[str] = set()
+    twice = next((tid for tid in ids if tid in seen or seen.add(tid)), None)  # type: ignore[func-returns-value]
+    if twice is None:
+        stored = ToolUse.objects.filter(session=session, tool_use_id__in=ids)
+        twice = stored.values_list("tool_use_id", flat=True).first()
+    if twice is not None:
+        raise InvalidInput(
+            f"tool_use id {twice!r} is used twice in this session; every tool call needs an id of its own.",
+            code="duplicate_tool_use_id",
+        )
+
+
+def check_tool_results(session: AgentSession, messages: list[NormalizedMessage]) -> None:
+    seen_in_batch: set[str] = set()
+    needed: dict[str, int] = {}
+    for index, msg in enumerate(messages):
+        for result_id in msg.tool_result_ids:
+            if result_id not in seen_in_batch:
+                needed.setdefault(result_id, index)
+        seen_in_batch.update(msg.tool_use_ids)
+    if not needed:
+        return
+    known = set(
+        ToolUse.objects.filter(session=session, tool_use_id__in=list(needed)).values_list("tool_use_id", flat=True)
+    )
+    missing = [tid for tid in needed if tid not in known]
+    if missing:
+        raise InvalidInput(
+            f"tool_result for {missing[0]!r} has no earlier tool_use with that id in this session"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            + ".",
+            code="unknown_tool_use_id",
+        )

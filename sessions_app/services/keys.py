@@ -1,0 +1,52 @@
+"""Writes. Every change to ctxweb's data goes through a function here."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from sessions_app.models import (
+    ApiKey,
+)
+
+API_KEY_PREFIX = "ctx_"
+
+
+_LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _hash_key(raw: str) -> str:
+    # Keys are 256-bit random strings: a plain SHA-256 is enough (no dictionary to defend against).
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def apikey_create(*, user: AbstractBaseUser, name: str = "") -> tuple[ApiKey, str]:
+    """A new key for the user. The raw key is returned once and never stored."""
+    raw = API_KEY_PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey.objects.create(user=user, name=name[:100], prefix=raw[:12], key_hash=_hash_key(raw))
+    return key, raw
+
+
+def apikey_revoke(*, key: ApiKey) -> ApiKey:
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+    return key
+
+
+def apikey_authenticate(raw: str) -> ApiKey | None:
+    if not raw.startswith(API_KEY_PREFIX) or len(raw) < 20:
+        return None
+    key = ApiKey.objects.select_related("user").filter(prefix=raw[:12], revoked_at__isnull=True).first()
+    if key is None or not hmac.compare_digest(key.key_hash, _hash_key(raw)) or not key.user.is_active:
+        return None
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at > _LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+    return key

@@ -1,0 +1,32 @@
+from django.urls import path
+
+from sessions_app.web import actions, project_settings, views
+
+app_name = "web"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz/", views.healthz, name="healthz"),
+    path("projects/", views.project_list, name="projects"),
+    path("projects/<int:project_id>/", views.project_detail, name="project"),
+    path("projects/<int:project_id>/settings/", project_settings.project_settings, name="project-settings"),
+    path("projects/<int:project_id>/members/", project_settings.member_add, name="member-add"),
+    path("projects/<int:project_id>/members/<int:user_id>/role/", project_settings.member_role, name="member-role"),
+    path(
+        "projects/<int:project_id>/members/<int:user_id>/remove/", project_settings.member_remove, name="member-remove"
+    ),
+    path("projects/<int:project_id>/policy/preset/", project_settings.policy_preset, name="policy-preset"),
+    path("projects/<int:project_id>/policy/", project_settings.policy_update, name="policy-update"),
+    path("keys/", project_settings.keys, name="keys"),
+    path("keys/new/", project_settings.key_create, name="key-create"),
+    path("keys/<int:key_id>/revoke/", project_settings.key_revoke, name="key-revoke"),
+    path("sessions/<int:session_id>/", views.session_detail, name="session"),
+    path("sessions/<int:session_id>/live/", views.session_live, name="session-live"),
+    path("sessions/<int:session_id>/timeline/", views.session_timeline, name="session-timeline"),
+    path("sessions/<int:session_id>/compactions/preview/", actions.compaction_preview, name="compaction-preview"),
+    path("sessions/<int:session_id>/compactions/", actions.compaction_run, name="compaction-run"),
+    path("sessions/<int:session_id>/handoff/", actions.handoff_create, name="handoff-create"),
+    path("compactions/<int:compaction_id>/revert/", actions.compaction_revert, name="compaction-revert"),
+    path("messages/<int:message_id>/", views.message_detail, name="message"),
+    path("messages/<int:message_id>/original/", views.message_original, name="message-original"),
+]
