@@ -153,53 +153,11 @@ def apply(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
                 update_fields=["upto_seq", "tokens_before", "tokens_after", "status", "error", "notes", "finished_at"]
             )
             return "skipped"
-        summarized = set(outcome.summary.summarized_seqs) if outcome.summary else set()
-        touched = {c.seq for c in outcome.changes} | summarized
-        rows = {
-            m.seq: m
-            for m in Message.objects.select_for_update().filter(
-                session=session, seq__in=touched, state__in=CONTEXT_STATES
-            )
-        }
-        # The snapshot must still be what is stored (only appends can happen meanwhile, and they add seqs).
-        if any(seq not in rows or rows[seq].content != snap.rows[seq][1] for seq in touched):
-            raise EngineError("Messages changed while the compaction was planned.", permanent=False)
-        backups, token_delta, left_context = [], 0, 0
-        for change in outcome.changes:
-            row = rows[change.seq]
-            backups.append(_backup(current, row))
-            token_delta += change.tokens_after - row.tokens
-            row.content, row.tokens, row.tokens_exact = change.content, change.tokens_after, None
-            row.state, row.compaction = MessageState.COMPACTED, current
-        for seq in summarized:
-            row = rows[seq]
-            if seq not in {c.seq for c in outcome.changes}:
-                backups.append(_backup(current, row))
-            token_delta -= row.tokens
-            left_context += 1
-            row.state, row.compaction = MessageState.SUMMARIZED, current
-        MessageBackup.objects.bulk_create(backups)
-        Message.objects.bulk_update(list(rows.values()), ["content", "tokens", "tokens_exact", "state", "compaction"])
+        token_delta, left_context = _rewrite_messages(session, current, snap, outcome)
         if outcome.summary is not None:
             _checkpoint_create(session, current, outcome.summary)
             session.summary_tokens = outcome.summary.summary_tokens
-        session.message_tokens += token_delta
-        session.active_message_count -= left_context
-        session.exact_upto_seq = None  # the exact count described the old content
-        session.compaction_failures = 0
-        if record.trigger == "manual":
-            session.auto_paused = False
-        session.save(
-            update_fields=[
-                "summary_tokens",
-                "message_tokens",
-                "active_message_count",
-                "exact_upto_seq",
-                "compaction_failures",
-                "auto_paused",
-                "updated_at",
-            ]
-        )
+        _session_totals(session, token_delta=token_delta, left_context=left_context, manual=record.trigger == "manual")
         current.status = CompactionStatus.SUCCEEDED
         current.items = outcome.items(snap.factor)
         current.tokens_after = outcome.tokens_after
@@ -209,6 +167,56 @@ def apply(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
         current.revertible_until = now + timedelta(hours=policy.revert_hours)
         current.save()
     return "succeeded"
+
+
+def _rewrite_messages(session: AgentSession, current: Compaction, snap: Snapshot, outcome: Outcome) -> tuple[int, int]:
+    """Back up and change the planned messages; (raw token change, messages that left the context)."""
+    summarized = set(outcome.summary.summarized_seqs) if outcome.summary else set()
+    changed = {c.seq for c in outcome.changes}
+    touched = changed | summarized
+    rows = {
+        m.seq: m
+        for m in Message.objects.select_for_update().filter(session=session, seq__in=touched, state__in=CONTEXT_STATES)
+    }
+    # The snapshot must still be what is stored (only appends can happen meanwhile, and they add seqs).
+    if any(seq not in rows or rows[seq].content != snap.rows[seq][1] for seq in touched):
+        raise EngineError("Messages changed while the compaction was planned.", permanent=False)
+    backups, token_delta = [], 0
+    for change in outcome.changes:
+        row = rows[change.seq]
+        backups.append(_backup(current, row))
+        token_delta += change.tokens_after - row.tokens
+        row.content, row.tokens, row.tokens_exact = change.content, change.tokens_after, None
+        row.state, row.compaction = MessageState.COMPACTED, current
+    for seq in summarized:
+        row = rows[seq]
+        if seq not in changed:
+            backups.append(_backup(current, row))
+        token_delta -= row.tokens
+        row.state, row.compaction = MessageState.SUMMARIZED, current
+    MessageBackup.objects.bulk_create(backups)
+    Message.objects.bulk_update(list(rows.values()), ["content", "tokens", "tokens_exact", "state", "compaction"])
+    return token_delta, len(summarized)
+
+
+def _session_totals(session: AgentSession, *, token_delta: int, left_context: int, manual: bool) -> None:
+    session.message_tokens += token_delta
+    session.active_message_count -= left_context
+    session.exact_upto_seq = None  # the exact count described the old content
+    session.compaction_failures = 0
+    if manual:
+        session.auto_paused = False
+    session.save(
+        update_fields=[
+            "summary_tokens",
+            "message_tokens",
+            "active_message_count",
+            "exact_upto_seq",
+            "compaction_failures",
+            "auto_paused",
+            "updated_at",
+        ]
+    )
 
 
 def _backup(compaction: Compaction, row: Message) -> MessageBackup:

@@ -1,9 +1,10 @@
-"""Writes. Every change to ctxweb's data goes through a function here."""
+"""Messages into a session: validated elsewhere (``compaction.messages``), stored here in order, all
+or nothing, with the session's running totals and its tool-call index kept in step."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -17,11 +18,6 @@ from sessions_app.models import (
     SessionStatus,
     ToolUse,
 )
-
-# ----------------------------------------------------------------------------- sessions
-
-
-# ----------------------------------------------------------------------------- messages
 
 
 @dataclass
@@ -39,7 +35,8 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
     Counting happens before the lock (it is the slow part); seq assignment, the tool-call check,
     the insert and the running totals happen under the session's row lock, so concurrent appends
     get gapless seqs and totals that equal the sum over stored rows. A message whose client_id is
-    already stored is not stored again: the stored one is answered in its place.
+    already stored is not stored again: the stored one is answered in its place. What the new
+    messages set off is the caller's next step (``tasks.after_append``).
     """
     tokenizer = offline_tokenizer()
     counts = [tokenizer.count_message(m.role, m.content) for m in messages]
@@ -55,55 +52,11 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
         fresh = [(m, n) for m, n in zip(messages, counts, strict=True) if not (m.client_id and m.client_id in existing)]
         check_tool_uses(locked, [m for m, _ in fresh])
         check_tool_results(locked, [m for m, _ in fresh])
-
-        rows: list[Message] = []
-        seq = locked.last_seq
-        for msg, tokens in fresh:
-            seq += 1
-            created_at = msg.created_at or now
-            if timezone.is_naive(created_at):
-                created_at = created_at.replace(tzinfo=UTC)
-            rows.append(
-                Message(
-                    session=locked,
-                    seq=seq,
-                    role=msg.role,
-                    content=msg.content,
-                    tokens=tokens,
-                    client_id=msg.client_id,
-                    created_at=created_at,
-                    metadata=msg.metadata,
-                )
-            )
+        rows = _rows(locked, fresh, now)
         if rows:
-            Message.objects.bulk_create(rows)
-            uses = [ToolUse(session=locked, tool_use_id=tid, seq=row.seq) for row in rows for tid in _tool_use_ids(row)]
-            if uses:
-                ToolUse.objects.bulk_create(uses)
-            locked.last_seq = seq
-            locked.message_count += len(rows)
-            locked.active_message_count += len(rows)
-            locked.message_tokens += sum(row.tokens for row in rows)
-            locked.last_activity_at = now
-            locked.save(
-                update_fields=[
-                    "last_seq",
-                    "message_count",
-                    "active_message_count",
-                    "message_tokens",
-                    "last_activity_at",
-                    "updated_at",
-                ]
-            )
-    by_client = {row.client_id: row for row in rows if row.client_id}
-    by_client.update(existing)
-    ordered: list[Message] = []
-    fresh_iter = iter(rows)
-    for msg in messages:
-        if msg.client_id and msg.client_id in existing:
-            ordered.append(existing[msg.client_id])
-        else:
-            ordered.append(next(fresh_iter))
+            _store(locked, rows, now)
+    fresh_rows = iter(rows)
+    ordered = [existing[m.client_id] if m.client_id in existing else next(fresh_rows) for m in messages]
     mismatched = frozenset(
         m.client_id
         for m in messages
@@ -111,6 +64,51 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
         and (existing[m.client_id].role, existing[m.client_id].content) != (m.role, m.content)
     )
     return AppendResult(messages=ordered, created=len(rows), session=locked, mismatched=mismatched)
+
+
+def _rows(session: AgentSession, fresh: list[tuple[NormalizedMessage, int]], now: datetime) -> list[Message]:
+    """Unsaved rows for the new messages, numbered after the session's last seq."""
+    rows = []
+    for seq, (msg, tokens) in enumerate(fresh, start=session.last_seq + 1):
+        created_at = msg.created_at or now
+        if timezone.is_naive(created_at):
+            created_at = created_at.replace(tzinfo=UTC)
+        rows.append(
+            Message(
+                session=session,
+                seq=seq,
+                role=msg.role,
+                content=msg.content,
+                tokens=tokens,
+                client_id=msg.client_id,
+                created_at=created_at,
+                metadata=msg.metadata,
+            )
+        )
+    return rows
+
+
+def _store(session: AgentSession, rows: list[Message], now: datetime) -> None:
+    """Insert the rows and their tool calls; move the session's running totals on (under its lock)."""
+    Message.objects.bulk_create(rows)
+    uses = [ToolUse(session=session, tool_use_id=tid, seq=row.seq) for row in rows for tid in _tool_use_ids(row)]
+    if uses:
+        ToolUse.objects.bulk_create(uses)
+    session.last_seq = rows[-1].seq
+    session.message_count += len(rows)
+    session.active_message_count += len(rows)
+    session.message_tokens += sum(row.tokens for row in rows)
+    session.last_activity_at = now
+    session.save(
+        update_fields=[
+            "last_seq",
+            "message_count",
+            "active_message_count",
+            "message_tokens",
+            "last_activity_at",
+            "updated_at",
+        ]
+    )
 
 
 def lock_open_session(session: AgentSession) -> AgentSession:
