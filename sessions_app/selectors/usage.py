@@ -124,15 +124,10 @@ def _pending_work(session: AgentSession, latest: dict[str, Any] | None) -> list[
     return warnings
 
 
-def session_status(session: AgentSession) -> dict[str, Any]:
-    """STATUS from the session's running totals; never re-tokenizes."""
-    info = model_info(session.model)
-    policy = policy_for(session)
-    window = session.context_window_override or info.context_window
-    factor = info.calibration
-    exact = _exact(session)
-    usage = session_usage(session, policy=policy)
-    warnings = usage_warnings(usage)
+def _warnings(session: AgentSession, info: ModelInfo, window: int, current: Usage) -> list[str]:
+    """What STATUS warns about: the usage itself, an unknown model, counts and transcripts that went
+    wrong, paused or failed compactions, work that waits too long."""
+    warnings = usage_warnings(current)
     if not info.known:
         warnings.append(
             f"Model {session.model!r} is not known; assuming a {window:,}-token window. "
@@ -147,7 +142,6 @@ def session_status(session: AgentSession) -> dict[str, Any]:
             f"{session.rejected_count:,} line(s) or message(s) of the recorded transcript could not be stored and "
             f"were skipped; the rest was stored. The latest: {session.rejected_reason}"
         )
-    auto = auto_compact_enabled(session, policy)
     if session.auto_paused:
         warnings.append(
             f"Automatic compaction is paused after {session.compaction_failures} failures in a row; "
@@ -165,31 +159,42 @@ def session_status(session: AgentSession) -> dict[str, Any]:
     latest = session.compactions.values("status", "created_at", "started_at", "notes").first()
     warnings += _pending_work(session, latest)
     warnings += [note for note in (latest or {}).get("notes") or [] if note.startswith(FALLBACK_NOTE)]
+    return warnings
+
+
+def session_status(session: AgentSession) -> dict[str, Any]:
+    """STATUS from the session's running totals; never re-tokenizes."""
+    info = model_info(session.model)
+    policy = policy_for(session)
+    window = session.context_window_override or info.context_window
+    current = session_usage(session, policy=policy)
+    auto = auto_compact_enabled(session, policy)
+    warnings = _warnings(session, info, window, current)
     return {
         "model": session.model,
         "context_window": window,
-        "system_prompt": usage.system_prompt,
-        "tool_definitions": usage.tool_definitions,
-        "messages": usage.messages,
-        "summary": usage.summary,
-        "reserved_output": usage.reserved_output,
-        "used": usage.used,
-        "free": usage.free,
-        "usage_percent": usage.usage_percent,
-        "level": usage.level.value,
-        "thresholds": usage.thresholds.as_dict(),
-        "will_compact": auto and not session.auto_paused and usage.level >= Level.COMPACT,
+        "system_prompt": current.system_prompt,
+        "tool_definitions": current.tool_definitions,
+        "messages": current.messages,
+        "summary": current.summary,
+        "reserved_output": current.reserved_output,
+        "used": current.used,
+        "free": current.free,
+        "usage_percent": current.usage_percent,
+        "level": current.level.value,
+        "thresholds": current.thresholds.as_dict(),
+        "will_compact": auto and not session.auto_paused and current.level >= Level.COMPACT,
         "compacted": session.summary_tokens > 0
         or session.compactions.filter(status=CompactionStatus.SUCCEEDED).exists(),
-        "recommendation": recommendation(usage),
-        "token_source": "exact" if exact else "estimate",
+        "recommendation": recommendation(current),
+        "token_source": "exact" if _exact(session) else "estimate",
         "warnings": warnings,
         "auto_compact": auto,
         "auto_paused": session.auto_paused,
         "message_count": session.message_count,
         "active_messages": session.active_message_count,
         "last_seq": session.last_seq,
-        "calibration_factor": factor,
+        "calibration_factor": info.calibration,
     }
 
 
