@@ -174,7 +174,7 @@ class ExtractiveSummarizer:
 def fit_to_budget(checkpoint: dict[str, Any], tokenizer: Tokenizer, budget: int) -> dict[str, Any]:
     """Drop the oldest items of the longest, least essential lists until the rendered summary fits;
     then shorten the texts. Keys other than the checkpoint fields pass through untouched."""
-    out = {k: (list(v) if isinstance(v, list) else v) for k, v in checkpoint.items()}
+    out: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in checkpoint.items()}
 
     def size() -> int:
         return tokenizer.count_message("user", summary_message(render_summary_text(out))["content"])

@@ -319,6 +319,11 @@ def _load_json(text: str, fmt: str) -> Any:
     raise TranscriptError(f"This is not an {fmt} transcript: it is not valid JSON or JSON Lines ({detail}).")
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _kind(value: Any) -> str:
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number"
@@ -375,11 +380,11 @@ def _swe_agent(obj: dict[str, Any], skipped: Counter[str]) -> Conversation:
         except ValueError:
             config = None
     config = config if isinstance(config, dict) else {}
-    agent = config.get("agent") if isinstance(config.get("agent"), dict) else {}
-    model_cfg = agent.get("model") if isinstance(agent.get("model"), dict) else {}
-    problem = config.get("problem_statement") if isinstance(config.get("problem_statement"), dict) else {}
+    agent = _object(config.get("agent"))
+    model_cfg = _object(agent.get("model"))
+    problem = _object(config.get("problem_statement"))
     title = nonempty_str(problem.get("id")) or nonempty_str(agent.get("name"))
-    info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
+    info = _object(obj.get("info"))
     metadata = {"source": "swe-agent"}
     if nonempty_str(info.get("exit_status")):
         metadata["exit_status"] = info["exit_status"]
@@ -408,7 +413,7 @@ def _openai_tools(raw: Any) -> list[dict[str, Any]]:
     for item in raw:
         if not isinstance(item, dict):
             continue
-        fn = item.get("function") if isinstance(item.get("function"), dict) else item
+        fn = nested if isinstance(nested := item.get("function"), dict) else item
         if "input_schema" in fn or not nonempty_str(fn.get("name")):
             tools.append(dict(fn))
             continue
@@ -480,7 +485,7 @@ def _openai_assistant(raw: dict[str, Any], auto_ids: int) -> tuple[str | list[Bl
     content = _openai_content(raw.get("content"))
     if content == "" and isinstance(raw.get("refusal"), str):
         content = raw["refusal"]
-    calls = raw.get("tool_calls") if isinstance(raw.get("tool_calls"), list) else []
+    calls = listed if isinstance(listed := raw.get("tool_calls"), list) else []
     if isinstance(raw.get("function_call"), dict):  # legacy function calling
         calls = [*calls, {"function": raw["function_call"]}]
     if not calls:
@@ -558,8 +563,8 @@ def _openai_content(raw: Any) -> str | list[Block]:
 
 
 def _image_from_url(raw: Any) -> Block | None:
-    url = raw.get("url") if isinstance(raw, dict) else raw
-    if not nonempty_str(url):
+    url = nonempty_str(raw.get("url") if isinstance(raw, dict) else raw)
+    if url is None:
         return None
     if url.startswith("data:") and ";base64," in url:
         media_type, data = url[5:].split(";base64,", 1)
@@ -617,7 +622,7 @@ def _anthropic_request(req: dict[str, Any], key: str, skipped: Counter[str]) -> 
             b["text"] if isinstance(b, dict) and isinstance(b.get("text"), str) else (b if isinstance(b, str) else "")
             for b in system
         )
-    raw_tools = req.get("tools") if isinstance(req.get("tools"), list) else []
+    raw_tools = listed if isinstance(listed := req.get("tools"), list) else []
     tools = [dict(t) for t in raw_tools if isinstance(t, dict)]
     conv = Conversation(
         key=key,

@@ -194,11 +194,11 @@ class ClaudeCodeReader:
         if kind == "summary" and nonempty_str(event.get("leafUuid")) and isinstance(event.get("summary"), str):
             self._summaries.append((event["leafUuid"], event["summary"]))
         if kind == "system" and event.get("subtype") == "compact_boundary":
-            chat = self._chat_of_chain.get(chain)
-            if chat is not None:
-                self._close(chat, out)
-                if len(chat.conv.messages) not in chat.conv.segment_starts:
-                    chat.conv.segment_starts.append(len(chat.conv.messages))
+            bounded = self._chat_of_chain.get(chain)
+            if bounded is not None:
+                self._close(bounded, out)
+                if len(bounded.conv.messages) not in bounded.conv.segment_starts:
+                    bounded.conv.segment_starts.append(len(bounded.conv.messages))
 
     def _timestamp(self, event: dict[str, Any]) -> str | None:
         """The line's time, or (when it has none that can be stored) the time of the line before it:
