@@ -44,7 +44,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 from compaction.messages import NormalizedMessage
-from compaction.transcripts_claude import ClaudeCodeReader
+from compaction.transcripts.claude_code import ClaudeCodeReader
 
 from . import recorded, services
 from .errors import Conflict, InvalidInput, TooLarge
