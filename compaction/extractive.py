@@ -15,7 +15,7 @@ from typing import Any
 
 from .checkpoint import LIST_FIELDS, TEXT_FIELDS, empty_fields, render_summary_text, validate_fields
 from .context import summary_message
-from .prune import MARK, compile_patterns, is_human_prompt, message_text, result_text
+from .reversible import MARK, compile_patterns, is_human_prompt, message_text, result_text
 from .tokens import Tokenizer
 from .types import Msg
 

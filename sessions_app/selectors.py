@@ -10,7 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
 from compaction import context as engine_context
-from compaction import models as engine_models
+from compaction import model_catalog
 from compaction.policy import Policy, preset
 from compaction.tokens import DEFAULT_FRAMING, calibrate
 from compaction.types import Level, Usage
@@ -194,14 +194,14 @@ def forget_model_profiles() -> None:
 
 def model_info(name: str) -> ModelInfo:
     rows = _profiles()
-    match = engine_models.best_match(name, tuple(rows))
+    match = model_catalog.best_match(name, tuple(rows))
     if match:
         window, out, factor = rows[match]
         return ModelInfo(match, window, out, factor, True)
-    spec = engine_models.spec_for(name)
+    spec = model_catalog.spec_for(name)
     if spec:
         return ModelInfo(spec.name, spec.context_window, spec.max_output_tokens, spec.calibration, True)
-    return ModelInfo(name, engine_models.FALLBACK_CONTEXT_WINDOW, engine_models.FALLBACK_MAX_OUTPUT, 1.0, False)
+    return ModelInfo(name, model_catalog.FALLBACK_CONTEXT_WINDOW, model_catalog.FALLBACK_MAX_OUTPUT, 1.0, False)
 
 
 def policy_for(session: AgentSession) -> Policy:

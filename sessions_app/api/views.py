@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from compaction import models as engine_models
+from compaction import model_catalog
 from compaction.messages import normalize_batch
 
 from .. import counting, selectors, services
@@ -310,7 +310,7 @@ class ModelListApi(APIView):
             }
             for p in ModelProfile.objects.all()
         }
-        for spec in engine_models.KNOWN_MODELS:
+        for spec in model_catalog.KNOWN_MODELS:
             rows.setdefault(
                 spec.name,
                 {
@@ -324,7 +324,7 @@ class ModelListApi(APIView):
         return Response(
             {
                 "results": sorted(rows.values(), key=lambda r: (r["provider"], r["name"])),
-                "fallback_context_window": engine_models.FALLBACK_CONTEXT_WINDOW,
+                "fallback_context_window": model_catalog.FALLBACK_CONTEXT_WINDOW,
             }
         )
 

@@ -1,6 +1,6 @@
 import pytest
 
-from compaction.models import FALLBACK_CONTEXT_WINDOW, best_match, canonical_model_name, spec_for
+from compaction.model_catalog import FALLBACK_CONTEXT_WINDOW, best_match, canonical_model_name, spec_for
 from compaction.policy import PRESETS, Policy, level_for, validate
 from compaction.types import Level
 from compaction.usage import compute_usage, recommendation, render_bar
