@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -17,6 +18,10 @@ class Level(str, Enum):
     @property
     def rank(self) -> int:
         return LEVEL_ORDER.index(self)
+
+    @property
+    def label(self) -> str:
+        return self.value.capitalize()
 
     def __ge__(self, other: object) -> bool:
         if not isinstance(other, Level):
@@ -40,6 +45,14 @@ class Level(str, Enum):
 
 
 LEVEL_ORDER: tuple[Level, ...] = (Level.OK, Level.REMIND, Level.COMPACT, Level.SUMMARIZE, Level.HANDOFF)
+# The levels a compaction runs at; ok and remind only inform.
+COMPACTION_LEVELS: tuple[Level, ...] = (Level.COMPACT, Level.SUMMARIZE, Level.HANDOFF)
+
+
+def level_choices(levels: Iterable[Level] = COMPACTION_LEVELS) -> list[tuple[str, str]]:
+    """``(value, label)`` pairs: the ``choices`` of a Django model or form field that holds a level."""
+    return [(level.value, level.label) for level in levels]
+
 
 ROLES = ("user", "assistant", "tool", "system")
 

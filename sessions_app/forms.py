@@ -9,13 +9,14 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from compaction.policy import PRESETS
+from compaction.types import Level, level_choices
 
-from .models import CompactionPolicy, Level, Project, Role, SessionStatus
+from .models import CompactionPolicy, Project, Role, SessionStatus
 from .services import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
 
 
 class CompactionForm(forms.Form):
-    level = forms.ChoiceField(choices=Level.choices, initial=Level.COMPACT)
+    level = forms.ChoiceField(choices=level_choices(), initial=Level.COMPACT.value)
     instructions = forms.CharField(
         required=False,
         max_length=4000,
@@ -35,7 +36,7 @@ class SessionFilterForm(forms.Form):
     status = forms.ChoiceField(required=False, choices=[("", "any status"), *SessionStatus.choices])
     level = forms.ChoiceField(
         required=False,
-        choices=[("", "any level"), *[(v, v) for v in ("ok", "remind", "compact", "summarize", "handoff")]],
+        choices=[("", "any level"), *[(level.value, level.value) for level in Level]],
     )
     model = forms.CharField(required=False, max_length=100)
 

@@ -6,8 +6,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from compaction.transcripts import FORMATS as TRANSCRIPT_FORMATS
+from compaction.types import Level, level_choices
 
-from ..models import AgentSession, Checkpoint, Compaction, HandoffDocument, Level, Message, Project, SessionStatus
+from ..models import AgentSession, Checkpoint, Compaction, HandoffDocument, Message, Project, SessionStatus
 from ..services import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
 
 
@@ -228,7 +229,7 @@ class CompactionOut(serializers.ModelSerializer):
 
 
 class CompactionIn(serializers.Serializer):
-    level = serializers.ChoiceField(choices=Level.choices, default=Level.COMPACT)
+    level = serializers.ChoiceField(choices=level_choices(), default=Level.COMPACT.value)
     dry_run = serializers.BooleanField(default=False)
     instructions = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
 
@@ -244,7 +245,7 @@ class CompactionPreviewOut(serializers.Serializer):
 
     dry_run = serializers.BooleanField()
     session = serializers.IntegerField()
-    level = serializers.ChoiceField(choices=Level.choices)
+    level = serializers.ChoiceField(choices=level_choices())
     upto_seq = serializers.IntegerField()
     tokens_before = serializers.IntegerField()
     tokens_after = serializers.IntegerField()
