@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from .status import ThresholdFractions
+
 
 class Level(str, Enum):
     OK = "ok"
@@ -66,7 +68,7 @@ class Thresholds:
     summarize: float
     handoff: float
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> ThresholdFractions:
         return {"remind": self.remind, "compact": self.compact, "summarize": self.summarize, "handoff": self.handoff}
 
 

@@ -17,7 +17,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from compaction.status import Status
 
 from .errors import ApiError, CtxError, DeadlineExceeded, Unreachable
 from .retry import Retry, retry_after_seconds
@@ -31,28 +33,6 @@ if TYPE_CHECKING:  # aliases for annotations only: the client runs on Python 3.8
 __all__ = ["ApiError", "Client", "CtxError", "DeadlineExceeded", "Retry", "Status", "Unreachable"]
 
 Level = Literal["compact", "summarize", "handoff"]
-
-
-class Status(TypedDict, total=False):
-    """STATUS: how full a session's context window is, and what the project's policy makes of it."""
-
-    model: str
-    context_window: int
-    system_prompt: int
-    tool_definitions: int
-    messages: int
-    summary: int
-    reserved_output: int
-    used: int
-    free: int
-    usage_percent: float
-    level: Literal["ok", "remind", "compact", "summarize", "handoff"]
-    thresholds: dict[str, float]
-    will_compact: bool
-    compacted: bool
-    recommendation: str
-    token_source: Literal["exact", "estimate"]
-    warnings: list[str]
 
 
 class Client:
