@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: venv run serve test lint worker beat migrate demo bench clean
+.PHONY: venv run serve test lint typecheck worker beat migrate demo bench clean
 
 venv: $(STAMP)
 
@@ -33,9 +33,13 @@ run: demo
 test: venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint: venv
+lint: typecheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# Strict for the engine, the client and the hook (pyproject.toml [tool.mypy]); sessions_app is not clean yet.
+typecheck: venv
+	$(BIN)/mypy compaction ctxclient integrations/claude_code/hook.py
 
 worker: venv
 	$(BIN)/celery -A ctxweb worker --loglevel=INFO
@@ -47,4 +51,4 @@ bench: venv
 	$(BIN)/python bench/ingest.py
 
 clean:
-	rm -rf $(VENV) db.sqlite3 staticfiles test-artifacts .pytest_cache
+	rm -rf $(VENV) db.sqlite3 staticfiles test-artifacts .pytest_cache .mypy_cache

@@ -27,7 +27,7 @@ from compaction.calibration import (
     leave_one_out,
     total_error,
 )
-from compaction.models import CLAUDE_CALIBRATION
+from compaction.model_catalog import CLAUDE_CALIBRATION
 from compaction.tokens import DEFAULT_FRAMING, Framing
 from compaction.transcripts import read_transcript
 
@@ -105,7 +105,7 @@ def main() -> int:
             f"{s.estimate(DEFAULT_FRAMING, CLAUDE_CALIBRATION) / s.actual:8.2f}"
         )
     report(samples, RAW, fit_factor(samples, RAW), "raw cl100k, factor fitted")
-    report(samples, DEFAULT_FRAMING, CLAUDE_CALIBRATION, "shipped (compaction/tokens.py, compaction/models.py)")
+    report(samples, DEFAULT_FRAMING, CLAUDE_CALIBRATION, "shipped (compaction/tokens.py, compaction/model_catalog.py)")
     if args.fit:
         framing, factor = fit_framing(samples, DEFAULT_FRAMING)
         report(samples, framing, factor, "best framing on these files")

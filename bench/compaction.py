@@ -31,7 +31,7 @@ from bench.baselines import anthropic_clear_tool_uses, identifiers, message_text
 from compaction.checkpoint import render_summary_text
 from compaction.errors import EngineError
 from compaction.policy import Policy
-from compaction.prune import plan_compact
+from compaction.reversible import plan_compact
 from compaction.summarize import ExtractiveSummarizer, SummaryPlan, plan_summarize
 from compaction.tokens import OfflineTokenizer
 from compaction.transcripts import read_transcript

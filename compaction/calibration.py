@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .tokens import Framing, OfflineTokenizer
 from .transcripts import Conversation
@@ -55,7 +56,7 @@ class Features:
         return factor * framed
 
 
-def message_features(message: dict) -> Features:
+def message_features(message: dict[str, Any]) -> Features:
     content = message["content"]
     kinds = [b.get("type") for b in content if isinstance(b, dict)] if isinstance(content, list) else []
     tool_uses, tool_results = kinds.count("tool_use"), kinds.count("tool_result")

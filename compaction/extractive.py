@@ -15,7 +15,7 @@ from typing import Any
 
 from .checkpoint import LIST_FIELDS, TEXT_FIELDS, empty_fields, render_summary_text, validate_fields
 from .context import summary_message
-from .prune import MARK, compile_patterns, is_human_prompt, message_text, result_text
+from .reversible import MARK, compile_patterns, is_human_prompt, message_text, result_text
 from .tokens import Tokenizer
 from .types import Msg
 
@@ -174,7 +174,7 @@ class ExtractiveSummarizer:
 def fit_to_budget(checkpoint: dict[str, Any], tokenizer: Tokenizer, budget: int) -> dict[str, Any]:
     """Drop the oldest items of the longest, least essential lists until the rendered summary fits;
     then shorten the texts. Keys other than the checkpoint fields pass through untouched."""
-    out = {k: (list(v) if isinstance(v, list) else v) for k, v in checkpoint.items()}
+    out: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in checkpoint.items()}
 
     def size() -> int:
         return tokenizer.count_message("user", summary_message(render_summary_text(out))["content"])

@@ -10,6 +10,7 @@ agent that resends it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -170,7 +171,7 @@ def parse_created_at(value: str) -> datetime | None:
     return parsed if EARLIEST <= moment <= LATEST else None
 
 
-def _normalize_block(block: Any, fail, where: str) -> dict[str, Any]:
+def _normalize_block(block: Any, fail: Callable[[str, str], MessageError], where: str) -> dict[str, Any]:
     if not isinstance(block, dict):
         raise fail(f"{where} must be a content block object, not {_kind(block)}", "invalid_content")
     kind = block.get("type")
@@ -208,7 +209,9 @@ def _normalize_block(block: Any, fail, where: str) -> dict[str, Any]:
     return block
 
 
-def _with_tool_calls(content: str | list[dict[str, Any]], tool_calls: Any, fail) -> list[dict[str, Any]]:
+def _with_tool_calls(
+    content: str | list[dict[str, Any]], tool_calls: Any, fail: Callable[[str, str], MessageError]
+) -> list[dict[str, Any]]:
     if not isinstance(tool_calls, list):
         raise fail("tool_calls must be a list", "invalid_content")
     blocks: list[dict[str, Any]] = []

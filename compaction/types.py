@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+from .status import ThresholdFractions
 
 
 class Level(str, Enum):
@@ -18,28 +21,40 @@ class Level(str, Enum):
     def rank(self) -> int:
         return LEVEL_ORDER.index(self)
 
-    def __ge__(self, other: object) -> bool:  # type: ignore[override]
+    @property
+    def label(self) -> str:
+        return self.value.capitalize()
+
+    def __ge__(self, other: object) -> bool:
         if not isinstance(other, Level):
             return NotImplemented
         return self.rank >= other.rank
 
-    def __gt__(self, other: object) -> bool:  # type: ignore[override]
+    def __gt__(self, other: object) -> bool:
         if not isinstance(other, Level):
             return NotImplemented
         return self.rank > other.rank
 
-    def __le__(self, other: object) -> bool:  # type: ignore[override]
+    def __le__(self, other: object) -> bool:
         if not isinstance(other, Level):
             return NotImplemented
         return self.rank <= other.rank
 
-    def __lt__(self, other: object) -> bool:  # type: ignore[override]
+    def __lt__(self, other: object) -> bool:
         if not isinstance(other, Level):
             return NotImplemented
         return self.rank < other.rank
 
 
 LEVEL_ORDER: tuple[Level, ...] = (Level.OK, Level.REMIND, Level.COMPACT, Level.SUMMARIZE, Level.HANDOFF)
+# The levels a compaction runs at; ok and remind only inform.
+COMPACTION_LEVELS: tuple[Level, ...] = (Level.COMPACT, Level.SUMMARIZE, Level.HANDOFF)
+
+
+def level_choices(levels: Iterable[Level] = COMPACTION_LEVELS) -> list[tuple[str, str]]:
+    """``(value, label)`` pairs: the ``choices`` of a Django model or form field that holds a level."""
+    return [(level.value, level.label) for level in levels]
+
 
 ROLES = ("user", "assistant", "tool", "system")
 
@@ -53,7 +68,7 @@ class Thresholds:
     summarize: float
     handoff: float
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> ThresholdFractions:
         return {"remind": self.remind, "compact": self.compact, "summarize": self.summarize, "handoff": self.handoff}
 
 

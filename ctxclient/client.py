@@ -17,7 +17,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from compaction.status import Status
 
 from .errors import ApiError, CtxError, DeadlineExceeded, Unreachable
 from .retry import Retry, retry_after_seconds
@@ -31,28 +33,6 @@ if TYPE_CHECKING:  # aliases for annotations only: the client runs on Python 3.8
 __all__ = ["ApiError", "Client", "CtxError", "DeadlineExceeded", "Retry", "Status", "Unreachable"]
 
 Level = Literal["compact", "summarize", "handoff"]
-
-
-class Status(TypedDict, total=False):
-    """STATUS: how full a session's context window is, and what the project's policy makes of it."""
-
-    model: str
-    context_window: int
-    system_prompt: int
-    tool_definitions: int
-    messages: int
-    summary: int
-    reserved_output: int
-    used: int
-    free: int
-    usage_percent: float
-    level: Literal["ok", "remind", "compact", "summarize", "handoff"]
-    thresholds: dict[str, float]
-    will_compact: bool
-    compacted: bool
-    recommendation: str
-    token_source: Literal["exact", "estimate"]
-    warnings: list[str]
 
 
 class Client:
@@ -133,6 +113,10 @@ class Client:
             return raw.decode("utf-8", errors="replace")
         return json.loads(raw)
 
+    def _call(self, method: str, path: str, body: Any = None, *, query: Mapping[str, Any] | None = None) -> JSON:
+        """``request`` for the endpoints that answer with a JSON object (every one but the handoff download)."""
+        return cast("JSON", self.request(method, path, body, query=query))
+
     def _pages(self, path: str, query: Mapping[str, Any] | None = None) -> list[JSON]:
         rows: list[JSON] = []
         page = 1
@@ -149,13 +133,13 @@ class Client:
         return self._pages("projects/")
 
     def project_create(self, name: str, *, description: str = "") -> JSON:
-        return self.request("POST", "projects/", {"name": name, "description": description})
+        return self._call("POST", "projects/", {"name": name, "description": description})
 
     def project_id(self, project: int | str) -> int:
         """A project's id from its id or its name (one of yours)."""
         if isinstance(project, int) or str(project).isdigit():
             return int(project)
-        matches = [p["id"] for p in self.projects() if p["name"] == project]
+        matches: list[int] = [p["id"] for p in self.projects() if p["name"] == project]
         if len(matches) != 1:
             detail = (
                 f"No project named {project!r} among yours." if not matches else f"Several projects are {project!r}."
@@ -188,13 +172,13 @@ class Client:
         }
         if model:
             body["model"] = model
-        return self.request("POST", "sessions/", body)
+        return self._call("POST", "sessions/", body)
 
     def session(self, session: SessionRef) -> JSON:
-        return self.request("GET", f"sessions/{_ref(session)}/")
+        return self._call("GET", f"sessions/{_ref(session)}/")
 
     def session_update(self, session: SessionRef, **changes: Any) -> JSON:
-        return self.request("PATCH", f"sessions/{_ref(session)}/", changes)
+        return self._call("PATCH", f"sessions/{_ref(session)}/", changes)
 
     def session_find(self, project: int | str, external_id: str) -> JSON | None:
         """The session with this external id in the project, or None."""
@@ -221,21 +205,21 @@ class Client:
     def append(self, session: SessionRef, messages: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> JSON:
         """One message or a list; ``{"messages": [...], "status": STATUS}``. A ``client_id`` makes a retry safe."""
         body = dict(messages) if isinstance(messages, Mapping) else [dict(m) for m in messages]
-        return self.request("POST", f"sessions/{_ref(session)}/messages/", body)
+        return self._call("POST", f"sessions/{_ref(session)}/messages/", body)
 
     def messages(
         self, session: SessionRef, *, state: str = "active", after_seq: int | None = None, limit: int = 100
     ) -> JSON:
-        return self.request(
+        return self._call(
             "GET", f"sessions/{_ref(session)}/messages/", query={"state": state, "after_seq": after_seq, "limit": limit}
         )
 
     def status(self, session: SessionRef) -> Status:
-        return self.request("GET", f"sessions/{_ref(session)}/status/")
+        return cast("Status", self.request("GET", f"sessions/{_ref(session)}/status/"))
 
     def context(self, session: SessionRef, *, format: Literal["anthropic", "openai"] = "anthropic") -> JSON:
         """The model-ready request: ``system``, ``tools``, ``messages`` and STATUS."""
-        return self.request("GET", f"sessions/{_ref(session)}/context/", query={"format": format})
+        return self._call("GET", f"sessions/{_ref(session)}/context/", query={"format": format})
 
     def count(
         self,
@@ -251,7 +235,7 @@ class Client:
             body["system"] = system if isinstance(system, str) else [dict(b) for b in system]
         if tools is not None:
             body["tools"] = [dict(t) for t in tools]
-        return self.request("POST", "count_tokens/", body)
+        return self._call("POST", "count_tokens/", body)
 
     # ------------------------------------------------------------------ compaction
 
@@ -261,17 +245,17 @@ class Client:
         """Queues a compaction (COMPACTION, status ``queued``, or done already in the embedded mode), or
         previews it with ``dry_run``."""
         body = {"level": level, "dry_run": dry_run, "instructions": instructions}
-        return self.request("POST", f"sessions/{_ref(session)}/compactions/", body)
+        return self._call("POST", f"sessions/{_ref(session)}/compactions/", body)
 
     def compaction(self, compaction: int) -> JSON:
-        return self.request("GET", f"compactions/{int(compaction)}/")
+        return self._call("GET", f"compactions/{int(compaction)}/")
 
     def revert(self, compaction: int) -> JSON:
-        return self.request("POST", f"compactions/{int(compaction)}/revert/")
+        return self._call("POST", f"compactions/{int(compaction)}/revert/")
 
     def handoff(self, session: SessionRef, *, continue_: bool = False) -> JSON:
         """Writes the handoff document (HANDOFF); with ``continue_`` also starts the continuation session."""
-        return self.request("POST", f"sessions/{_ref(session)}/handoff/", {"continue": continue_})
+        return self._call("POST", f"sessions/{_ref(session)}/handoff/", {"continue": continue_})
 
     def handoff_download(self, handoff: int, *, format: Literal["txt", "md", "json"] = "txt") -> str:
         answer = self.request("GET", f"handoffs/{int(handoff)}/download/", query={"format": format})
@@ -302,7 +286,7 @@ class Client:
             "final": final,
             "name": name,
         }
-        return self.request("POST", "sessions/transcript/", body)
+        return self._call("POST", "sessions/transcript/", body)
 
 
 def _ref(session: SessionRef) -> str:

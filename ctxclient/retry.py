@@ -11,9 +11,10 @@ from __future__ import annotations
 import email.utils
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timezone
+from typing import Protocol
 
 from .errors import ApiError, CtxError, DeadlineExceeded, Unreachable
 
@@ -62,7 +63,13 @@ class Retry:
             self.notify(message)
 
 
-def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+class Headers(Protocol):
+    """A response's headers as read here: ``http.client.HTTPMessage`` and a plain dict both fit."""
+
+    def get(self, name: str, /) -> str | None: ...
+
+
+def retry_after_seconds(headers: Headers | None, now: float | None = None) -> float | None:
     """The wait a response asks for: ``retry-after-ms``, or ``Retry-After`` in seconds or as an HTTP date."""
     if headers is None:
         return None

@@ -228,7 +228,7 @@ SPECTACULAR_SETTINGS = {
         "TokenSourceEnum": ["exact", "estimate"],
         "SessionStatusEnum": "sessions_app.models.SessionStatus",
         "CompactionStatusEnum": "sessions_app.models.CompactionStatus",
-        "CompactionLevelEnum": "sessions_app.models.Level",
+        "CompactionLevelEnum": "compaction.types.level_choices",
         "UsageLevelEnum": ["ok", "remind", "compact", "summarize", "handoff"],
     },
 }

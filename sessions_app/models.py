@@ -9,6 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from compaction import policy as engine_policy
+from compaction.types import level_choices
 
 
 class Role(models.TextChoices):
@@ -283,12 +284,6 @@ class IngestRejection(models.Model):
         return f"{self.position}: {self.code}"
 
 
-class Level(models.TextChoices):
-    COMPACT = "compact", "Compact"
-    SUMMARIZE = "summarize", "Summarize"
-    HANDOFF = "handoff", "Handoff"
-
-
 # Starts the note a compaction carries when the offline summarizer stood in for an unavailable model;
 # STATUS shows such notes as warnings.
 FALLBACK_NOTE = "The summarizer model was unavailable"
@@ -308,7 +303,7 @@ ACTIVE_COMPACTION_STATUSES = (CompactionStatus.QUEUED, CompactionStatus.RUNNING)
 
 class Compaction(models.Model):
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="compactions")
-    level = models.CharField(max_length=10, choices=Level.choices)
+    level = models.CharField(max_length=10, choices=level_choices())
     status = models.CharField(max_length=10, choices=CompactionStatus.choices, default=CompactionStatus.QUEUED)
     trigger = models.CharField(max_length=10, choices=[("auto", "Automatic"), ("manual", "Manual")], default="auto")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

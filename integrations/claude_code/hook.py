@@ -29,7 +29,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
@@ -125,9 +125,9 @@ def run(event: Mapping[str, Any], env: Mapping[str, str]) -> str:
 
 
 def sync(
-    client: Any,
+    client: Client,
     state: dict[str, Any],
-    save: Any,
+    save: Callable[[], None],
     *,
     project: str,
     external_id: str,
@@ -244,7 +244,7 @@ def as_sent(raw: bytes) -> str:
 # ----------------------------------------------------------------------------- advice
 
 
-def advice(client: Any, state: dict[str, Any], answer: Mapping[str, Any], env: Mapping[str, str]) -> str:
+def advice(client: Client, state: dict[str, Any], answer: Mapping[str, Any], env: Mapping[str, str]) -> str:
     """Nothing below the reminder level; usage and the recommendation at or above it; above 90 %, a
     checkpoint requested from ctxweb and a request to wrap up."""
     status = answer.get("status") or {}
@@ -266,7 +266,7 @@ def advice(client: Any, state: dict[str, Any], answer: Mapping[str, Any], env: M
     )
 
 
-def _checkpoint(client: Any, state: dict[str, Any], answer: Mapping[str, Any], env: Mapping[str, str]) -> str:
+def _checkpoint(client: Client, state: dict[str, Any], answer: Mapping[str, Any], env: Mapping[str, str]) -> str:
     status = answer.get("status") or {}
     if status.get("will_compact"):
         return "ctxweb compacts it automatically (with a checkpoint once it summarizes)."

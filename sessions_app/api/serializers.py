@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field
+from typing import Any, Literal, get_args, get_origin, get_type_hints, is_typeddict
+
+from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
+from compaction.status import Status
 from compaction.tokens import calibrate
 from compaction.transcripts import FORMATS as TRANSCRIPT_FORMATS
+from compaction.types import Level, level_choices
 from sessions_app.models import (
     AgentSession,
     Checkpoint,
     Compaction,
     HandoffDocument,
-    Level,
     Message,
     Project,
     SessionStatus,
@@ -216,7 +219,7 @@ class CompactionOut(serializers.ModelSerializer):
 
 
 class CompactionIn(serializers.Serializer):
-    level = serializers.ChoiceField(choices=Level.choices, default=Level.COMPACT)
+    level = serializers.ChoiceField(choices=level_choices(), default=Level.COMPACT.value)
     dry_run = serializers.BooleanField(default=False)
     instructions = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
 
@@ -232,7 +235,7 @@ class CompactionPreviewOut(serializers.Serializer):
 
     dry_run = serializers.BooleanField()
     session = serializers.IntegerField()
-    level = serializers.ChoiceField(choices=Level.choices)
+    level = serializers.ChoiceField(choices=level_choices())
     upto_seq = serializers.IntegerField()
     tokens_before = serializers.IntegerField()
     tokens_after = serializers.IntegerField()
@@ -297,3 +300,36 @@ class ErrorOut(serializers.Serializer):
     detail = serializers.CharField(help_text="What went wrong, for people")
     code = serializers.CharField(help_text="What went wrong, for programs (e.g. not_found, invalid_state)")
     field = serializers.CharField(required=False, help_text="The input field at fault, when there is one")
+
+
+# ----------------------------------------------------------------------------- STATUS
+
+_SCALARS: dict[Any, type[serializers.Field]] = {
+    int: serializers.IntegerField,
+    float: serializers.FloatField,
+    str: serializers.CharField,
+    bool: serializers.BooleanField,
+}
+
+
+def _field_for(hint: Any, name: str) -> serializers.Field:
+    """The DRF field that documents one key of a TypedDict."""
+    if hint in _SCALARS:
+        return _SCALARS[hint]()
+    if get_origin(hint) is Literal:
+        return serializers.ChoiceField(choices=list(get_args(hint)))
+    if get_origin(hint) is list:
+        return serializers.ListField(child=_field_for(get_args(hint)[0], name))
+    if is_typeddict(hint):
+        return typed_dict_serializer(hint.__name__, hint)
+    raise TypeError(f"{name}: no serializer field for {hint!r}")
+
+
+def typed_dict_serializer(name: str, shape: Any) -> serializers.Serializer:
+    """An inline serializer documenting a TypedDict key by key: the OpenAPI schema follows the type."""
+    return inline_serializer(name, {key: _field_for(hint, key) for key, hint in get_type_hints(shape).items()})
+
+
+# STATUS as the API documents it: built from the one definition the selector returns and ctxclient reads.
+def status_schema() -> serializers.Serializer:
+    return typed_dict_serializer("Status", Status)

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from compaction import models as engine_models
+from compaction import model_catalog
 from compaction.messages import normalize_batch
 from sessions_app import tasks
 from sessions_app.api import serializers as s
@@ -23,28 +23,7 @@ from sessions_app.models import ModelProfile, Role, SessionStatus
 from sessions_app.selectors import access, model_context, usage
 from sessions_app.services import agent_sessions, counting, importing, ingest, projects
 
-STATUS_SCHEMA = inline_serializer(
-    "Status",
-    {
-        "model": serializers.CharField(),
-        "context_window": serializers.IntegerField(),
-        "system_prompt": serializers.IntegerField(),
-        "tool_definitions": serializers.IntegerField(),
-        "messages": serializers.IntegerField(),
-        "summary": serializers.IntegerField(),
-        "reserved_output": serializers.IntegerField(),
-        "used": serializers.IntegerField(),
-        "free": serializers.IntegerField(),
-        "usage_percent": serializers.FloatField(),
-        "level": serializers.ChoiceField(choices=["ok", "remind", "compact", "summarize", "handoff"]),
-        "thresholds": serializers.DictField(child=serializers.FloatField()),
-        "will_compact": serializers.BooleanField(),
-        "compacted": serializers.BooleanField(),
-        "recommendation": serializers.CharField(),
-        "token_source": serializers.ChoiceField(choices=["exact", "estimate"]),
-        "warnings": serializers.ListField(child=serializers.CharField()),
-    },
-)
+STATUS_SCHEMA = s.status_schema()
 
 
 def _paginate(view: APIView, request: Request, queryset: Any, serializer_cls: type, **context: Any) -> Response:
@@ -310,7 +289,7 @@ class ModelListApi(APIView):
             }
             for p in ModelProfile.objects.all()
         }
-        for spec in engine_models.KNOWN_MODELS:
+        for spec in model_catalog.KNOWN_MODELS:
             rows.setdefault(
                 spec.name,
                 {
@@ -324,7 +303,7 @@ class ModelListApi(APIView):
         return Response(
             {
                 "results": sorted(rows.values(), key=lambda r: (r["provider"], r["name"])),
-                "fallback_context_window": engine_models.FALLBACK_CONTEXT_WINDOW,
+                "fallback_context_window": model_catalog.FALLBACK_CONTEXT_WINDOW,
             }
         )
 

@@ -4,7 +4,7 @@ from django.db import migrations
 def seed(apps, schema_editor):
     # The engine's table of known models is the starting point; rows already present are kept
     # (an admin may have tuned them).
-    from compaction.models import KNOWN_MODELS
+    from compaction.model_catalog import KNOWN_MODELS
 
     ModelProfile = apps.get_model("sessions_app", "ModelProfile")
     for spec in KNOWN_MODELS:

@@ -4,7 +4,7 @@ from django.db import migrations
 def set_claude_calibration(apps, schema_editor):
     # Profiles still at the untuned 1.0 with no exact-count samples take the factor measured on real
     # Claude Code transcripts (docs/TOKEN_COUNTING.md); tuned or learned factors are left alone.
-    from compaction.models import CLAUDE_CALIBRATION
+    from compaction.model_catalog import CLAUDE_CALIBRATION
 
     ModelProfile = apps.get_model("sessions_app", "ModelProfile")
     ModelProfile.objects.filter(provider="anthropic", calibration_factor=1.0, calibration_samples=0).update(

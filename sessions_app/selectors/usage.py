@@ -9,8 +9,9 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from compaction import models as engine_models
+from compaction import model_catalog
 from compaction.policy import Policy, preset
+from compaction.status import Status
 from compaction.tokens import DEFAULT_FRAMING, calibrate
 from compaction.types import Level, Usage
 from compaction.usage import compute_usage, recommendation, usage_warnings
@@ -56,14 +57,14 @@ def forget_model_profiles() -> None:
 
 def model_info(name: str) -> ModelInfo:
     rows = _profiles()
-    match = engine_models.best_match(name, tuple(rows))
+    match = model_catalog.best_match(name, tuple(rows))
     if match:
         window, out, factor = rows[match]
         return ModelInfo(match, window, out, factor, True)
-    spec = engine_models.spec_for(name)
+    spec = model_catalog.spec_for(name)
     if spec:
         return ModelInfo(spec.name, spec.context_window, spec.max_output_tokens, spec.calibration, True)
-    return ModelInfo(name, engine_models.FALLBACK_CONTEXT_WINDOW, engine_models.FALLBACK_MAX_OUTPUT, 1.0, False)
+    return ModelInfo(name, model_catalog.FALLBACK_CONTEXT_WINDOW, model_catalog.FALLBACK_MAX_OUTPUT, 1.0, False)
 
 
 def policy_for(session: AgentSession) -> Policy:
@@ -162,7 +163,7 @@ def _warnings(session: AgentSession, info: ModelInfo, window: int, current: Usag
     return warnings
 
 
-def session_status(session: AgentSession) -> dict[str, Any]:
+def session_status(session: AgentSession) -> Status:
     """STATUS from the session's running totals; never re-tokenizes."""
     info = model_info(session.model)
     policy = policy_for(session)

@@ -1,7 +1,7 @@
 """Compaction lifecycle: queue one per session, claim it in a worker, plan outside any transaction,
 apply in one transaction to exactly the planned messages, fail without changing anything.
 
-The engine (``compaction.prune`` / ``compaction.summarize``) works on a snapshot; this module is the
+The engine (``compaction.reversible`` / ``compaction.summarize``) works on a snapshot; this module is the
 only place that turns its plans into rows. Token figures in Compaction records and their items are
 calibrated (the same units as STATUS); message rows keep raw offline counts.
 """

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from compaction.errors import EngineError
 from compaction.policy import Policy
-from compaction.prune import Change, plan_compact
+from compaction.reversible import Change, plan_compact
 from compaction.summarize import Summarizer, SummaryPlan, plan_summarize
 from compaction.tokens import DEFAULT_FRAMING, calibrate
 from compaction.types import Level, Msg

@@ -44,7 +44,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 from compaction.messages import NormalizedMessage
-from compaction.transcripts_claude import ClaudeCodeReader
+from compaction.transcripts.claude_code import ClaudeCodeReader
 from sessions_app.errors import Conflict, InvalidInput, TooLarge
 from sessions_app.models import AgentSession, Project
 from sessions_app.selectors.usage import session_status

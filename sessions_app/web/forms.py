@@ -9,12 +9,13 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from compaction.policy import PRESETS
-from sessions_app.models import CompactionPolicy, Level, Project, Role, SessionStatus
+from compaction.types import Level, level_choices
+from sessions_app.models import CompactionPolicy, Project, Role, SessionStatus
 from sessions_app.services.projects import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
 
 
 class CompactionForm(forms.Form):
-    level = forms.ChoiceField(choices=Level.choices, initial=Level.COMPACT)
+    level = forms.ChoiceField(choices=level_choices(), initial=Level.COMPACT.value)
     instructions = forms.CharField(
         required=False,
         max_length=4000,
@@ -34,7 +35,7 @@ class SessionFilterForm(forms.Form):
     status = forms.ChoiceField(required=False, choices=[("", "any status"), *SessionStatus.choices])
     level = forms.ChoiceField(
         required=False,
-        choices=[("", "any level"), *[(v, v) for v in ("ok", "remind", "compact", "summarize", "handoff")]],
+        choices=[("", "any level"), *[(level.value, level.value) for level in Level]],
     )
     model = forms.CharField(required=False, max_length=100)
 

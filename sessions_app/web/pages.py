@@ -10,7 +10,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from compaction.prune import MARK, result_text
+from compaction.reversible import MARK, result_text
 from compaction.tokens import calibrate
 from sessions_app.models import (
     ACTIVE_COMPACTION_STATUSES,

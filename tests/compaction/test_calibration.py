@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from compaction.calibration import Features, Sample, fit_factor, growth_steps, leave_one_out, message_features
-from compaction.models import CLAUDE_CALIBRATION, spec_for
+from compaction.model_catalog import CLAUDE_CALIBRATION, spec_for
 from compaction.tokens import DEFAULT_FRAMING, Framing, OfflineTokenizer, calibrate
 from compaction.transcripts import Conversation, UsagePoint, read_transcript
 

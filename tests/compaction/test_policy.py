@@ -1,8 +1,8 @@
 import pytest
 
-from compaction.models import FALLBACK_CONTEXT_WINDOW, best_match, canonical_model_name, spec_for
+from compaction.model_catalog import FALLBACK_CONTEXT_WINDOW, best_match, canonical_model_name, spec_for
 from compaction.policy import PRESETS, Policy, level_for, validate
-from compaction.types import Level
+from compaction.types import Level, level_choices
 from compaction.usage import compute_usage, recommendation, render_bar
 
 
@@ -57,6 +57,10 @@ def test_levels(fraction, level):
 def test_levels_are_ordered():
     assert Level.OK < Level.REMIND < Level.COMPACT < Level.SUMMARIZE < Level.HANDOFF
     assert Level.SUMMARIZE >= Level.COMPACT
+
+
+def test_a_compaction_runs_at_the_three_upper_levels():
+    assert level_choices() == [("compact", "Compact"), ("summarize", "Summarize"), ("handoff", "Handoff")]
 
 
 def test_usage_breakdown_adds_up_and_reserves_output():

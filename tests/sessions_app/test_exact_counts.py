@@ -9,7 +9,7 @@ import pytest
 from django.test import override_settings
 
 from compaction.messages import normalize_message
-from compaction.models import CLAUDE_CALIBRATION
+from compaction.model_catalog import CLAUDE_CALIBRATION
 from sessions_app import tasks
 from sessions_app.models import AgentSession, ModelProfile
 from sessions_app.selectors import model_context, usage

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal, get_args, get_origin, get_type_hints
+
 import pytest
 from django.db.models import Sum
 
 from compaction.messages import normalize_message
+from compaction.status import Status
 from compaction.tokens import DEFAULT_FRAMING, OfflineTokenizer, calibrate
 from sessions_app.models import Message, ModelProfile
 from sessions_app.selectors import usage
@@ -128,3 +131,24 @@ def test_schema_and_docs_are_served(client, team):
     docs = client.get("/api/docs/")
     assert docs.status_code == 200
     assert b"cdn" not in docs.content.lower()
+
+
+def test_status_is_exactly_the_typed_status(session_of):
+    """compaction.status.Status is STATUS's one definition (ctxclient uses it): every key, each of its type."""
+    session = session_of(system_prompt="You are terse.")
+    append(session, "hello " * 100)
+    status = usage.session_status(session)
+    assert set(status) == set(Status.__annotations__)
+    hints = get_type_hints(Status)
+    for key, value in status.items():
+        hint = hints[key]
+        if get_origin(hint) is Literal:
+            assert value in get_args(hint), key
+        elif hint is float:
+            assert isinstance(value, int | float) and not isinstance(value, bool), key
+        elif hint in (int, str, bool):
+            assert type(value) is hint, key
+        elif hint == list[str]:
+            assert all(isinstance(item, str) for item in value), key
+        else:
+            assert set(value) == set(get_type_hints(hint)), key

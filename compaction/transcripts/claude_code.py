@@ -1,4 +1,6 @@
-"""Claude Code JSONL → canonical messages, incrementally.
+"""Claude Code JSONL session files → canonical messages, incrementally (``ClaudeCodeReader``).
+
+``read`` (the one-shot import) does exactly what feeding the whole file to one reader does.
 
 Each line of a Claude Code session file is one event. ``user`` and ``assistant`` lines are messages;
 everything else (``summary``, ``system``, ``progress``, ``file-history-snapshot``,
@@ -38,11 +40,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import jsonvalues
-from .transcripts import (
+from .. import jsonvalues
+from .base import (
     Block,
     Conversation,
     Message,
+    Transcript,
     UniqueToolIds,
     UsagePoint,
     content_block,
@@ -52,10 +55,23 @@ from .transcripts import (
     nonempty_str,
 )
 
+FORMAT = "claude-code"
 MAIN = "main"
 # What the Claude Code hook sends in place of a line longer than it uploads (integrations/claude_code).
 LINE_TOO_LONG = "ctxweb-line-too-long"
 SYNTHETIC_MODEL = "<synthetic>"  # Claude Code's own stand-in messages (API errors, interruptions)
+
+
+def read(text: str) -> Transcript:
+    reader = ClaudeCodeReader()
+    reader.feed(text.split("\n"))
+    reader.finish()
+    return Transcript(
+        format=FORMAT,
+        conversations=reader.conversations,
+        skipped=dict(reader.skipped),
+        cleaned=dict(reader.cleaned),
+    )
 
 
 @dataclass
@@ -194,11 +210,11 @@ class ClaudeCodeReader:
         if kind == "summary" and nonempty_str(event.get("leafUuid")) and isinstance(event.get("summary"), str):
             self._summaries.append((event["leafUuid"], event["summary"]))
         if kind == "system" and event.get("subtype") == "compact_boundary":
-            chat = self._chat_of_chain.get(chain)
-            if chat is not None:
-                self._close(chat, out)
-                if len(chat.conv.messages) not in chat.conv.segment_starts:
-                    chat.conv.segment_starts.append(len(chat.conv.messages))
+            bounded = self._chat_of_chain.get(chain)
+            if bounded is not None:
+                self._close(bounded, out)
+                if len(bounded.conv.messages) not in bounded.conv.segment_starts:
+                    bounded.conv.segment_starts.append(len(bounded.conv.messages))
 
     def _timestamp(self, event: dict[str, Any]) -> str | None:
         """The line's time, or (when it has none that can be stored) the time of the line before it:

@@ -116,7 +116,7 @@ def classify(text: str) -> str | None:
     which are never condensed."""
     stripped = text.lstrip()
     lines = text.splitlines()
-    if stripped.startswith(("diff --git", "--- a/", "Index: ")) or sum(1 for line in lines if line.startswith("@@")):
+    if stripped.startswith(("diff --git", "--- a/", "Index: ")) or any(line.startswith("@@") for line in lines):
         return "diff"
     if "Traceback (most recent call last)" in text or sum(1 for line in lines if line.lstrip().startswith("at ")) > 5:
         return "trace"
@@ -274,10 +274,10 @@ class _Planner:
         if tokens >= MIN_VERBOSE_TOKENS:
             kind = classify(text)
             if kind is not None:
-                new = condense(text, self.patterns, kind)
-                if new is not None and self._record(saved, "verbose", tokens, new) is not None:
+                condensed = condense(text, self.patterns, kind)
+                if condensed is not None and self._record(saved, "verbose", tokens, condensed) is not None:
                     self.shrunk.add(_fingerprint(text))
-                    return new
+                    return condensed
         return None
 
     def _reference(self, earlier: int, what: str, text: str) -> str:
@@ -315,8 +315,8 @@ class _Planner:
         if kind == "text":
             text = str(block.get("text", ""))
             earlier = self._remember(text, msg.seq)
-            new = self._text(text, earlier, saved, touchable, "text")
-            return {**block, "text": new} if new is not None else block
+            shorter = self._text(text, earlier, saved, touchable, "text")
+            return {**block, "text": shorter} if shorter is not None else block
         if kind == "tool_use" and touchable:
             changed = self._tool_input(block.get("input"), saved)
             return {**block, "input": changed} if changed is not None else block

@@ -1,4 +1,4 @@
-"""Reversible compaction (``compaction.prune``): what each strategy does, and what it never touches."""
+"""Reversible compaction (``compaction.reversible``): what each strategy does, and what it never touches."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from compaction.context import to_anthropic_messages
 from compaction.policy import DEFAULT_PRESERVE_PATTERNS, Policy
-from compaction.prune import MARK, Change, apply_changes, plan_compact, result_text
+from compaction.reversible import MARK, Change, apply_changes, plan_compact, result_text
 from compaction.tokens import OfflineTokenizer
 from compaction.types import Msg
 

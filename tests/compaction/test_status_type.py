@@ -1,0 +1,55 @@
+"""STATUS has one typed definition (compaction.status.Status), shared by the server and ctxclient."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import get_args
+
+import ctxclient
+from compaction.status import LevelName, Status, ThresholdFractions, TokenSource
+from compaction.types import Level, Thresholds
+
+
+def test_status_names_every_key_of_the_contract():
+    assert list(Status.__annotations__) == [
+        "model",
+        "context_window",
+        "system_prompt",
+        "tool_definitions",
+        "messages",
+        "summary",
+        "reserved_output",
+        "used",
+        "free",
+        "usage_percent",
+        "level",
+        "thresholds",
+        "will_compact",
+        "compacted",
+        "recommendation",
+        "token_source",
+        "warnings",
+        "auto_compact",
+        "auto_paused",
+        "message_count",
+        "active_messages",
+        "last_seq",
+        "calibration_factor",
+    ]
+    assert Status.__required_keys__ == frozenset(Status.__annotations__)
+
+
+def test_its_literals_follow_the_engine():
+    assert get_args(LevelName) == tuple(level.value for level in Level)
+    assert get_args(TokenSource) == ("exact", "estimate")
+    assert list(ThresholdFractions.__annotations__) == [f.name for f in fields(Thresholds)]
+    assert Thresholds(0.6, 0.7, 0.85, 0.95).as_dict() == {
+        "remind": 0.6,
+        "compact": 0.7,
+        "summarize": 0.85,
+        "handoff": 0.95,
+    }
+
+
+def test_the_client_uses_it():
+    assert ctxclient.Status is Status
