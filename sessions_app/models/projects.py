@@ -1,0 +1,148 @@
+"""Projects and who may do what in them: members and roles, API keys, the compaction policy, and the
+model profiles (windows and calibration) admins edit."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from compaction import policy as engine_policy
+
+
+class Role(models.TextChoices):
+    VIEWER = "viewer", "Viewer"
+    MEMBER = "member", "Member"
+    ADMIN = "admin", "Admin"
+
+
+ROLE_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2}
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    # The team's long-lived "project-context.md": pruned to the policy's line limit (docs/OPERATIONS.md, "The pruner").
+    context_document = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.project} ({self.role})"
+
+
+class ApiKey(models.Model):
+    """A per-user bearer key. Only a SHA-256 of the key is stored; the key is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class ModelProfile(models.Model):
+    name = models.CharField(
+        max_length=100, unique=True, help_text="Model name or a prefix of it, e.g. claude-sonnet-4-5"
+    )
+    provider = models.CharField(max_length=30, default="anthropic")
+    context_window = models.PositiveIntegerField()
+    max_output_tokens = models.PositiveIntegerField(default=8192)
+    calibration_factor = models.FloatField(
+        default=1.0, help_text="Exact ÷ offline estimate; scales every offline count shown for this model."
+    )
+    calibration_samples = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["provider", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if not 0.2 <= self.calibration_factor <= 5:
+            raise ValidationError({"calibration_factor": "A calibration factor between 0.2 and 5 is plausible."})
+        if self.context_window < 1024:
+            raise ValidationError({"context_window": "A context window is at least 1,024 tokens."})
+
+
+class CompactionPolicy(models.Model):
+    """A project's thresholds and rules. Presets (compaction.policy.PRESETS) fill it in."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="policy")
+    preset = models.CharField(max_length=30, default="default", help_text="The preset last applied, or 'custom'.")
+    remind = models.FloatField(default=0.60)
+    compact = models.FloatField(default=0.70)
+    summarize = models.FloatField(default=0.85)
+    handoff = models.FloatField(default=0.95)
+    output_reserve = models.FloatField(default=0.10, help_text="Share of the window kept for the reply.")
+    keep_recent_turns = models.PositiveIntegerField(default=2)
+    protect_tool_tokens = models.PositiveIntegerField(default=40_000)
+    tail_fraction = models.FloatField(default=0.30)
+    keep_recent_messages = models.PositiveIntegerField(default=6)
+    summary_budget = models.PositiveIntegerField(default=1_000)
+    min_saving_tokens = models.PositiveIntegerField(default=500)
+    revert_hours = models.PositiveIntegerField(default=24)
+    prune_days = models.PositiveIntegerField(default=30)
+    context_doc_max_lines = models.PositiveIntegerField(default=500)
+    auto = models.BooleanField(default=True, help_text="Compact automatically when a threshold is crossed.")
+    summarizer_model = models.CharField(max_length=100, default="claude-haiku-4-5")
+    preserve_patterns = models.JSONField(default=list, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    ENGINE_FIELDS = tuple(f for f in engine_policy.Policy.__dataclass_fields__)
+
+    class Meta:
+        verbose_name_plural = "compaction policies"
+
+    def __str__(self) -> str:
+        return f"{self.project} policy ({self.preset})"
+
+    def clean(self) -> None:
+        errors = engine_policy.validate({name: getattr(self, name) for name in self.ENGINE_FIELDS})
+        if not isinstance(self.preserve_patterns, list) or not all(isinstance(p, str) for p in self.preserve_patterns):
+            errors["preserve_patterns"] = "A list of regular expressions."
+        if errors:
+            raise ValidationError(errors)
+
+    def to_engine(self) -> engine_policy.Policy:
+        values = {name: getattr(self, name) for name in self.ENGINE_FIELDS}
+        if not values["preserve_patterns"]:
+            values["preserve_patterns"] = engine_policy.DEFAULT_PRESERVE_PATTERNS
+        return engine_policy.Policy.from_mapping(values)
+
+    def apply_engine(self, policy: engine_policy.Policy, *, preset_name: str) -> None:
+        for name, value in policy.as_dict().items():
+            setattr(self, name, value)
+        self.preset = preset_name

@@ -1,0 +1,144 @@
+"""Sessions and their messages, with the running totals STATUS reads and the tool-call index that
+keeps every tool result answering a known call."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from sessions_app.models.projects import Project
+
+
+class SessionStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    HANDED_OFF = "handed_off", "Handed off"
+    ARCHIVED = "archived", "Archived"
+
+
+class AgentSession(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="sessions")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    name = models.CharField(max_length=200, blank=True)
+    external_id = models.CharField(max_length=200, blank=True, default="")
+    model = models.CharField(max_length=100, default="claude-sonnet-4-5")
+    context_window_override = models.PositiveIntegerField(null=True, blank=True)
+    system_prompt = models.TextField(blank=True)
+    tools = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=12, choices=SessionStatus.choices, default=SessionStatus.ACTIVE)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="continuations")
+    auto_compact = models.BooleanField(null=True, blank=True, help_text="Empty: the project policy decides.")
+    metadata = models.JSONField(default=dict, blank=True)
+
+    # Running totals kept by services.message_append and the compaction services, so status
+    # never re-tokenizes the session. Token figures are raw offline counts (see compaction.tokens).
+    last_seq = models.PositiveIntegerField(default=0)
+    message_count = models.PositiveIntegerField(default=0)
+    active_message_count = models.PositiveIntegerField(default=0)
+    message_tokens = models.PositiveBigIntegerField(default=0)
+    summary_tokens = models.PositiveIntegerField(default=0)
+    system_tokens = models.PositiveIntegerField(default=0)
+    tool_tokens = models.PositiveIntegerField(default=0)
+    # Anthropic's exact count of the whole request, valid while exact_upto_seq == last_seq.
+    exact_tokens = models.PositiveIntegerField(null=True, blank=True)
+    exact_upto_seq = models.PositiveIntegerField(null=True, blank=True)
+    exact_counted_at = models.DateTimeField(null=True, blank=True)
+    count_warning = models.CharField(max_length=500, blank=True)
+
+    compaction_failures = models.PositiveIntegerField(default=0)
+    auto_paused = models.BooleanField(default=False)
+    # Lines or messages of a recorded transcript that could not be stored (IngestRejection has each).
+    rejected_count = models.PositiveIntegerField(default=0)
+    rejected_reason = models.CharField(max_length=500, blank=True, help_text="Why the latest one was skipped.")
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    last_activity_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-last_activity_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "external_id"], condition=~Q(external_id=""), name="session_external_id_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["project", "status", "-last_activity_at"], name="session_project_status")]
+
+    def __str__(self) -> str:
+        return self.name or self.external_id or f"session {self.pk}"
+
+
+class MessageState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    COMPACTED = "compacted", "Compacted"
+    SUMMARIZED = "summarized", "Summarized"
+    ARCHIVED = "archived", "Archived"
+
+
+# The states whose messages a model sees: untouched, or shrunk by a reversible compaction.
+CONTEXT_STATES = (MessageState.ACTIVE, MessageState.COMPACTED)
+
+
+class Message(models.Model):
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=10)
+    content = models.JSONField()
+    tokens = models.PositiveIntegerField(help_text="Raw offline estimate, framing included.")
+    tokens_exact = models.PositiveIntegerField(null=True, blank=True)
+    # NULL, not "": the partial unique constraint below must ignore messages sent without an id.
+    client_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    state = models.CharField(max_length=12, choices=MessageState.choices, default=MessageState.ACTIVE)
+    compaction = models.ForeignKey(
+        "Compaction", null=True, blank=True, on_delete=models.SET_NULL, related_name="changed_messages"
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="message_seq_unique"),
+            models.UniqueConstraint(
+                fields=["session", "client_id"], condition=Q(client_id__isnull=False), name="message_client_id_unique"
+            ),
+        ]
+        indexes = [models.Index(fields=["session", "state", "seq"], name="message_session_state_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq} {self.role}"
+
+
+class ToolUse(models.Model):
+    """Index of tool_use ids per session, so a tool_result can be checked against an earlier call
+    without scanning message JSON (works the same on Postgres and SQLite)."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="tool_uses")
+    tool_use_id = models.CharField(max_length=255)
+    seq = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "tool_use_id"], name="tooluse_session_id")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_use_id} (session {self.session_id}, seq {self.seq})"
+
+
+class IngestRejection(models.Model):
+    """A line or message of a recorded transcript (sync or import) that was skipped because it could
+    not be stored: the rest of the transcript went on. Shown in STATUS warnings and in admin."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="rejections")
+    source = models.CharField(max_length=20, help_text="transcript (sync) or import")
+    position = models.CharField(max_length=200, help_text="Which line or message")
+    code = models.CharField(max_length=50)
+    detail = models.CharField(max_length=500)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["session", "-created_at"], name="rejection_session_created")]
+
+    def __str__(self) -> str:
+        return f"{self.position}: {self.code}"
