@@ -3,7 +3,7 @@
     .venv/bin/python bench/compaction.py [--runs 5] [FILES …]
 
 For each session (filled to 90 % of a window sized for it): the median time to plan the reversible
-compaction and the extractive summary (seed 000 targets < 1 s and < 3 s at 100k tokens); the tokens
+compaction and the extractive summary (targets < 1 s and < 3 s at 100k tokens, docs/BENCHMARKS.md); the tokens
 each strategy saves; and, side by side, what Anthropic's `clear_tool_uses` (keep the 3 newest tool
 uses) and OpenCode's prune rule (protect the newest 40k tokens of tool output) save — each with its
 identifier retention: the share of the original's file paths, error lines and decision lines still

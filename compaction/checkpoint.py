@@ -1,8 +1,8 @@
 """The checkpoint: a structured, versioned summary of the turns a compaction folded away.
 
-Fields (seed 002's summary plus what a handoff needs): ``objective``, ``completed``,
-``in_progress``, ``pending`` (next steps), ``blockers``, ``decisions`` (with rationale),
-``files_modified`` (path + what), ``important_details`` (identifiers verbatim) and
+Fields, a summary's plus what a handoff needs (docs/COMPACTION.md, "Summaries and checkpoints"):
+``objective``, ``completed``, ``in_progress``, ``pending`` (next steps), ``blockers``, ``decisions``
+(with rationale), ``files_modified`` (path + what), ``important_details`` (identifiers verbatim) and
 ``last_user_request``. A summarizer produces the fields — merged with the previous checkpoint's —
 and ``merge_checkpoint`` adds the bookkeeping: version, ``compaction_info`` and ``stats``.
 """
@@ -145,7 +145,7 @@ def merge_checkpoint(
     compacted_at: str,
 ) -> dict[str, Any]:
     """The new checkpoint: the summarizer's fields (already merged with ``previous``'s content) plus
-    seed 002's bookkeeping — version + 1, what this compaction covered, running totals."""
+    the bookkeeping — version + 1, what this compaction covered, running totals."""
     previous = previous or {}
     stats = previous.get("stats") or {}
     return {

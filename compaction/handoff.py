@@ -1,5 +1,5 @@
-"""The handoff document (seed 000, phase 3B): the state of a session, section by section, as plain
-text, Markdown and JSON — what a fresh session needs to start where this one stopped."""
+"""The handoff document (docs/COMPACTION.md, "Handoff"): the state of a session, section by section, as
+plain text, Markdown and JSON — what a fresh session needs to start where this one stopped."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Known models and their context windows. The database's ModelProfile rows start from this table
-and win over it; an unknown model falls back to 128,000 tokens (seed 001)."""
+and win over it; an unknown model falls back to ``FALLBACK_CONTEXT_WINDOW`` tokens, and STATUS warns."""
 
 from __future__ import annotations
 

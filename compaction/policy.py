@@ -1,7 +1,8 @@
-"""Compaction policy: thresholds, reserves, keep-recent rules, and the presets named after the seeds.
+"""Compaction policy: thresholds, reserves, keep-recent rules, and the presets.
 
 The four requirement documents ctxweb grew from disagree on numbers; each becomes a preset
-rather than one hard-coded choice. ``default`` is ctxweb's own, documented in docs/POLICIES.md.
+(``adk``, ``kai``, ``gsd``, ``brainchain``) rather than one hard-coded choice. ``default`` is
+ctxweb's own. All of them: docs/POLICIES.md, "Presets".
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ class Policy:
     compact: float = 0.70
     summarize: float = 0.85
     handoff: float = 0.95
-    # Share of the window kept free for the model's reply (seed 001: 15 %).
+    # Share of the window kept free for the model's reply (the `kai` preset keeps 15 %).
     output_reserve: float = 0.10
     # Never compact the newest N user turns, nor the newest T tokens of tool output.
     keep_recent_turns: int = 2
     protect_tool_tokens: int = 40_000
     # Summarizing keeps a tail: the newest messages that fit tail_fraction of the window,
-    # and at least keep_recent_messages of them (seed 004: 10).
+    # and at least keep_recent_messages of them (the `brainchain` preset keeps 10).
     tail_fraction: float = 0.30
     keep_recent_messages: int = 6
     summary_budget: int = 1_000
@@ -70,7 +71,7 @@ class Policy:
 
 PRESETS: dict[str, Policy] = {
     "default": Policy(),
-    # Seed 000 (adk-v2): raw < 70 % ≤ compact < 85 % ≤ summarize < 95 % ≤ handoff; summary < 500
+    # adk: raw < 70 % ≤ compact < 85 % ≤ summarize < 95 % ≤ handoff; summary < 500
     # tokens; revert within 24 h; archive after 30 days; project context ≤ 500 lines.
     "adk": Policy(
         remind=0.70,
@@ -82,7 +83,7 @@ PRESETS: dict[str, Policy] = {
         prune_days=30,
         context_doc_max_lines=500,
     ),
-    # Seed 001 (KAI SDK): summarize the head at 65 %, 15 % reserved for output, the tail fits 30 %
+    # kai: summarize the head at 65 %, 15 % reserved for output, the tail fits 30 %
     # of the window. It has no reversible step and no handoff, so those sit at the top.
     "kai": Policy(
         remind=0.65,
@@ -92,9 +93,9 @@ PRESETS: dict[str, Policy] = {
         output_reserve=0.15,
         tail_fraction=0.30,
     ),
-    # Seed 002 (GSD): one checkpoint compaction above 90 % (90k of a 100k limit).
+    # gsd: one checkpoint compaction above 90 % (90k of a 100k limit).
     "gsd": Policy(remind=0.90, compact=0.90, summarize=0.90, handoff=1.0),
-    # Seed 004 (brainchain): remind 70 %, compress (prune + summarize old messages) 85 %,
+    # brainchain: remind 70 %, compress (prune + summarize old messages) 85 %,
     # compact (summary + reset into a linked new session) 95 %; keep 10 recent messages.
     "brainchain": Policy(
         remind=0.70,

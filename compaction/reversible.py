@@ -58,7 +58,8 @@ class Change:
 
 
 def compile_patterns(patterns: Iterable[str]) -> list[re.Pattern[str]]:
-    """Preserve patterns match per line, case-insensitively (seed 000: ``/error|fail|critical/gi``)."""
+    """Preserve patterns match per line, case-insensitively, so the default ``error|fail|critical``
+    (``policy.DEFAULT_PRESERVE_PATTERNS``) also keeps "ERROR" and "Failed"."""
     compiled = []
     for pattern in patterns:
         try:

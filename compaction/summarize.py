@@ -3,8 +3,8 @@
 The tail is what stays verbatim: the newest messages that fit ``tail_fraction`` of the window, at
 least ``keep_recent_messages`` of them, always the last user message, and never a tool result
 without its call. The head becomes a checkpoint, merged with the previous one, that enters the
-context as one ``<context_summary>`` message before the tail (seed 001). Summaries are lossy and
-must be smaller than what they replace.
+context as one ``<context_summary>`` message before the tail (docs/COMPACTION.md, "Summaries and
+checkpoints"). Summaries are lossy and must be smaller than what they replace.
 
 Two summarizers share one protocol: ``AnthropicSummarizer`` (a small Claude model through the
 official SDK, JSON out, one repair attempt) and the offline, deterministic
@@ -71,7 +71,8 @@ class SummaryPlan:
     lossy: bool = True
 
 
-# Seed 001: after summarizing, the session uses less than half its window.
+# After summarizing, the session uses less than half its window; this wins over keep_recent_messages
+# (docs/COMPACTION.md, "Summaries and checkpoints").
 TARGET_AFTER_SUMMARY = 0.5
 
 

@@ -8,7 +8,7 @@ from .types import Level, Thresholds, Usage
 RECOMMENDATIONS: dict[Level, str] = {
     Level.OK: "Plenty of room. Nothing to do.",
     Level.REMIND: "Context at {pct:.0f}%. Still room; no need to hurry, but keep replies and tool output lean.",
-    # Seed 000's StateManager warnings: warning, critical, emergency.
+    # Compact, summarize and handoff read as a warning, a critical and an emergency message (docs/COMPACTION.md).
     Level.COMPACT: (
         "Context at {pct:.0f}%. Consider compaction: old tool output and repeats can be folded away, reversibly."
     ),
@@ -65,7 +65,7 @@ def usage_warnings(usage: Usage) -> list[str]:
 
 
 def render_bar(usage: Usage, *, width: int = 10) -> str:
-    """Seed 001's terminal rendering: one glyph per tenth, then the breakdown."""
+    """What ``ctx status`` prints (README, "The CLI"): one glyph per tenth, then the breakdown."""
     filled = min(width, round(usage.fraction * width))
     bar = " ".join(["⛁"] * filled + ["⛶"] * (width - filled))
     window = usage.context_window

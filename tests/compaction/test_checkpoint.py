@@ -32,7 +32,7 @@ FULL = {
 }
 
 
-def test_the_fields_are_seed_002s_plus_what_a_handoff_needs():
+def test_the_fields_are_a_summarys_plus_what_a_handoff_needs():
     assert CHECKPOINT_FIELDS == (
         "objective",
         "completed",

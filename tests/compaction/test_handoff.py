@@ -1,4 +1,5 @@
-"""The handoff document (``compaction.handoff``): seed 000's template as text, Markdown and data."""
+"""The handoff document (``compaction.handoff``): the template of docs/COMPACTION.md ("Handoff") as text,
+Markdown and data."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def test_the_header_names_project_time_session_and_checkpoint(handoff):
     ]
 
 
-def test_every_section_of_seed_000_appears_once_in_order(handoff):
+def test_every_section_of_the_template_appears_once_in_order(handoff):
     assert SECTIONS == (
         "CURRENT TASK",
         "COMPLETED",

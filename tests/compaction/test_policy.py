@@ -6,7 +6,7 @@ from compaction.types import Level, level_choices
 from compaction.usage import compute_usage, recommendation, render_bar
 
 
-def test_presets_carry_the_seeds_numbers():
+def test_presets_carry_the_numbers_in_docs_policies():
     adk, kai, gsd, brain = PRESETS["adk"], PRESETS["kai"], PRESETS["gsd"], PRESETS["brainchain"]
     assert (adk.compact, adk.summarize, adk.handoff, adk.summary_budget, adk.revert_hours, adk.prune_days) == (
         0.70,
