@@ -36,6 +36,7 @@ test: venv
 lint: typecheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/vulture
 
 # Strict for the engine, the client and the hook (pyproject.toml [tool.mypy]); sessions_app is not clean yet.
 typecheck: venv

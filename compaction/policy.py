@@ -8,7 +8,7 @@ ctxweb's own. All of them: docs/POLICIES.md, "Presets".
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .types import Level, Thresholds
@@ -112,11 +112,6 @@ def preset(name: str) -> Policy:
         return PRESETS[name]
     except KeyError:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
-
-
-def with_preset(policy: Policy, name: str) -> Policy:
-    """The preset's numbers, keeping the switches a preset does not decide (auto, model)."""
-    return replace(preset(name), auto=policy.auto, summarizer_model=policy.summarizer_model)
 
 
 def level_for(fraction: float, thresholds: Thresholds) -> Level:

@@ -39,7 +39,6 @@ SEGMENTS = (
     ("reserved_output", "Reserved output"),
     ("free", "Free space"),
 )
-LEVELS = ("ok", "remind", "compact", "summarize", "handoff")
 
 
 def can_write(user: AbstractBaseUser, project_id: int) -> bool:
