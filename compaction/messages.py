@@ -124,6 +124,8 @@ def normalize_message(raw: Any, *, index: int | None = None) -> NormalizedMessag
     if tool_call_id is not None:
         if not isinstance(tool_call_id, str) or not tool_call_id:
             raise fail("tool_call_id must be a non-empty string", "invalid_content")
+        if len(tool_call_id) > TOOL_ID_MAX:
+            raise fail(f"tool_call_id is at most {TOOL_ID_MAX} characters", "invalid_content")
         if not isinstance(content, str):
             raise fail("a message with tool_call_id carries its result as string content", "invalid_content")
         content = [{"type": "tool_result", "tool_use_id": tool_call_id, "content": content}]
@@ -224,6 +226,8 @@ def _with_tool_calls(
         fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(fn, dict) or not _nonempty_str(call.get("id")) or not _nonempty_str(fn.get("name")):
             raise fail(f"tool_calls[{i}] needs 'id' and 'function': {{'name', 'arguments'}}", "invalid_content")
+        if len(call["id"]) > TOOL_ID_MAX:
+            raise fail(f"tool_calls[{i}].id is at most {TOOL_ID_MAX} characters", "invalid_content")
         arguments = fn.get("arguments", "{}")
         try:
             parsed = jsonvalues.loads(arguments) if isinstance(arguments, str) else arguments

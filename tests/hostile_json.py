@@ -151,6 +151,8 @@ EDGE_DATES = [  # Python reads them; their UTC moment or their offset is beyond 
     "2025-06-01T10:00:00+15:59",
     "2025-06-01T10:00:00-15:59",
     "2025-06-01T10:00:00+14:01",
+    "2025-06-01T10:00:00+05:30:30.5",  # an offset with a fraction of a second
+    "2025-06-01T10:00:00-00:00:00.000001",
 ]
 ODD_DATES = [
     "0001-01-01T00:00:00Z",
@@ -229,7 +231,20 @@ def themed(other: st.SearchStrategy, **by_theme: st.SearchStrategy) -> st.Search
 
 SURROGATE_STR = st.tuples(PLAIN_SHORT, st.sampled_from(LONE_SURROGATES), PLAIN_SHORT).map("".join)
 NUL_STR = st.tuples(PLAIN_SHORT, st.sampled_from(NULS), PLAIN_SHORT).map("".join)
-LONG_STR = st.sampled_from(LONG_TEXT)
+# Exactly at or one past a column's size (what validation lets through, and what a value built from
+# it, say a name plus " (continued)", no longer fits), then merely long.
+LONG_STR = st.sampled_from(
+    [
+        "c" * 256,
+        "b" * 200,
+        "b" * 201,
+        "m" * 101,
+        "m" * 100,
+        "c" * 255,
+        "x" * 20_000,
+        *(t for t in LONG_TEXT if len(t) not in (100, 101, 200, 201, 255, 256, 20_000)),
+    ]
+)
 ODD_STR = st.sampled_from(ODD_TEXT)
 ALL_DATES = st.one_of(st.sampled_from(EDGE_DATES), st.sampled_from(ODD_DATES), iso_dates())
 ALL_NUMBERS = st.one_of(
@@ -363,7 +378,7 @@ def _hostile_value(draw: Any, current: Any) -> Any:
     if draw(st.integers(0, 3)) == 0:
         return draw(HOSTILE)
     if isinstance(current, str):
-        return draw(st.one_of(HOSTILE_STR, DATES))
+        return draw(HOSTILE_STR)
     if isinstance(current, bool) or current is None:
         return draw(WRONG)
     if isinstance(current, int | float):
@@ -375,12 +390,42 @@ def _hostile_value(draw: Any, current: Any) -> Any:
     return draw(HOSTILE)
 
 
+# Keys whose values end up in a column of their own (or decide where the rest goes): where a value
+# the database can't hold does the most harm.
+STORED_KEYS = {
+    "id",
+    "tool_use_id",
+    "tool_call_id",
+    "name",
+    "model",
+    "client_id",
+    "external_id",
+    "created_at",
+    "timestamp",
+    "system",
+    "system_prompt",
+    "role",
+    "project",
+    "uuid",
+    "sessionId",
+    "agentId",
+    "task_id",
+    "context_window",
+    "description",
+    "instructions",
+    "arguments",
+}
+
+
 def mutate(draw: Any, value: Any, *, most: int = 2) -> Any:
     """``value`` with up to ``most`` places replaced by something hostile (or a key renamed to a
     hostile string): a body valid but for one or two spots, so the spot gets past validation."""
     value = copy.deepcopy(value)  # a drawn value may share parts with a strategy's constants
     for _ in range(draw(st.integers(0, most))):
         nodes = _nodes(value)
+        stored = [p for p in nodes if p and p[-1] in STORED_KEYS]
+        if stored and draw(st.integers(0, 9)) < 7:  # mostly a field that ends up in a column of its own
+            nodes = stored
         path = nodes[draw(st.integers(0, len(nodes) - 1))]
         if not path:
             value = _hostile_like(draw, value)
@@ -407,8 +452,8 @@ def _mutated(draw: Any, base: st.SearchStrategy, most: int) -> Any:
 
 TOOL_IDS = ["toolu_1", "toolu_2", "call_1"]
 TOOL_NAMES = ["Bash", "Read", "Edit", "mcp__srv__tool"]
-tool_ids = sometimes(st.sampled_from(TOOL_IDS), HOSTILE_STR, 7)
-tool_names = sometimes(st.sampled_from(TOOL_NAMES), HOSTILE_STR, 7)
+tool_ids = sometimes(st.sampled_from(TOOL_IDS), HOSTILE_STR, 15)
+tool_names = sometimes(st.sampled_from(TOOL_NAMES), HOSTILE_STR, 15)
 tool_inputs = sometimes(JSON_OBJECT, st.one_of(DEEP_OBJECT, HOSTILE), 10)
 
 text_block = with_extra(st.fixed_dictionaries({"type": st.just("text"), "text": text()}))
@@ -555,11 +600,11 @@ BOOL_OR_NULL = sometimes(st.sampled_from([None, True, False]), HOSTILE, 5)
 
 def session_fields() -> dict[str, st.SearchStrategy]:
     return {
-        "name": text(10),
+        "name": text(25),
         "model": MODELS,
-        "system_prompt": text(10),
+        "system_prompt": text(15),
         "tools": TOOLS,
-        "external_id": text(10),
+        "external_id": text(25),
         "context_window": CONTEXT_WINDOWS,
         "auto_compact": BOOL_OR_NULL,
     }
@@ -742,7 +787,7 @@ def import_files(draw: Any, fmt: str) -> bytes:
     else:
         value = draw(mutated(st.one_of(anthropic_requests(), st.lists(anthropic_requests(), min_size=1, max_size=2))))
     first = value[0] if isinstance(value, list) and value else value
-    if isinstance(first, dict) and draw(THEME) in ("surrogate", "nul", "long") and draw(st.booleans()):
+    if isinstance(first, dict) and draw(THEME) in ("surrogate", "nul", "long"):
         # The theme's atom where it matters: a field of the file that becomes a column of the session.
         first[draw(st.sampled_from(["model", "system"] if fmt == "anthropic" else ["model"]))] = draw(HOSTILE_STR)
     if isinstance(value, list) and draw(st.booleans()):  # JSONL: one item per line

@@ -1,4 +1,6 @@
-"""Reads. Every query is scoped to what the asking user may see."""
+"""Lookups scoped to what the asking user may see: anything outside their projects is ``NotFound``
+(404, never 403), a role too low for the action ``Forbidden``. Operators' lookups (``session_find``,
+``project_find``) see every project and are for the ``ctx`` command only."""
 
 from __future__ import annotations
 

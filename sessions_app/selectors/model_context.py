@@ -1,4 +1,5 @@
-"""Reads. Every query is scoped to what the asking user may see."""
+"""What the model sees now: the active messages, after the current checkpoint's summary, as an
+Anthropic or OpenAI request (``GET …/context/``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Reads. Every query is scoped to what the asking user may see."""
+"""How full a session is: model information (profiles, then the catalogue), the project's policy, the
+usage breakdown and STATUS, all from the session's running totals (nothing is re-tokenized)."""
 
 from __future__ import annotations
 

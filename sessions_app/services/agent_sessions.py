@@ -1,4 +1,5 @@
-"""Writes. Every change to ctxweb's data goes through a function here."""
+"""Sessions created, edited and deleted, and the checks their text fields and tool schemas pass first
+(what the database can hold, what Anthropic would refuse)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Compaction lifecycle: queue one per session, claim it in a worker, plan outside any transaction,
-apply in one transaction to exactly the planned messages, fail without changing anything.
-
-The engine (``compaction.reversible`` / ``compaction.summarize``) works on a snapshot; this module is the
-only place that turns its plans into rows. Token figures in Compaction records and their items are
-calibrated (the same units as STATUS); message rows keep raw offline counts.
-"""
+"""A compaction record's claim on the work: taken by one worker with a conditional UPDATE, released
+for a retry, failed (pausing automatic compaction after repeated failures), and locked with its
+session before anything is written. Shared by the runs (``compaction_runs``) and the handoff level."""
 
 from __future__ import annotations
 

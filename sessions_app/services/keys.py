@@ -1,4 +1,4 @@
-"""Writes. Every change to ctxweb's data goes through a function here."""
+"""API keys: made (the raw key shown once, only its hash stored), revoked, and checked on each request."""
 
 from __future__ import annotations
 

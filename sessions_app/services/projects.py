@@ -1,4 +1,4 @@
-"""Writes. Every change to ctxweb's data goes through a function here."""
+"""Projects, their members and roles (a project always keeps an admin), and their compaction policy."""
 
 from __future__ import annotations
 

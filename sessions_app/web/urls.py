@@ -1,3 +1,5 @@
+"""The browser's URLs (the API's are in ``api/urls.py``)."""
+
 from django.urls import path
 
 from sessions_app.web import actions, project_settings, views

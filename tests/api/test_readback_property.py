@@ -3,17 +3,25 @@
 Hypothesis throws hostile JSON (``tests/hostile_json.py``: lone surrogates, NUL, over-long strings,
 huge and negative numbers, non-finite floats, dates at the ends of the calendar and offsets no
 database holds, nesting hundreds of levels deep, wrong types, and entirely arbitrary JSON) at every
-write endpoint and import format, authenticated as a project member. Every answer is a 2xx or a 4xx
-with ``detail`` and ``code``; a 4xx writes nothing (the row count of every table of the app is the
-same before and after); and after every 2xx the session it touched still reads: its detail, messages
-(active and all), context in both formats, status, compactions, checkpoints and handoffs over REST;
-its page, timeline and live panel and its project's page in the browser; the admin change lists and
-change forms of the session and its messages; and then, with a few old tool outputs appended so
-there is something to prune, a compaction dry run, a compaction (which must not fail) and its revert,
-after which the session reads again.
+write endpoint and import format, authenticated as a project member (Bob). Every answer is a 2xx or
+a 4xx with ``detail`` and ``code``; a 4xx writes nothing (the row count of every table of the app
+is the same before and after); and after every 2xx the session it touched still reads: its detail,
+messages (all states), context in both formats, status and compactions over REST; its page (usage
+bar, live panel, timeline) and its project's page; the admin's session list and change form and its
+message list and a message's change form; then, with a few old tool outputs appended so there is
+something to prune, a compaction dry run, a compaction (which must not fail), the reads again, the
+original of a message it changed, its revert, and the context once more.
+
+The ``test_one_field_of_*`` tests add a systematic sweep: one valid body per endpoint with one value
+a column can't hold (or only just can) in one field of it.
 
 A server error fails the example with the server's own exception (so Hypothesis tells distinct bugs
-apart) and a note naming the request. ``CTX_READBACK_EXAMPLES`` sets the examples per endpoint.
+apart) and notes naming the request, the requests before it and the rows it left behind.
+
+Knobs: ``CTX_READBACK_EXAMPLES`` (examples per endpoint, default 10: CI's budget; 200 digs deep),
+``CTX_READBACK_SHRINK_SECONDS`` (how long to shrink a failure, default 10) and
+``CTX_READBACK_SURVEY=FILE``: record every failing example as a JSON line in FILE and go on, so one
+run lists every distinct failure rather than the first of each endpoint.
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # Examples per endpoint; the import runs twice as many (most uploads are refused, cheaply), and the
 # two that store nothing (count_tokens, the list filters) four times as many.
-EXAMPLES = int(os.environ.get("CTX_READBACK_EXAMPLES", "15"))
+EXAMPLES = int(os.environ.get("CTX_READBACK_EXAMPLES", "10"))
 # Shrinking replays whole request sequences: it stops after this many seconds per test (Hypothesis'
 # own limit is 300) and reports the smallest failing example found by then.
 SHRINK_SECONDS = float(os.environ.get("CTX_READBACK_SHRINK_SECONDS", "10"))
@@ -203,7 +211,8 @@ class World:
     def send(self, client: Client, method: str, path: str, body: Any = NOBODY, **kwargs: Any) -> Any:
         """One request; a server exception propagates as itself, with a note saying which request."""
         headers = {"HTTP_AUTHORIZATION": f"Bearer {self.team.bob.key}"} if client is self.api else {}
-        self.log.append(f"{method.upper()} {path} {_describe(body)}")
+        described = _describe(body)  # before sending: an uploaded file is read by then
+        self.log.append(f"{method.upper()} {path} {described}")
         try:
             if body is NOBODY:
                 return getattr(client, method)(path, **kwargs, **headers)
@@ -211,7 +220,7 @@ class World:
                 return getattr(client, method)(path, data=body, content_type="application/json", **headers)
             return getattr(client, method)(path, data=body, **kwargs, **headers)  # multipart
         except Exception as exc:
-            exc.add_note(f"while answering {method.upper()} {path}\nbody: {_describe(body)}")
+            exc.add_note(f"while answering {method.upper()} {path}\nbody: {described}")
             exc.add_note("requests of this example:\n" + "\n".join(self.log[-12:]))
             raise _trimmed(exc)  # noqa: B904 - the server's own exception, as the test client raised it
 
@@ -268,7 +277,6 @@ class World:
         parts = ("system_prompt", "tool_definitions", "messages", "summary")
         assert status["used"] == sum(status[p] for p in parts), status
         session = self.read(self.api, f"{s}/").json()
-        self.read(self.api, f"{s}/messages/")
         self.read(self.api, f"{s}/compactions/")
         self.read(self.html, f"/projects/{session['project']}/")
         self.read(self.admin, f"/admin/sessions_app/agentsession/?project__id__exact={session['project']}")
@@ -282,7 +290,7 @@ class World:
 
     def compact_and_revert(self, session_id: int) -> None:
         """A few old tool outputs appended (so there is something to prune around what was
-        written), a dry run, then a compaction and a summary, each read back and reverted."""
+        written), a dry run, then a compaction, read back and reverted."""
         from sessions_app.models import AgentSession
 
         s = f"{API}/sessions/{session_id}"
@@ -291,8 +299,7 @@ class World:
         if AgentSession.objects.get(pk=session_id).status == "active":
             assert padded.status_code == 201, f"appending to session {session_id}: {padded.content[:500]!r}"
         self.write("post", f"{s}/compactions/", {"level": "compact", "dry_run": True})
-        for level in ("compact", "summarize"):
-            self.compaction(session_id, level)
+        self.compaction(session_id, "compact")  # test_compactions sends the other levels
 
     def compaction(self, session_id: int, level: str) -> None:
         """One compaction: it succeeds (or skips, or is refused with a 4xx), reads back, reverts."""
@@ -312,7 +319,8 @@ class World:
         for checkpoint in self.read(self.api, f"{API}/sessions/{session_id}/checkpoints/").json()["results"][:1]:
             self.read(self.api, f"{API}/checkpoints/{checkpoint['id']}/")
         self.revert(record)
-        self.reads(session_id, full=False)
+        for fmt in ("anthropic", "openai"):  # what the revert restored is a valid request again
+            self.read(self.api, f"{API}/sessions/{session_id}/context/?format={fmt}")
 
     def revert(self, record: dict[str, Any]) -> None:
         """Revert a succeeded compaction: 200, or a 409 when it changed no message (nothing to revert)."""
@@ -545,7 +553,7 @@ def test_transcript_sync(world: World, plan: dict[str, Any]) -> None:
         touched.update([answer["session"], *answer["sidechains"]])
         world.read(world.api, f"{API}/sessions/{answer['session']}/status/")
         world.read(world.api, f"{API}/sessions/{answer['session']}/context/")
-    for n, session in enumerate(sorted(touched)):
+    for n, session in enumerate(sorted(touched)[:2]):  # the main session, and one sub-agent's
         world.read_back(session, compact=n == 0)
 
 
@@ -674,7 +682,7 @@ def test_handoff(world: World, session_body: Any, messages: Any, body: Any) -> N
         world.read(world.api, f"{API}/handoffs/{document['id']}/download/?format={fmt}")
     world.read_back(session)
     if document.get("continuation"):
-        world.read_back(document["continuation"])
+        world.read_back(document["continuation"], compact=False)
 
 
 # ----------------------------------------------------------------------------- count_tokens
@@ -753,3 +761,205 @@ def test_list_sessions_filters(world: World, project: Any, status: str, q: str) 
     project_ok = project == "" or (project.isascii() and project.isdigit())
     status_ok = status in ("", "active", "handed_off", "archived")
     assert project_ok and status_ok, f"{where} answered 200 ({response.json()['count']} sessions), not a 400"
+
+
+# ----------------------------------------------------------------------------- one field at a time
+#
+# The tests above mix hostile values into random bodies, which finds a given (field, value) pair
+# only now and then. These take one valid body per endpoint and put one value that a column can't
+# hold, or only just can, into one field of it: a small, finite space Hypothesis covers quickly
+# (it doesn't repeat a case), with a light read-back after each success.
+
+COLUMN_BREAKERS = [
+    "c" * 256,  # past the longest varchar (255)
+    "b" * 200,  # exactly a name's size: fits, and what is built from it may not
+    "b" * 201,
+    "m" * 100,
+    "m" * 101,
+    "x\x00y",
+    "x\ud83dy",
+    "2025-06-01T10:00:00+16:00",
+    "0001-01-01T00:00:00+14:00",
+    "9999-12-31T23:59:59-01:00",
+    "2025-06-01T10:00:00+05:30:30.5",
+    hj.Raw("1e999"),
+    2**64,
+    -1,
+    hj._deep(65, "dict"),
+    None,
+]
+BASE_BATCH = [
+    {
+        "role": "user",
+        "content": "Fix the failing test",
+        "client_id": "c-1",
+        "created_at": "2025-06-01T10:00:00Z",
+        "metadata": {"source": "cli"},
+    },
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Running it."},
+            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "pytest"}},
+        ],
+    },
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "1 failed"}]},
+    {
+        "role": "assistant",
+        "content": "Reading it.",
+        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "Read", "arguments": '{"p": "a"}'}}],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "def test(): ..."},
+]
+BASE_SESSION = {
+    "name": "one field",
+    "model": "claude-sonnet-4-5",
+    "system_prompt": "Be brief.",
+    "tools": [{"name": "Bash", "description": "Run", "input_schema": {"type": "object", "properties": {}}}],
+    "external_id": "ext",
+    "context_window": 8192,
+    "auto_compact": True,
+}
+BASE_FILES = {
+    "anthropic": {
+        "model": "claude-sonnet-4-5",
+        "system": "Be brief.",
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "Fix it"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
+        ],
+    },
+    "openai": {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Fix it"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "Read", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+        ],
+    },
+    "claude-code": [
+        {
+            "type": "user",
+            "uuid": "u1",
+            "parentUuid": None,
+            "sessionId": "cc-one",
+            "isSidechain": False,
+            "timestamp": "2025-06-01T10:00:00Z",
+            "message": {"role": "user", "content": "Fix it"},
+        },
+        {
+            "type": "assistant",
+            "uuid": "u2",
+            "parentUuid": "u1",
+            "sessionId": "cc-one",
+            "isSidechain": False,
+            "timestamp": "2025-06-01T10:00:01Z",
+            "message": {
+                "id": "msg_1",
+                "role": "assistant",
+                "model": "claude-opus-4-5",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}],
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "u3",
+            "parentUuid": "u2",
+            "sessionId": "cc-one",
+            "isSidechain": False,
+            "timestamp": "2025-06-01T10:00:02Z",
+            "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"}]},
+        },
+    ],
+}
+PAIRED = {"toolu_1", "call_1"}  # a tool call's id appears in its result too: both change together
+
+
+def _paths(value: Any) -> list[tuple]:
+    return [p for p in hj._nodes(value) if p]
+
+
+def put(value: Any, path: tuple, atom: Any) -> Any:
+    """A copy of ``value`` with ``atom`` at ``path`` (and wherever the id at ``path`` recurs)."""
+    import copy
+
+    value = copy.deepcopy(value)
+    parent = hj._get(value, path[:-1])
+    old = parent[path[-1]]
+    parent[path[-1]] = atom
+    if isinstance(old, str) and old in PAIRED:
+        for other in _paths(value):
+            holder = hj._get(value, other[:-1])
+            if holder[other[-1]] == old:
+                holder[other[-1]] = atom
+    return value
+
+
+def one_field(base: Any) -> st.SearchStrategy:
+    return st.tuples(st.sampled_from(_paths(base)), st.sampled_from(COLUMN_BREAKERS)).map(lambda pair: put(base, *pair))
+
+
+@settings(SETTINGS, max_examples=5 * EXAMPLES)
+@given(body=one_field(BASE_BATCH))
+@surveyed
+def test_one_field_of_messages(world: World, body: Any) -> None:
+    start(world)
+    session = world.fresh_session()
+    response = world.write("post", f"{API}/sessions/{session}/messages/", body)
+    if response.status_code < 300:
+        world.reads(session, full=False)
+
+
+@settings(SETTINGS, max_examples=4 * EXAMPLES)
+@given(body=one_field(BASE_SESSION))
+@surveyed
+def test_one_field_of_sessions(world: World, body: Any) -> None:
+    """A session, then a handoff that continues it in a new one: what the first holds, the second
+    takes over (a name of 200 characters plus " (continued)" must still make a session)."""
+    start(world)
+    body = {**body, "project": world.project.pk}
+    if body.get("external_id") == "ext":
+        body["external_id"] = f"ext-{next(EXTERNAL_IDS)}"
+    response = world.write("post", f"{API}/sessions/", body)
+    if response.status_code >= 300:
+        return
+    session = response.json()["id"]
+    handoff = world.write("post", f"{API}/sessions/{session}/handoff/", {"continue": True})
+    assert handoff.status_code == 201, f"handing off session {session} ({body}): {handoff.content[:500]!r}"
+    for each in (session, handoff.json().get("continuation")):
+        if each:
+            world.read(world.api, f"{API}/sessions/{each}/context/")
+            world.read(world.html, f"/sessions/{each}/")
+
+
+@st.composite
+def one_field_files(draw: Any) -> dict[str, Any]:
+    fmt = draw(st.sampled_from(list(BASE_FILES)))
+    value = draw(one_field(BASE_FILES[fmt]))
+    lines = fmt == "claude-code"
+    content = "".join(hj.dumps(event) + "\n" for event in value) if lines else hj.dumps(value)
+    return {"format": fmt, "content": content.encode()}
+
+
+@settings(SETTINGS, max_examples=4 * EXAMPLES)
+@given(upload=one_field_files())
+@surveyed
+def test_one_field_of_imports(world: World, upload: dict[str, Any]) -> None:
+    start(world)
+    fields = {
+        "format": upload["format"],
+        "project": str(world.project.pk),
+        "file": SimpleUploadedFile("one-field.json", upload["content"]),
+    }
+    response = world.write("post", f"{API}/sessions/import/", fields, multipart=True)
+    if response.status_code < 300:
+        answer = response.json()
+        for session in [answer["session"], *answer.get("sidechains", [])][:2]:
+            world.reads(session, full=False)
