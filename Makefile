@@ -38,9 +38,9 @@ lint: typecheck
 	$(BIN)/ruff format --check .
 	$(BIN)/vulture
 
-# Strict for the engine, the client and the hook (pyproject.toml [tool.mypy]); sessions_app is not clean yet.
+# pyproject.toml [tool.mypy]: strict for the engine, the client and the hook; the baseline for the Django side.
 typecheck: venv
-	$(BIN)/mypy compaction ctxclient integrations/claude_code/hook.py
+	$(BIN)/mypy compaction ctxclient integrations/claude_code/hook.py sessions_app ctxweb
 
 worker: venv
 	$(BIN)/celery -A ctxweb worker --loglevel=INFO

@@ -7,7 +7,7 @@ on Postgres, Redis-backed Celery and cache, and exact counts. docs/CONFIGURATION
 
 from pathlib import Path
 
-import environ
+import environ  # type: ignore[import-untyped]  # django-environ ships no type hints, and no stubs exist
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -87,14 +89,14 @@ class ModelProfileAdmin(admin.ModelAdmin):
     search_fields = ["name"]
 
 
-def _preset_action(name: str):
+def _preset_action(name: str) -> Callable[[admin.ModelAdmin, HttpRequest, QuerySet[CompactionPolicy]], None]:
+    @admin.action(description=f"Apply the '{name}' preset")
     def apply(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[CompactionPolicy]) -> None:
         for policy in queryset:
             projects.policy_apply_preset(policy=policy, preset_name=name)
         modeladmin.message_user(request, f"Applied the {name!r} preset to {queryset.count()} polic(ies).")
 
     apply.__name__ = f"apply_preset_{name}"
-    apply.short_description = f"Apply the '{name}' preset"
     return apply
 
 
@@ -132,11 +134,11 @@ class IngestRejectionInline(admin.TabularInline):
     """What a recorded transcript held that could not be stored (the rest of it was)."""
 
     model = IngestRejection
-    fields = readonly_fields = ["created_at", "source", "position", "code", "detail"]
+    fields = readonly_fields = ("created_at", "source", "position", "code", "detail")
     extra = 0
     can_delete = False
 
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest, obj: AgentSession | None = None) -> bool:
         return False
 
 
@@ -150,10 +152,10 @@ class IngestRejectionAdmin(admin.ModelAdmin):
     list_select_related = ["session"]
     readonly_fields = [f.name for f in IngestRejection._meta.fields]
 
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+    def has_change_permission(self, request: HttpRequest, obj: IngestRejection | None = None) -> bool:
         return False
 
 
@@ -225,8 +227,8 @@ class ArchiveEntryAdmin(admin.ModelAdmin):
     search_fields = ["what", "content_hash", "project__name"]
     readonly_fields = [f.name for f in ArchiveEntry._meta.fields]
 
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+    def has_change_permission(self, request: HttpRequest, obj: ArchiveEntry | None = None) -> bool:
         return False

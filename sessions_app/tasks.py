@@ -9,6 +9,7 @@ Tasks take ids, call one service, and retry transient failures with backoff.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from celery import Task, shared_task
@@ -48,8 +49,7 @@ def after_append(*session_ids: int) -> None:
         if follow.compaction_id is not None:
             compaction_send(follow.compaction_id)
         if follow.count_in is not None:
-            delay = follow.count_in
-            transaction.on_commit(lambda sid=session_id, d=delay: send(count_exact_tokens, sid, countdown=d))
+            transaction.on_commit(partial(send, count_exact_tokens, session_id, countdown=follow.count_in))
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -77,7 +77,7 @@ def run_compaction(self: Task, compaction_id: int) -> str:
         return compaction_runs.compaction_run(compaction_id)
     except EngineError as exc:  # transient by construction: permanent ones are recorded by the service
         compaction_records.release_for_retry(compaction_id, str(exc))
-        if self.request.retries >= self.max_retries:
+        if self.max_retries is not None and self.request.retries >= self.max_retries:  # None: retry forever
             # The model stayed unavailable: summarize offline rather than not at all (STATUS warns).
             return compaction_runs.compaction_run(compaction_id, fallback_reason=str(exc))
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc

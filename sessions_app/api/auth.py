@@ -1,10 +1,24 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from sessions_app.services import keys
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
+
+
+class AuthenticatedRequest(Request):
+    """What an API view's handler is given: every view is behind ``IsAuthenticated`` (the
+    ``DEFAULT_PERMISSION_CLASSES`` of ``REST_FRAMEWORK``; no view sets its own), so the user is signed
+    in, with an API key or a session, and never ``AnonymousUser``. For annotations only: DRF makes
+    the request."""
+
+    user: User
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):

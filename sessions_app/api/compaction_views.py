@@ -7,12 +7,12 @@ import json
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app import tasks
 from sessions_app.api import serializers as s
+from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.pagination import PageNumberPagination
 from sessions_app.api.views import _paginate, _valid
 from sessions_app.errors import InvalidInput
@@ -25,7 +25,7 @@ class SessionCompactionsApi(APIView):
     pagination_class = PageNumberPagination  # GET answers pages (``_paginate``); this documents them
 
     @extend_schema(responses=s.CompactionOut(many=True))
-    def get(self, request: Request, session_id: str) -> Response:
+    def get(self, request: AuthenticatedRequest, session_id: str) -> Response:
         session = access.session_get_for(request.user, session_id)
         return _paginate(self, request, session.compactions.all(), s.CompactionOut)
 
@@ -36,7 +36,7 @@ class SessionCompactionsApi(APIView):
             200: OpenApiResponse(s.CompactionPreviewOut, description="The dry run's preview; nothing written"),
         },
     )
-    def post(self, request: Request, session_id: str) -> Response:
+    def post(self, request: AuthenticatedRequest, session_id: str) -> Response:
         session = access.session_get_for(request.user, session_id, min_role=Role.MEMBER)
         data = _valid(s.CompactionIn, request.data)
         if data["dry_run"]:
@@ -51,13 +51,13 @@ class SessionCompactionsApi(APIView):
 
 class CompactionDetailApi(APIView):
     @extend_schema(responses=s.CompactionOut)
-    def get(self, request: Request, compaction_id: str) -> Response:
+    def get(self, request: AuthenticatedRequest, compaction_id: str) -> Response:
         return Response(s.CompactionOut(access.compaction_get_for(request.user, compaction_id)).data)
 
 
 class CompactionRevertApi(APIView):
     @extend_schema(request=None, responses=s.CompactionOut)
-    def post(self, request: Request, compaction_id: str) -> Response:
+    def post(self, request: AuthenticatedRequest, compaction_id: str) -> Response:
         record = access.compaction_get_for(request.user, compaction_id, min_role=Role.MEMBER)
         return Response(s.CompactionOut(reverting.compaction_revert(compaction=record)).data)
 
@@ -66,14 +66,14 @@ class SessionCheckpointsApi(APIView):
     pagination_class = PageNumberPagination
 
     @extend_schema(responses=s.CheckpointOut(many=True))
-    def get(self, request: Request, session_id: str) -> Response:
+    def get(self, request: AuthenticatedRequest, session_id: str) -> Response:
         session = access.session_get_for(request.user, session_id)
         return _paginate(self, request, session.checkpoints.order_by("-version"), s.CheckpointOut)
 
 
 class CheckpointDetailApi(APIView):
     @extend_schema(responses=s.CheckpointOut)
-    def get(self, request: Request, checkpoint_id: str) -> Response:
+    def get(self, request: AuthenticatedRequest, checkpoint_id: str) -> Response:
         return Response(s.CheckpointOut(access.checkpoint_get_for(request.user, checkpoint_id)).data)
 
 
@@ -81,12 +81,12 @@ class SessionHandoffApi(APIView):
     pagination_class = PageNumberPagination
 
     @extend_schema(responses=s.HandoffOut(many=True))
-    def get(self, request: Request, session_id: str) -> Response:
+    def get(self, request: AuthenticatedRequest, session_id: str) -> Response:
         session = access.session_get_for(request.user, session_id)
         return _paginate(self, request, session.handoffs.all(), s.HandoffOut)
 
     @extend_schema(request=s.HandoffIn, responses={201: s.HandoffOut})
-    def post(self, request: Request, session_id: str) -> Response:
+    def post(self, request: AuthenticatedRequest, session_id: str) -> Response:
         session = access.session_get_for(request.user, session_id, min_role=Role.MEMBER)
         data = _valid(s.HandoffIn, request.data or {})
         document = handoffs.handoff_create(session=session, user=request.user, continue_=data["continue"])
@@ -97,7 +97,7 @@ class SessionHandoffApi(APIView):
 
 class HandoffDetailApi(APIView):
     @extend_schema(responses=s.HandoffOut)
-    def get(self, request: Request, handoff_id: str) -> Response:
+    def get(self, request: AuthenticatedRequest, handoff_id: str) -> Response:
         return Response(s.HandoffOut(access.handoff_get_for(request.user, handoff_id)).data)
 
 
@@ -113,7 +113,7 @@ class HandoffDownloadApi(APIView):
             (200, "application/json"): OpenApiTypes.OBJECT,
         },
     )
-    def get(self, request: Request, handoff_id: str) -> HttpResponse:
+    def get(self, request: AuthenticatedRequest, handoff_id: str) -> HttpResponse:
         document = access.handoff_get_for(request.user, handoff_id)
         fmt = request.query_params.get("format", "txt")
         if fmt not in DOWNLOAD_TYPES:

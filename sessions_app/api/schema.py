@@ -4,9 +4,11 @@ service to it: an answer with an undocumented status code fails there."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import uritemplate
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import Direction, OpenApiResponse
 
 from sessions_app.api.serializers import ErrorOut
 
@@ -52,7 +54,7 @@ class AutoSchema(SpectacularAutoSchema):
             statuses.append("429")
         return statuses
 
-    def _get_response_bodies(self, direction="response"):  # type: ignore[no-untyped-def]
+    def _get_response_bodies(self, direction: Direction = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
         if direction != "response":
             return responses

@@ -45,6 +45,10 @@ class ProjectIn(serializers.Serializer):
 
 class SessionOut(serializers.ModelSerializer):
     context_window = serializers.IntegerField(source="context_window_override", allow_null=True)
+    # Ignored: a field named like an attribute of Field (its ``parent`` serializer; also SessionIn.parent and
+    # CountTokensOut.source). The stubs see one attribute, but DRF's metaclass takes declared fields off the
+    # class (into ``_declared_fields``), so the two never meet.
+    parent: serializers.PrimaryKeyRelatedField[AgentSession]  # type: ignore[assignment]
     parent = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
 
     class Meta:
@@ -83,13 +87,14 @@ class SessionIn(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     model = serializers.CharField(max_length=100, required=False, default="claude-sonnet-4-5")
     system_prompt = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)
-    tools = serializers.JSONField(required=False, default=list)
+    # Ignored: the stubs allow only a mapping as a JSONField's default; DRF takes any JSON value.
+    tools = serializers.JSONField(required=False, default=list)  # type: ignore[arg-type]
     external_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     context_window = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=1024, max_value=100_000_000
     )
     auto_compact = serializers.BooleanField(required=False, allow_null=True, default=None)
-    parent = serializers.IntegerField(required=False, allow_null=True, default=None)
+    parent = serializers.IntegerField(required=False, allow_null=True, default=None)  # type: ignore[assignment]
 
 
 class SessionImportIn(serializers.Serializer):
@@ -123,7 +128,9 @@ class SessionPatchIn(serializers.Serializer):
 
 class MessageOut(serializers.ModelSerializer):
     tokens = serializers.SerializerMethodField()
-    compaction = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+    compaction: serializers.PrimaryKeyRelatedField[Compaction] = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True
+    )
 
     class Meta:
         model = Message
@@ -181,7 +188,7 @@ class CountTokensIn(serializers.Serializer):
 
 class CountTokensOut(serializers.Serializer):
     input_tokens = serializers.IntegerField()
-    source = serializers.ChoiceField(choices=["exact", "estimate"])
+    source = serializers.ChoiceField(choices=["exact", "estimate"])  # type: ignore[assignment]  # as SessionOut.parent
 
 
 class ModelOut(serializers.Serializer):
@@ -209,7 +216,7 @@ class CompactionItemsField(serializers.JSONField):
 
 
 class CompactionOut(serializers.ModelSerializer):
-    session = serializers.PrimaryKeyRelatedField(read_only=True)
+    session: serializers.PrimaryKeyRelatedField[AgentSession] = serializers.PrimaryKeyRelatedField(read_only=True)
     saved_tokens = serializers.IntegerField(read_only=True, allow_null=True)
     items = CompactionItemsField(read_only=True)
 
@@ -248,8 +255,10 @@ class CompactionPreviewOut(serializers.Serializer):
 
 
 class CheckpointOut(serializers.ModelSerializer):
-    session = serializers.PrimaryKeyRelatedField(read_only=True)
-    compaction = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+    session: serializers.PrimaryKeyRelatedField[AgentSession] = serializers.PrimaryKeyRelatedField(read_only=True)
+    compaction: serializers.PrimaryKeyRelatedField[Compaction] = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True
+    )
 
     class Meta:
         model = Checkpoint
@@ -275,9 +284,13 @@ class HandoffIn(serializers.Serializer):
 
 
 class HandoffOut(serializers.ModelSerializer):
-    session = serializers.PrimaryKeyRelatedField(read_only=True)
-    checkpoint = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
-    continuation = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+    session: serializers.PrimaryKeyRelatedField[AgentSession] = serializers.PrimaryKeyRelatedField(read_only=True)
+    checkpoint: serializers.PrimaryKeyRelatedField[Checkpoint] = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True
+    )
+    continuation: serializers.PrimaryKeyRelatedField[AgentSession] = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True
+    )
     downloads = serializers.SerializerMethodField()
 
     class Meta:

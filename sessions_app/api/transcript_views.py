@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app import tasks
+from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.parsers import CleaningJSONParser
 from sessions_app.api.schema import error_response
 from sessions_app.api.views import STATUS_SCHEMA, _valid
@@ -85,7 +85,7 @@ class SessionTranscriptApi(APIView):
             "the session ends up equal to a one-shot import of the file. Repeats are ignored; a gap is a 409."
         ),
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = _valid(TranscriptIn, request.data)
         project = access.project_find_for(request.user, data["project"], min_role=Role.MEMBER)
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
@@ -16,6 +16,7 @@ from compaction import model_catalog
 from compaction.messages import normalize_batch
 from sessions_app import tasks
 from sessions_app.api import serializers as s
+from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.pagination import PageNumberPagination
 from sessions_app.api.schema import error_response
 from sessions_app.errors import InvalidInput, TooLarge
@@ -24,6 +25,8 @@ from sessions_app.selectors import access, model_context, usage
 from sessions_app.services import agent_sessions, counting, importing, ingest, projects
 
 STATUS_SCHEMA = s.status_schema()
+
+_Default = TypeVar("_Default", int, None)
 
 
 def _paginate(view: APIView, request: Request, queryset: Any, serializer_cls: type, **context: Any) -> Response:
@@ -37,13 +40,13 @@ class ProjectListCreateApi(APIView):
     pagination_class = PageNumberPagination  # GET answers pages (``_paginate``); this documents them
 
     @extend_schema(responses=s.ProjectOut(many=True))
-    def get(self, request: Request) -> Response:
+    def get(self, request: AuthenticatedRequest) -> Response:
         mine = access.project_list_for(request.user)
         roles = access.roles_of(request.user)
         return _paginate(self, request, mine, s.ProjectOut, roles=roles)
 
     @extend_schema(request=s.ProjectIn, responses={201: s.ProjectOut})
-    def post(self, request: Request) -> Response:
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = _valid(s.ProjectIn, request.data)
         project = projects.project_create(user=request.user, **data)
         return Response(s.ProjectOut(project, context={"roles": {project.pk: Role.ADMIN}}).data, status=201)
@@ -51,7 +54,7 @@ class ProjectListCreateApi(APIView):
 
 class ProjectDetailApi(APIView):
     @extend_schema(responses=s.ProjectOut)
-    def get(self, request: Request, project_id: int) -> Response:
+    def get(self, request: AuthenticatedRequest, project_id: int) -> Response:
         project = access.project_get_for(request.user, project_id)
         role = access.role_in(request.user, project.pk)
         return Response(s.ProjectOut(project, context={"roles": {project.pk: role}}).data)
@@ -68,7 +71,7 @@ class SessionListCreateApi(APIView):
         ],
         responses=s.SessionListOut(many=True),
     )
-    def get(self, request: Request) -> Response:
+    def get(self, request: AuthenticatedRequest) -> Response:
         params = request.query_params
         project = params.get("project") or None
         if project is not None and access.as_pk(project) is None:
@@ -90,7 +93,7 @@ class SessionListCreateApi(APIView):
             )
         ],
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = _valid(s.SessionIn, request.data)
         project = access.project_get_for(request.user, data.pop("project"), min_role=Role.MEMBER)
         parent_id = data.pop("parent")
@@ -122,7 +125,7 @@ class SessionImportApi(APIView):
             409: error_response("409"),
         },
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = _valid(s.SessionImportIn, request.data)
         project = access.project_find_for(request.user, data["project"], min_role=Role.MEMBER)
         upload = data["file"]
@@ -145,11 +148,11 @@ class SessionImportApi(APIView):
 
 class SessionDetailApi(APIView):
     @extend_schema(responses=s.SessionOut)
-    def get(self, request: Request, session_id: str) -> Response:
+    def get(self, request: AuthenticatedRequest, session_id: str) -> Response:
         return Response(s.SessionOut(access.session_get_for(request.user, session_id)).data)
 
     @extend_schema(request=s.SessionPatchIn, responses=s.SessionOut)
-    def patch(self, request: Request, session_id: str) -> Response:
+    def patch(self, request: AuthenticatedRequest, session_id: str) -> Response:
         session = access.session_get_for(request.user, session_id, min_role=Role.MEMBER)
         data = _valid(s.SessionPatchIn, request.data, partial=True)
         if "context_window" in data:
@@ -158,7 +161,7 @@ class SessionDetailApi(APIView):
         return Response(s.SessionOut(session).data)
 
     @extend_schema(responses={204: None})
-    def delete(self, request: Request, session_id: str) -> Response:
+    def delete(self, request: AuthenticatedRequest, session_id: str) -> Response:
         session = access.session_get_for(request.user, session_id, min_role=Role.ADMIN)
         agent_sessions.session_delete(session=session)
         return Response(status=204)
@@ -182,7 +185,7 @@ class MessageListCreateApi(APIView):
             },
         ),
     )
-    def get(self, request: Request, session_id: str) -> Response:
+    def get(self, request: AuthenticatedRequest, session_id: str) -> Response:
         session = access.session_get_for(request.user, session_id)
         state = request.query_params.get("state", "active")
         if state not in ("active", "all", "compacted", "summarized", "archived"):
@@ -230,7 +233,7 @@ class MessageListCreateApi(APIView):
             )
         ],
     )
-    def post(self, request: Request, session_id: str) -> Response:
+    def post(self, request: AuthenticatedRequest, session_id: str) -> Response:
         session = access.session_get_for(request.user, session_id, min_role=Role.MEMBER)
         messages = normalize_batch(request.data, max_messages=settings.CTX_MAX_BATCH)
         result = ingest.message_append(session=session, messages=messages)
@@ -250,7 +253,7 @@ class MessageListCreateApi(APIView):
 
 class SessionStatusApi(APIView):
     @extend_schema(responses=STATUS_SCHEMA)
-    def get(self, request: Request, session_id: str) -> Response:
+    def get(self, request: AuthenticatedRequest, session_id: str) -> Response:
         return Response(usage.session_status(access.session_get_for(request.user, session_id)))
 
 
@@ -268,7 +271,7 @@ class SessionContextApi(APIView):
             },
         ),
     )
-    def get(self, request: Request, session_id: str) -> Response:
+    def get(self, request: AuthenticatedRequest, session_id: str) -> Response:
         fmt = request.query_params.get("format", "anthropic")
         if fmt not in ("anthropic", "openai"):
             raise InvalidInput("format is anthropic or openai.", code="invalid_format")
@@ -278,7 +281,7 @@ class SessionContextApi(APIView):
 
 class ModelListApi(APIView):
     @extend_schema(responses=s.ModelListOut)
-    def get(self, request: Request) -> Response:
+    def get(self, request: AuthenticatedRequest) -> Response:
         rows = {
             p.name: {
                 "name": p.name,
@@ -325,7 +328,7 @@ class CountTokensApi(APIView):
             )
         ],
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: AuthenticatedRequest) -> Response:
         result = counting.count_request_tokens(request.data)
         return Response({"input_tokens": result.input_tokens, "source": result.source})
 
@@ -338,9 +341,9 @@ def _valid(serializer_cls: type[serializers.Serializer], data: Any, *, partial: 
     return dict(serializer.validated_data)
 
 
-def _int_param(request: Request, name: str, *, default: int | None, low: int, high: int | None = None) -> int | None:
+def _int_param(request: Request, name: str, *, default: _Default, low: int, high: int | None = None) -> int | _Default:
     raw = request.query_params.get(name)
-    if raw in (None, ""):
+    if not raw:  # absent or empty
         return default
     try:
         value = int(raw)

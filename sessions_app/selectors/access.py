@@ -4,10 +4,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
 from sessions_app.errors import Forbidden, NotFound
@@ -23,6 +22,13 @@ from sessions_app.models import (
     Project,
     Role,
 )
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
+
+# What hangs off a session and is looked up by its own id, scoped like its session.
+_SessionRow = TypeVar("_SessionRow", Compaction, Checkpoint, HandoffDocument)
+_Row = TypeVar("_Row")
 
 
 def as_pk(ref: Any) -> int | None:
@@ -41,25 +47,27 @@ def _storable(*values: Any) -> bool:
     return not any(isinstance(v, str) and "\x00" in v for v in values)
 
 
-def project_list_for(user: AbstractBaseUser) -> QuerySet[Project]:
+def project_list_for(user: User) -> QuerySet[Project]:
     return Project.objects.filter(memberships__user=user).distinct()
 
 
-def role_in(user: AbstractBaseUser, project_id: int) -> Role | None:
+def role_in(user: User, project_id: int) -> Role | None:
     if not user.is_authenticated:
         return None
     role = Membership.objects.filter(project_id=project_id, user=user).values_list("role", flat=True).first()
     return Role(role) if role else None
 
 
-def _require(role: Role | None, min_role: Role, what: str) -> None:
-    if role is None:
+def _require(row: _Row | None, role: Role | None, min_role: Role, what: str) -> _Row:
+    """``row``, if there is one and the user's ``role`` in its project is at least ``min_role``."""
+    if row is None or role is None:
         raise NotFound(f"{what} not found.")
     if ROLE_RANK[role] < ROLE_RANK[min_role]:
         raise Forbidden(f"Your role in this project ({role.value}) can't do this; it needs {min_role.value}.")
+    return row
 
 
-def project_get_for(user: AbstractBaseUser, project_id: Any, *, min_role: Role = Role.VIEWER) -> Project:
+def project_get_for(user: User, project_id: Any, *, min_role: Role = Role.VIEWER) -> Project:
     try:
         pid = int(project_id)
     except (TypeError, ValueError):
@@ -67,11 +75,10 @@ def project_get_for(user: AbstractBaseUser, project_id: Any, *, min_role: Role =
     if not 0 < pid < 2**63:
         raise NotFound("Project not found.")
     project = Project.objects.filter(pk=pid).first()
-    _require(role_in(user, pid) if project else None, min_role, "Project")
-    return project
+    return _require(project, role_in(user, pid) if project else None, min_role, "Project")
 
 
-def project_find_for(user: AbstractBaseUser, ref: str, *, min_role: Role = Role.VIEWER) -> Project:
+def project_find_for(user: User, ref: str, *, min_role: Role = Role.VIEWER) -> Project:
     """A project by id or by name, among the user's projects."""
     if as_pk(ref) is not None:
         return project_get_for(user, ref, min_role=min_role)
@@ -84,7 +91,7 @@ def project_find_for(user: AbstractBaseUser, ref: str, *, min_role: Role = Role.
 
 
 def session_list_for(
-    user: AbstractBaseUser, *, project: Any = None, status: str | None = None, q: str | None = None
+    user: User, *, project: Any = None, status: str | None = None, q: str | None = None
 ) -> QuerySet[AgentSession]:
     qs = AgentSession.objects.filter(project__memberships__user=user).select_related("project", "project__policy")
     if project not in (None, ""):
@@ -101,7 +108,7 @@ def session_list_for(
     return qs.distinct()
 
 
-def project_find(ref: str, *, user: AbstractBaseUser) -> Project | None:
+def project_find(ref: str, *, user: User) -> Project | None:
     """For operators (``manage.py ctx``), who see every project: a project by id, whoever's it is, or
     by name among ``user``'s projects; None when there is none."""
     pk = as_pk(ref)
@@ -127,7 +134,7 @@ def session_find(session_ref: Any) -> AgentSession:
     return matches[0]
 
 
-def session_get_for(user: AbstractBaseUser, session_ref: Any, *, min_role: Role = Role.VIEWER) -> AgentSession:
+def session_get_for(user: User, session_ref: Any, *, min_role: Role = Role.VIEWER) -> AgentSession:
     """A session by id (or, for strings that aren't ids, by external id) that the user may see."""
     qs = AgentSession.objects.select_related("project", "project__policy")
     ref = str(session_ref)
@@ -140,31 +147,29 @@ def session_get_for(user: AbstractBaseUser, session_ref: Any, *, min_role: Role 
         if len(candidates) == 1:
             session = candidates[0]
             role = role_in(user, session.project_id)
-    _require(role, min_role, "Session")
-    return session
+    return _require(session, role, min_role, "Session")
 
 
-def _owned(model: type, user: AbstractBaseUser, pk: Any, *, min_role: Role, what: str) -> Any:
+def _owned(model: type[_SessionRow], user: User, pk: Any, *, min_role: Role, what: str) -> _SessionRow:
     """A row hanging off a session, scoped like its session: 404 outside the user's projects."""
     key = as_pk(pk)
     row = None if key is None else model.objects.select_related("session", "session__project").filter(pk=key).first()
-    _require(role_in(user, row.session.project_id) if row else None, min_role, what)
-    return row
+    return _require(row, role_in(user, row.session.project_id) if row else None, min_role, what)
 
 
-def compaction_get_for(user: AbstractBaseUser, pk: Any, *, min_role: Role = Role.VIEWER) -> Compaction:
+def compaction_get_for(user: User, pk: Any, *, min_role: Role = Role.VIEWER) -> Compaction:
     return _owned(Compaction, user, pk, min_role=min_role, what="Compaction")
 
 
-def checkpoint_get_for(user: AbstractBaseUser, pk: Any) -> Checkpoint:
+def checkpoint_get_for(user: User, pk: Any) -> Checkpoint:
     return _owned(Checkpoint, user, pk, min_role=Role.VIEWER, what="Checkpoint")
 
 
-def handoff_get_for(user: AbstractBaseUser, pk: Any) -> HandoffDocument:
+def handoff_get_for(user: User, pk: Any) -> HandoffDocument:
     return _owned(HandoffDocument, user, pk, min_role=Role.VIEWER, what="Handoff")
 
 
-def message_get_for(user: AbstractBaseUser, pk: Any) -> Message:
+def message_get_for(user: User, pk: Any) -> Message:
     """A message, scoped like its session (with the session attached, checked)."""
     key = as_pk(pk)
     message = None if key is None else Message.objects.filter(pk=key).first()
@@ -174,7 +179,7 @@ def message_get_for(user: AbstractBaseUser, pk: Any) -> Message:
     return message
 
 
-def roles_of(user: AbstractBaseUser) -> dict[int, str]:
+def roles_of(user: User) -> dict[int, str]:
     """The user's role in each of their projects, by project id."""
     return dict(Membership.objects.filter(user=user).values_list("project_id", "role"))
 
@@ -183,7 +188,7 @@ def memberships_of(project: Project) -> QuerySet[Membership]:
     return Membership.objects.filter(project=project).select_related("user").order_by("user__username")
 
 
-def member_get(project: Project, user_id: Any) -> Any:
+def member_get(project: Project, user_id: Any) -> User:
     """A user who is a member of the project (the caller checked the asker's right to the project)."""
     key = as_pk(user_id)
     user = None if key is None else get_user_model().objects.filter(pk=key, memberships__project=project).first()
@@ -192,11 +197,11 @@ def member_get(project: Project, user_id: Any) -> Any:
     return user
 
 
-def apikey_list_for(user: AbstractBaseUser) -> QuerySet[ApiKey]:
+def apikey_list_for(user: User) -> QuerySet[ApiKey]:
     return ApiKey.objects.filter(user=user).order_by("-created_at")
 
 
-def apikey_get_for(user: AbstractBaseUser, pk: Any) -> ApiKey:
+def apikey_get_for(user: User, pk: Any) -> ApiKey:
     """One of the user's own keys: nobody else's key is visible to them, not even to admins."""
     key = as_pk(pk)
     found = None if key is None else ApiKey.objects.filter(pk=key, user=user).first()

@@ -4,6 +4,7 @@ same reasons), and per-strategy totals of what one did."""
 from __future__ import annotations
 
 from datetime import datetime
+from types import EllipsisType
 from typing import Any
 
 from django.utils import timezone
@@ -16,7 +17,7 @@ def revert_refusal(
     record: Compaction,
     *,
     now: datetime | None = None,
-    newest_id: int | type[Ellipsis] | None = ...,
+    newest_id: int | EllipsisType | None = ...,
     busy: bool | None = None,
 ) -> Conflict | None:
     """Why this compaction can't be reverted now (the 409 to answer), or None when it can. The page

@@ -4,6 +4,7 @@ usage breakdown and STATUS, all from the session's running totals (nothing is re
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,8 +90,9 @@ def session_usage(session: AgentSession, *, policy: Policy | None = None) -> Usa
     system = calibrate(session.system_tokens, factor)
     tools = calibrate(session.tool_tokens, factor)
     summary = calibrate(session.summary_tokens, factor)
-    if _exact(session):
-        messages = max(0, session.exact_tokens - system - tools - summary)
+    exact = session.exact_tokens if _exact(session) else None
+    if exact is not None:
+        messages = max(0, exact - system - tools - summary)
     else:
         messages = calibrate(session.message_tokens + DEFAULT_FRAMING.request, factor)
     return compute_usage(
@@ -108,13 +110,14 @@ def _exact(session: AgentSession) -> bool:
     return session.exact_tokens is not None and session.exact_upto_seq == session.last_seq
 
 
-def _pending_work(session: AgentSession, latest: dict[str, Any] | None) -> list[str]:
+def _pending_work(session: AgentSession, latest: Mapping[str, Any] | None) -> list[str]:
     """Background work that has waited too long: the broker or the workers may be down. ``latest``:
     the session's newest compaction (a queued one is always the newest: one at a time)."""
     now, limit = timezone.now(), settings.CTX_PENDING_WARNING_SECONDS
     warnings = []
-    queued = latest is not None and latest["status"] == CompactionStatus.QUEUED
-    waiting = (now - max(filter(None, (latest["created_at"], latest["started_at"])))).total_seconds() if queued else 0
+    waiting = 0.0
+    if latest is not None and latest["status"] == CompactionStatus.QUEUED:
+        waiting = (now - max(filter(None, (latest["created_at"], latest["started_at"])))).total_seconds()
     if waiting > limit:
         warnings.append(
             f"A compaction has waited {int(waiting)} s for a worker; the task queue or the "
@@ -160,7 +163,8 @@ def _warnings(session: AgentSession, info: ModelInfo, window: int, current: Usag
         warnings.append(f"The last {last_failed['level']} failed: {last_failed['error']}")
     latest = session.compactions.values("status", "created_at", "started_at", "notes").first()
     warnings += _pending_work(session, latest)
-    warnings += [note for note in (latest or {}).get("notes") or [] if note.startswith(FALLBACK_NOTE)]
+    notes = latest["notes"] if latest is not None else None
+    warnings += [note for note in notes or [] if note.startswith(FALLBACK_NOTE)]
     return warnings
 
 

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
 from compaction import jsonvalues
@@ -15,6 +14,9 @@ from sessions_app.models import (
     AgentSession,
     Project,
 )
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
 
 # The columns' sizes; longer values are refused here rather than by the database.
 SESSION_TEXT_LIMITS = {"name": 200, "model": 100, "external_id": 200}
@@ -74,7 +76,7 @@ def validate_tools(tools: Any) -> list[dict[str, Any]]:
 
 def session_create(
     *,
-    user: AbstractBaseUser,
+    user: User | None,
     project: Project,
     name: str = "",
     model: str = "claude-sonnet-4-5",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -39,6 +39,9 @@ from sessions_app.services.compaction_records import MAX_ATTEMPTS, claim, compac
 from sessions_app.services.handoffs import handoff_auto_document, handoff_from_compaction
 from sessions_app.services.planning import Outcome, Snapshot, plan, snapshot
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
+
 log = logging.getLogger(__name__)
 
 
@@ -49,7 +52,7 @@ def compaction_request(
     *,
     session: AgentSession,
     level: str,
-    user: AbstractBaseUser | None,
+    user: User | None,
     instructions: str = "",
     trigger: str = "manual",
 ) -> Compaction:
@@ -117,6 +120,7 @@ def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
         # Escalation: compact, summarize, and only when the session is still too full, the handoff document.
         if record.level == Level.HANDOFF.value and result in ("succeeded", "skipped"):
             record.refresh_from_db()
+            assert record.tokens_after is not None  # apply() sets it on the records it succeeds or skips
             if record.tokens_after >= snap.policy.handoff * snap.window:
                 handoff_auto_document(record)
                 return "succeeded"

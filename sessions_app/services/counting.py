@@ -58,6 +58,7 @@ def session_count_exact(*, session_id: int) -> str:
     exact = cache.get(key)
     if exact is None:
         counter = exact_counter()
+        assert counter is not None  # ANTHROPIC_API_KEY is set (checked above), so there is a counter
         try:
             exact = counter.count_request(**request)
         except ProviderError as exc:

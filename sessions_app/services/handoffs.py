@@ -4,10 +4,9 @@ fresh session starts from; with ``continue``, that fresh session is created and 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
@@ -25,6 +24,9 @@ from sessions_app.selectors import model_context, usage
 from sessions_app.services import agent_sessions, ingest
 from sessions_app.services.compaction_records import compaction_fail, lock_running
 from sessions_app.services.planning import Outcome, Snapshot, snapshot
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +92,7 @@ def _store(
     merged: dict[str, Any],
     summarizer: str,
     compaction: Compaction | None,
-    user: AbstractBaseUser | None,
+    user: User | None,
 ) -> tuple[HandoffDocument, Handoff]:
     summary_text = render_summary_text(merged)
     checkpoint = Checkpoint.objects.create(
@@ -115,7 +117,7 @@ def _store(
     return document, rendered
 
 
-def handoff_create(*, session: AgentSession, user: AbstractBaseUser | None, continue_: bool = False) -> HandoffDocument:
+def handoff_create(*, session: AgentSession, user: User | None, continue_: bool = False) -> HandoffDocument:
     """Write the handoff document now (REST, CLI, page). The summary call happens outside any
     transaction; the checkpoint, document and continuation are written in one."""
     if session.status != SessionStatus.ACTIVE:
@@ -135,7 +137,7 @@ def handoff_create(*, session: AgentSession, user: AbstractBaseUser | None, cont
     return document
 
 
-def _continue(session: AgentSession, rendered: Handoff, user: AbstractBaseUser | None) -> AgentSession:
+def _continue(session: AgentSession, rendered: Handoff, user: User | None) -> AgentSession:
     """The fresh session: same model, system prompt and tools; the handoff is its first message."""
     fresh = agent_sessions.session_create(
         user=user or session.owner,

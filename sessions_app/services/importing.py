@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from compaction import jsonvalues
@@ -16,6 +15,9 @@ from sessions_app.errors import InvalidInput
 from sessions_app.models import AgentSession, Project
 from sessions_app.selectors.usage import session_status
 from sessions_app.services import agent_sessions, recorded
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
 
 DEFAULT_MODEL = "claude-sonnet-4-5"  # when the transcript names no model
 
@@ -52,7 +54,7 @@ def _pick(transcript: Transcript, episode: int | None) -> Conversation:
 
 def _store(
     *,
-    user: AbstractBaseUser,
+    user: User,
     project: Project,
     conversation: Conversation,
     name: str,
@@ -84,7 +86,7 @@ def _store(
 @transaction.atomic
 def session_import(
     *,
-    user: AbstractBaseUser,
+    user: User,
     project: Project,
     transcript: Transcript,
     name: str = "",

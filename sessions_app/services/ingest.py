@@ -60,7 +60,8 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
     mismatched = frozenset(
         m.client_id
         for m in messages
-        if m.client_id in existing
+        if m.client_id is not None
+        and m.client_id in existing
         and (existing[m.client_id].role, existing[m.client_id].content) != (m.role, m.content)
     )
     return AppendResult(messages=ordered, created=len(rows), session=locked, mismatched=mismatched)

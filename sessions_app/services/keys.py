@@ -6,13 +6,16 @@ import hashlib
 import hmac
 import secrets
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from sessions_app.models import (
     ApiKey,
 )
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
 
 API_KEY_PREFIX = "ctx_"
 
@@ -25,7 +28,7 @@ def _hash_key(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def apikey_create(*, user: AbstractBaseUser, name: str = "") -> tuple[ApiKey, str]:
+def apikey_create(*, user: User, name: str = "") -> tuple[ApiKey, str]:
     """A new key for the user. The raw key is returned once and never stored."""
     raw = API_KEY_PREFIX + secrets.token_urlsafe(32)
     key = ApiKey.objects.create(user=user, name=name[:100], prefix=raw[:12], key_hash=_hash_key(raw))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from compaction.policy import PRESETS, preset
@@ -18,6 +17,9 @@ from sessions_app.models import (
 )
 from sessions_app.services.agent_sessions import check_text
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
+
 PROJECT_NAME_MAX = 200  # the column
 
 
@@ -25,7 +27,7 @@ PROJECT_DESCRIPTION_MAX = 10_000  # shown on every project page: a paragraph, no
 
 
 @transaction.atomic
-def project_create(*, user: AbstractBaseUser, name: str, description: str = "") -> Project:
+def project_create(*, user: User, name: str, description: str = "") -> Project:
     name = name.strip()
     if not name:
         raise InvalidInput("A project needs a name.", code="invalid_name", field="name")
@@ -41,7 +43,7 @@ def project_create(*, user: AbstractBaseUser, name: str, description: str = "") 
 
 
 @transaction.atomic
-def membership_set(*, project: Project, user: AbstractBaseUser, role: str) -> Membership:
+def membership_set(*, project: Project, user: User, role: str) -> Membership:
     if role not in Role.values:
         raise InvalidInput(f"Role must be one of {', '.join(Role.values)}.", code="invalid_role", field="role")
     if role != Role.ADMIN:
@@ -51,12 +53,12 @@ def membership_set(*, project: Project, user: AbstractBaseUser, role: str) -> Me
 
 
 @transaction.atomic
-def membership_remove(*, project: Project, user: AbstractBaseUser) -> None:
+def membership_remove(*, project: Project, user: User) -> None:
     _keep_an_admin(project, leaving=user)
     Membership.objects.filter(project=project, user=user).delete()
 
 
-def _keep_an_admin(project: Project, *, leaving: AbstractBaseUser) -> None:
+def _keep_an_admin(project: Project, *, leaving: User) -> None:
     """A project always keeps one admin, or nobody could manage it again."""
     admins = Membership.objects.select_for_update().filter(project=project, role=Role.ADMIN)
     if not admins.exclude(user=leaving).exists():

@@ -115,20 +115,21 @@ def append(*, session: AgentSession, candidates: Sequence[Candidate], source: st
         for bad in (c for c in chunk if c.message is None):
             rejection_record(session=session, source=source, position=bad.position, problem=bad.problem)
             stored.rejected += 1
-        good = [c for c in chunk if c.message is not None]
+        good = [(c, c.message) for c in chunk if c.message is not None]
         if not good:
             continue
         try:
-            stored.created += ingest.message_append(session=session, messages=[c.message for c in good]).created
+            stored.created += ingest.message_append(session=session, messages=[m for _, m in good]).created
         except InvalidInput:  # one of them can't be stored: store the others one at a time
-            for one in good:
-                _append_one(session, one, source, stored)
+            for one, message in good:
+                _append_one(session, one, message, source, stored)
     return stored
 
 
-def _append_one(session: AgentSession, candidate: Candidate, source: str, stored: Stored) -> None:
-    message = candidate.message
-    assert message is not None
+def _append_one(
+    session: AgentSession, candidate: Candidate, message: NormalizedMessage, source: str, stored: Stored
+) -> None:
+    """Store one candidate's message on its own; one that can't be stored is recorded and skipped."""
     try:
         stored.created += ingest.message_append(session=session, messages=[message]).created
         return

@@ -36,10 +36,9 @@ import hashlib
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
 from django.db import transaction
 
@@ -49,6 +48,9 @@ from sessions_app.errors import Conflict, InvalidInput, TooLarge
 from sessions_app.models import AgentSession, Project
 from sessions_app.selectors.usage import session_status
 from sessions_app.services import agent_sessions, recorded
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +87,7 @@ class SyncResult:
 
 def transcript_sync(
     *,
-    user: AbstractBaseUser,
+    user: User,
     project: Project,
     external_id: str,
     offset: int,
@@ -114,7 +116,7 @@ def transcript_sync(
     return result
 
 
-def _sync(result: SyncResult, *, user: AbstractBaseUser, fmt: str, offset: int, data: bytes, final: bool) -> None:
+def _sync(result: SyncResult, *, user: User, fmt: str, offset: int, data: bytes, final: bool) -> None:
     """Under the main session's row lock: check the offset, extend the text, read it, append."""
     session = result.session
     state = _state(session, fmt)
@@ -194,9 +196,7 @@ class _Read:
     appended_to: set[int] = field(default_factory=set)  # ids of the sessions that got messages
 
 
-def _read_and_append(
-    session: AgentSession, state: dict[str, Any], text: bytes, *, final: bool, user: AbstractBaseUser
-) -> _Read:
+def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, *, final: bool, user: User) -> _Read:
     """Re-read the whole transcript as ``ctx import`` does; store what the earlier reads hadn't.
 
     Per conversation, ``emitted`` counts the reader's messages already handled (stored or
@@ -279,9 +279,7 @@ def _follow_model(session: AgentSession, model: str | None, key: str, state: dic
 # ----------------------------------------------------------------------------- sessions
 
 
-def _main_session(
-    *, user: AbstractBaseUser, project: Project, external_id: str, name: str
-) -> tuple[AgentSession, bool]:
+def _main_session(*, user: User, project: Project, external_id: str, name: str) -> tuple[AgentSession, bool]:
     """The session with this external id in the project, locked; created when there is none."""
     locked = AgentSession.objects.select_for_update()
     session = locked.filter(project=project, external_id=external_id).first()
@@ -301,9 +299,7 @@ def _main_session(
     return locked.get(pk=created.pk), True
 
 
-def _sidechain_session(
-    main: AgentSession, conversation: Any, state: dict[str, Any], user: AbstractBaseUser
-) -> AgentSession:
+def _sidechain_session(main: AgentSession, conversation: Any, state: dict[str, Any], user: User) -> AgentSession:
     sessions: dict[str, int] = state.setdefault("sessions", {})
     known = AgentSession.objects.filter(pk=sessions.get(conversation.key, 0)).first()
     if known is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
@@ -15,7 +15,7 @@ from sessions_app.errors import ServiceError
 from sessions_app.models import Role
 from sessions_app.selectors import compactions
 from sessions_app.services import compaction_runs, handoffs, planning, reverting
-from sessions_app.web.access import compaction_for, session_for
+from sessions_app.web.access import AuthenticatedHttpRequest, compaction_for, session_for
 from sessions_app.web.forms import CompactionForm, HandoffForm
 from sessions_app.web.views import is_htmx, render_session
 
@@ -26,7 +26,7 @@ def _back(session_id: int, anchor: str = "") -> HttpResponse:
 
 @login_required
 @require_POST
-def compaction_preview(request: HttpRequest, session_id: int) -> HttpResponse:
+def compaction_preview(request: AuthenticatedHttpRequest, session_id: int) -> HttpResponse:
     session = session_for(request, session_id, min_role=Role.MEMBER)
     form = CompactionForm(request.POST)
     if not form.is_valid():
@@ -43,7 +43,7 @@ def compaction_preview(request: HttpRequest, session_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def compaction_run(request: HttpRequest, session_id: int) -> HttpResponse:
+def compaction_run(request: AuthenticatedHttpRequest, session_id: int) -> HttpResponse:
     session = session_for(request, session_id, min_role=Role.MEMBER)
     form = CompactionForm(request.POST)
     if not form.is_valid():
@@ -65,7 +65,7 @@ def compaction_run(request: HttpRequest, session_id: int) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def compaction_revert(request: HttpRequest, compaction_id: int) -> HttpResponse:
+def compaction_revert(request: AuthenticatedHttpRequest, compaction_id: int) -> HttpResponse:
     """GET: the confirm step (what will be restored, or why it can't be); POST: revert."""
     record = compaction_for(request, compaction_id, min_role=Role.MEMBER)
     if request.method == "GET":
@@ -86,7 +86,7 @@ def compaction_revert(request: HttpRequest, compaction_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def handoff_create(request: HttpRequest, session_id: int) -> HttpResponse:
+def handoff_create(request: AuthenticatedHttpRequest, session_id: int) -> HttpResponse:
     session = session_for(request, session_id, min_role=Role.MEMBER)
     form = HandoffForm(request.POST)
     if not form.is_valid():

@@ -6,11 +6,10 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-from django.contrib.auth.models import AbstractBaseUser
+from typing import TYPE_CHECKING, Any, Literal
 
 from compaction.reversible import MARK, result_text
+from compaction.status import Status
 from compaction.tokens import calibrate
 from sessions_app.models import (
     ACTIVE_COMPACTION_STATUSES,
@@ -24,6 +23,9 @@ from sessions_app.models import (
 from sessions_app.selectors import access, usage
 from sessions_app.selectors.compactions import newest_revertible_id, revert_refusal, strategy_totals
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
+
 LONG_TEXT = 600  # characters; longer content starts collapsed
 # However large a message, the session page (and its live reloads) shows a bounded excerpt of it:
 # at most this many characters of each block, and this many blocks; the rest is on the message's page.
@@ -31,7 +33,10 @@ EXCERPT_CHARS = 3000
 EXCERPT_BLOCKS = 20
 TITLE_CHARS = 200
 PAGE_CHARS = 100_000  # characters of one message per page of its own view
-SEGMENTS = (
+# The usage bar: the parts of STATUS it stacks, and the thresholds it marks (the keys of
+# ``compaction.status.ThresholdFractions``, in their order).
+Segment = Literal["system_prompt", "tool_definitions", "messages", "summary", "reserved_output", "free"]
+SEGMENTS: tuple[tuple[Segment, str], ...] = (
     ("system_prompt", "System prompt"),
     ("tool_definitions", "Tool definitions"),
     ("messages", "Messages"),
@@ -39,14 +44,15 @@ SEGMENTS = (
     ("reserved_output", "Reserved output"),
     ("free", "Free space"),
 )
+MARKS: tuple[Literal["remind", "compact", "summarize", "handoff"], ...] = ("remind", "compact", "summarize", "handoff")
 
 
-def can_write(user: AbstractBaseUser, project_id: int) -> bool:
+def can_write(user: User, project_id: int) -> bool:
     role = access.role_in(user, project_id)
     return role is not None and ROLE_RANK[role] >= ROLE_RANK[Role.MEMBER]
 
 
-def is_admin(user: AbstractBaseUser, project_id: int) -> bool:
+def is_admin(user: User, project_id: int) -> bool:
     return access.role_in(user, project_id) == Role.ADMIN
 
 
@@ -77,7 +83,7 @@ def session_rows(sessions: Iterable[AgentSession], *, level: str | None = None) 
 # ----------------------------------------------------------------------------- session page
 
 
-def breakdown(status: dict[str, Any]) -> dict[str, Any]:
+def breakdown(status: Status) -> dict[str, Any]:
     """Seed 001's breakdown as segments of one stacked bar, with the thresholds to mark on it."""
     window = status["context_window"] or 1
     segments = []
@@ -92,7 +98,8 @@ def breakdown(status: dict[str, Any]) -> dict[str, Any]:
                 "width": max(0.0, min(100.0, tokens / window * 100)),
             }
         )
-    marks = [{"name": name, "percent": round(value * 100, 1)} for name, value in status["thresholds"].items()]
+    thresholds = status["thresholds"]
+    marks = [{"name": name, "percent": round(thresholds[name] * 100, 1)} for name in MARKS]
     return {"segments": segments, "marks": marks}
 
 
@@ -132,7 +139,7 @@ def live_version(session: AgentSession) -> str:
     return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
 
 
-def live_panel(session: AgentSession, user: AbstractBaseUser, *, version: str | None = None) -> dict[str, Any]:
+def live_panel(session: AgentSession, user: User, *, version: str | None = None) -> dict[str, Any]:
     """What the live part of the session page shows (polled every 2 s): usage and compactions."""
     status = usage.session_status(session)
     busy = session.compactions.filter(status__in=ACTIVE_COMPACTION_STATUSES).exists()
@@ -147,7 +154,7 @@ def live_panel(session: AgentSession, user: AbstractBaseUser, *, version: str | 
     }
 
 
-def session_page(session: AgentSession, user: AbstractBaseUser) -> dict[str, Any]:
+def session_page(session: AgentSession, user: User) -> dict[str, Any]:
     return {
         **live_panel(session, user),
         "checkpoints": [(c, checkpoint_sections(c)) for c in session.checkpoints.order_by("-version")[:20]],
@@ -255,6 +262,8 @@ class MessageText:
 def message_original(message: Message) -> list[Block] | None:
     """What a compacted message said before its current compaction (kept until the revert window
     passes), or None when no backup is left."""
+    if message.compaction_id is None:  # never compacted: nothing was backed up
+        return None
     backup = message.backups.filter(compaction_id=message.compaction_id).order_by("-id").first()
     return blocks_of(backup.content) if backup is not None else None
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -17,7 +17,7 @@ from sessions_app.models import Project, Role
 from sessions_app.selectors import access
 from sessions_app.services import keys as key_services
 from sessions_app.services import projects
-from sessions_app.web.access import apikey_for, member_for, project_for
+from sessions_app.web.access import AuthenticatedHttpRequest, apikey_for, member_for, project_for
 from sessions_app.web.forms import ApiKeyForm, MemberForm, PolicyForm, PresetForm, RoleForm
 
 
@@ -25,7 +25,9 @@ def _settings_url(project: Project, anchor: str = "") -> str:
     return reverse("web:project-settings", args=[project.pk]) + anchor
 
 
-def render_settings(request: HttpRequest, project: Project, *, status: int = 200, **forms: Any) -> HttpResponse:
+def render_settings(
+    request: AuthenticatedHttpRequest, project: Project, *, status: int = 200, **forms: Any
+) -> HttpResponse:
     memberships = access.memberships_of(project)
     context = {
         "project": project,
@@ -41,13 +43,13 @@ def render_settings(request: HttpRequest, project: Project, *, status: int = 200
 
 
 @login_required
-def project_settings(request: HttpRequest, project_id: int) -> HttpResponse:
+def project_settings(request: AuthenticatedHttpRequest, project_id: int) -> HttpResponse:
     return render_settings(request, project_for(request, project_id, min_role=Role.ADMIN))
 
 
 @login_required
 @require_POST
-def member_add(request: HttpRequest, project_id: int) -> HttpResponse:
+def member_add(request: AuthenticatedHttpRequest, project_id: int) -> HttpResponse:
     project = project_for(request, project_id, min_role=Role.ADMIN)
     form = MemberForm(request.POST)
     if not form.is_valid():
@@ -64,7 +66,7 @@ def member_add(request: HttpRequest, project_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def member_role(request: HttpRequest, project_id: int, user_id: int) -> HttpResponse:
+def member_role(request: AuthenticatedHttpRequest, project_id: int, user_id: int) -> HttpResponse:
     project = project_for(request, project_id, min_role=Role.ADMIN)
     user = member_for(project, user_id)
     form = RoleForm(request.POST, prefix=f"m{user.pk}")
@@ -82,7 +84,7 @@ def member_role(request: HttpRequest, project_id: int, user_id: int) -> HttpResp
 
 @login_required
 @require_POST
-def member_remove(request: HttpRequest, project_id: int, user_id: int) -> HttpResponse:
+def member_remove(request: AuthenticatedHttpRequest, project_id: int, user_id: int) -> HttpResponse:
     project = project_for(request, project_id, min_role=Role.ADMIN)
     user = member_for(project, user_id)
     try:
@@ -98,7 +100,7 @@ def member_remove(request: HttpRequest, project_id: int, user_id: int) -> HttpRe
 
 @login_required
 @require_POST
-def policy_preset(request: HttpRequest, project_id: int) -> HttpResponse:
+def policy_preset(request: AuthenticatedHttpRequest, project_id: int) -> HttpResponse:
     project = project_for(request, project_id, min_role=Role.ADMIN)
     form = PresetForm(request.POST)
     if not form.is_valid():
@@ -110,7 +112,7 @@ def policy_preset(request: HttpRequest, project_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def policy_update(request: HttpRequest, project_id: int) -> HttpResponse:
+def policy_update(request: AuthenticatedHttpRequest, project_id: int) -> HttpResponse:
     project = project_for(request, project_id, min_role=Role.ADMIN)
     form = PolicyForm(request.POST, instance=project.policy)
     if not form.is_valid():
@@ -123,14 +125,16 @@ def policy_update(request: HttpRequest, project_id: int) -> HttpResponse:
 # ----------------------------------------------------------------------------- API keys (the user's own)
 
 
-def _keys_origin(request: HttpRequest) -> Project | None:
+def _keys_origin(request: AuthenticatedHttpRequest) -> Project | None:
     """The settings page a key form was posted from, if any. Resolved (and the user's right to it
     checked) before anything is written, so a refused request creates or revokes nothing."""
     project_id = request.POST.get("project") or request.GET.get("project")
     return project_for(request, project_id, min_role=Role.ADMIN) if project_id else None
 
 
-def _keys_page(request: HttpRequest, project: Project | None, *, status: int = 200, **extra: Any) -> HttpResponse:
+def _keys_page(
+    request: AuthenticatedHttpRequest, project: Project | None, *, status: int = 200, **extra: Any
+) -> HttpResponse:
     if project is not None:
         return render_settings(request, project, status=status, **extra)
     context = {
@@ -142,13 +146,13 @@ def _keys_page(request: HttpRequest, project: Project | None, *, status: int = 2
 
 
 @login_required
-def keys(request: HttpRequest) -> HttpResponse:
+def keys(request: AuthenticatedHttpRequest) -> HttpResponse:
     return _keys_page(request, _keys_origin(request))
 
 
 @login_required
 @require_POST
-def key_create(request: HttpRequest) -> HttpResponse:
+def key_create(request: AuthenticatedHttpRequest) -> HttpResponse:
     project = _keys_origin(request)
     form = ApiKeyForm(request.POST)
     if not form.is_valid():
@@ -160,7 +164,7 @@ def key_create(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
+def key_revoke(request: AuthenticatedHttpRequest, key_id: int) -> HttpResponse:
     key = apikey_for(request, key_id)
     project = _keys_origin(request)
     key_services.apikey_revoke(key=key)

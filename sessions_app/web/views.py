@@ -18,7 +18,7 @@ from django.shortcuts import redirect, render
 from sessions_app.models import AgentSession, Message
 from sessions_app.selectors import access
 from sessions_app.web import pages
-from sessions_app.web.access import message_for, project_for, session_for
+from sessions_app.web.access import AuthenticatedHttpRequest, message_for, project_for, session_for
 from sessions_app.web.forms import CompactionForm, HandoffForm, SessionFilterForm
 
 SESSIONS_PER_PAGE = 25
@@ -46,14 +46,14 @@ def is_htmx(request: HttpRequest) -> bool:
 
 
 @login_required
-def project_list(request: HttpRequest) -> HttpResponse:
+def project_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     if request.GET.get("go"):  # the header's project switcher
         return redirect("web:project", project_for(request, request.GET["go"]).pk)
     return render(request, "sessions_app/project_list.html", {"projects": access.project_list_for(request.user)})
 
 
 @login_required
-def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
+def project_detail(request: AuthenticatedHttpRequest, project_id: int) -> HttpResponse:
     project = project_for(request, project_id)
     filters = SessionFilterForm(request.GET)
     values = filters.cleaned_data if filters.is_valid() else {}
@@ -69,7 +69,9 @@ def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
             request.GET.get("page")
         )
     else:
-        page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
+        # The sessions are paged, then their rows take their place on the page.
+        paginator: Paginator[Any] = Paginator(sessions, SESSIONS_PER_PAGE)
+        page = paginator.get_page(request.GET.get("page"))
         page.object_list = pages.session_rows(page.object_list)
     query = request.GET.copy()
     query.pop("page", None)
@@ -86,7 +88,9 @@ def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
     )
 
 
-def render_session(request: HttpRequest, session: AgentSession, *, status: int = 200, **extra: Any) -> HttpResponse:
+def render_session(
+    request: AuthenticatedHttpRequest, session: AgentSession, *, status: int = 200, **extra: Any
+) -> HttpResponse:
     """The session page; actions re-render it with a bound form (errors) or a preview."""
     context = pages.session_page(session, request.user)
     context.update(
@@ -101,12 +105,12 @@ def render_session(request: HttpRequest, session: AgentSession, *, status: int =
 
 
 @login_required
-def session_detail(request: HttpRequest, session_id: int) -> HttpResponse:
+def session_detail(request: AuthenticatedHttpRequest, session_id: int) -> HttpResponse:
     return render_session(request, session_for(request, session_id))
 
 
 @login_required
-def session_live(request: HttpRequest, session_id: int) -> HttpResponse:
+def session_live(request: AuthenticatedHttpRequest, session_id: int) -> HttpResponse:
     """Polled by the page: 204 while nothing changed; otherwise the fresh usage and compaction panel,
     and an ``HX-Trigger`` that makes the timeline reload itself."""
     session = session_for(request, session_id)
@@ -119,7 +123,7 @@ def session_live(request: HttpRequest, session_id: int) -> HttpResponse:
 
 
 @login_required
-def session_timeline(request: HttpRequest, session_id: int) -> HttpResponse:
+def session_timeline(request: AuthenticatedHttpRequest, session_id: int) -> HttpResponse:
     session = session_for(request, session_id)
     return render(request, "sessions_app/_timeline.html", {"session": session, "entries": pages.timeline(session)})
 
@@ -128,19 +132,23 @@ def _message_page(
     request: HttpRequest, message: Message, blocks: list[pages.Block] | None, *, original: bool
 ) -> HttpResponse:
     """A whole message, PAGE_CHARS characters at a time: however large, each answer stays a page."""
-    page = Paginator(pages.MessageText(blocks or []), pages.PAGE_CHARS).get_page(request.GET.get("page"))
+    # Ignored: Django's Paginator takes "a sliceable object with a count() or __len__() method" and only
+    # slices it; the stubs' protocol also asks for indexing and iteration, which MessageText has no use for.
+    text = pages.MessageText(blocks or [])
+    paginator: Paginator[pages.Block] = Paginator(text, pages.PAGE_CHARS)  # type: ignore[arg-type]
+    page = paginator.get_page(request.GET.get("page"))
     context = {"session": message.session, "message": message, "page": page, "original": original}
     return render(request, "sessions_app/message.html", {**context, "gone": blocks is None})
 
 
 @login_required
-def message_detail(request: HttpRequest, message_id: int) -> HttpResponse:
+def message_detail(request: AuthenticatedHttpRequest, message_id: int) -> HttpResponse:
     message = message_for(request, message_id)
     return _message_page(request, message, pages.blocks_of(message.content), original=False)
 
 
 @login_required
-def message_original(request: HttpRequest, message_id: int) -> HttpResponse:
+def message_original(request: AuthenticatedHttpRequest, message_id: int) -> HttpResponse:
     """What a compacted message said before: an excerpt in the timeline (htmx), else in full, paged."""
     message = message_for(request, message_id)
     blocks = pages.message_original(message)

@@ -236,7 +236,7 @@ class Command(BaseCommand):
             tasks.after_append(document.continuation_id)
         rendered = {"txt": document.text, "md": document.markdown, "json": json.dumps(document.data, indent=2)}
         body = rendered[options["format"]]
-        data = {
+        data: dict[str, Any] = {
             "handoff": document.pk,
             "session": session.pk,
             "checkpoint": document.checkpoint_id,
