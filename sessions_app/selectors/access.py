@@ -91,16 +91,20 @@ def project_find_for(user: User, ref: str, *, min_role: Role = Role.VIEWER) -> P
 
 
 def session_list_for(
-    user: User, *, project: Any = None, status: str | None = None, q: str | None = None
+    user: User, *, project: Any = None, status: str | None = None, q: str | None = None, model: str | None = None
 ) -> QuerySet[AgentSession]:
+    """The user's sessions, filtered by project, status, a text in the name, external id or model
+    (``q``), or a text in the model alone (``model``)."""
     qs = AgentSession.objects.filter(project__memberships__user=user).select_related("project", "project__policy")
     if project not in (None, ""):
         try:
             qs = qs.filter(project_id=int(project))
         except (TypeError, ValueError):
             return qs.none()
-    if not _storable(status, q):
+    if not _storable(status, q, model):
         return qs.none()
+    if model:
+        qs = qs.filter(model__icontains=model)
     if status:
         qs = qs.filter(status=status)
     if q:

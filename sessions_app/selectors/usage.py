@@ -24,9 +24,6 @@ from sessions_app.models import (
     ModelProfile,
 )
 
-# ----------------------------------------------------------------------------- access
-
-
 # ----------------------------------------------------------------------------- models and policy
 
 
@@ -202,6 +199,3 @@ def session_status(session: AgentSession) -> Status:
         "last_seq": session.last_seq,
         "calibration_factor": info.calibration,
     }
-
-
-# ----------------------------------------------------------------------------- context

@@ -60,9 +60,16 @@ def compaction_fail(compaction_id: int, error: str) -> None:
         session.save(update_fields=["compaction_failures", "auto_paused", "updated_at"])
 
 
-def lock_running(record: Compaction) -> tuple[AgentSession, Compaction] | None:
-    """Inside a transaction: the session and the record, locked — or None when the record is no
-    longer running (another worker reclaimed it after this one looked dead)."""
+class LostClaim(Exception):
+    """The record is no longer running: another worker reclaimed it after this one looked dead, so
+    this one writes nothing."""
+
+
+def lock_running(record: Compaction) -> tuple[AgentSession, Compaction]:
+    """Inside a transaction: the session and the record, locked, before a run's result is written.
+    Raises ``LostClaim`` when the record is no longer running."""
     session = AgentSession.objects.select_for_update().get(pk=record.session_id)
     current = Compaction.objects.select_for_update().get(pk=record.pk)
-    return (session, current) if current.status == CompactionStatus.RUNNING else None
+    if current.status != CompactionStatus.RUNNING:
+        raise LostClaim(f"compaction {record.pk} is {current.status}")
+    return session, current

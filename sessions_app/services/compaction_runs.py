@@ -35,7 +35,7 @@ from sessions_app.models import (
     SessionStatus,
 )
 from sessions_app.selectors import model_context
-from sessions_app.services.compaction_records import MAX_ATTEMPTS, claim, compaction_fail, lock_running
+from sessions_app.services.compaction_records import MAX_ATTEMPTS, LostClaim, claim, compaction_fail, lock_running
 from sessions_app.services.handoffs import handoff_auto_document, handoff_from_compaction
 from sessions_app.services.planning import Outcome, Snapshot, plan, snapshot
 
@@ -104,18 +104,11 @@ def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
         )
         if fallback_reason and outcome.summary is not None:
             outcome.notes.append(f"{FALLBACK_NOTE} ({fallback_reason}); the offline extractive summary was used.")
-    except EngineError as exc:
-        if not exc.permanent:
-            raise
-        compaction_fail(compaction_id, str(exc))
-        return "failed"
-    except Exception as exc:  # a bug must not leave the record running forever
-        log.exception("compaction %s crashed while planning", compaction_id)
-        compaction_fail(compaction_id, f"internal error: {type(exc).__name__}")
-        return "failed"
-    if manual_handoff:
-        return handoff_from_compaction(record, snap, outcome)
+    except Exception as exc:
+        return _failed(compaction_id, exc, "planning")
     try:
+        if manual_handoff:
+            return handoff_from_compaction(record, snap, outcome)
         result = apply(record, snap, outcome)
         # Escalation: compact, summarize, and only when the session is still too full, the handoff document.
         if record.level == Level.HANDOFF.value and result in ("succeeded", "skipped"):
@@ -125,15 +118,24 @@ def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
                 handoff_auto_document(record)
                 return "succeeded"
         return result
-    except EngineError as exc:
-        if not exc.permanent:
-            raise
-        compaction_fail(compaction_id, str(exc))
-        return "failed"
+    except LostClaim:
+        return "lost-claim"
     except Exception as exc:
-        log.exception("compaction %s crashed while applying", compaction_id)
+        return _failed(compaction_id, exc, "applying")
+
+
+def _failed(compaction_id: int, exc: Exception, stage: str) -> str:
+    """Called while handling ``exc``: a permanent engine error, or a bug (which must not leave the
+    record running forever), fails the compaction; no message was changed. A transient engine error
+    propagates: the task retries it."""
+    if isinstance(exc, EngineError):
+        if not exc.permanent:
+            raise exc
+        compaction_fail(compaction_id, str(exc))
+    else:
+        log.exception("compaction %s crashed while %s", compaction_id, stage)
         compaction_fail(compaction_id, f"internal error: {type(exc).__name__}")
-        return "failed"
+    return "failed"
 
 
 def apply(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
@@ -141,10 +143,7 @@ def apply(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
     policy = snap.policy
     now = timezone.now()
     with transaction.atomic():
-        locked = lock_running(record)
-        if locked is None:
-            return "lost-claim"
-        session, current = locked
+        session, current = lock_running(record)
         current.upto_seq = snap.upto_seq
         current.tokens_before = outcome.tokens_before
         if (outcome.saved < policy.min_saving_tokens and record.trigger == "auto") or outcome.saved <= 0:

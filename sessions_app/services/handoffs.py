@@ -193,10 +193,7 @@ def handoff_from_compaction(record: Compaction, snap: Snapshot, outcome: Outcome
         return "failed"
     now = timezone.now()
     with transaction.atomic():
-        locked = lock_running(record)
-        if locked is None:
-            return "lost-claim"
-        session, current = locked
+        session, current = lock_running(record)  # LostClaim: the caller answers "lost-claim"
         document, _ = _store(session=session, snap=snap, merged=merged, summarizer=used, compaction=current, user=None)
         current.status = CompactionStatus.SUCCEEDED
         current.upto_seq = snap.upto_seq

@@ -26,6 +26,7 @@ from sessions_app.selectors.compactions import newest_revertible_id, revert_refu
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
 
+LIST_DEFERRED = ("tools", "system_prompt", "metadata")  # what a list of sessions never shows
 LONG_TEXT = 600  # characters; longer content starts collapsed
 # However large a message, the session page (and its live reloads) shows a bounded excerpt of it:
 # at most this many characters of each block, and this many blocks; the rest is on the message's page.

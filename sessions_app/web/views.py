@@ -58,11 +58,12 @@ def project_detail(request: AuthenticatedHttpRequest, project_id: int) -> HttpRe
     filters = SessionFilterForm(request.GET)
     values = filters.cleaned_data if filters.is_valid() else {}
     sessions = access.session_list_for(
-        request.user, project=project.pk, status=values.get("status") or None, q=values.get("q") or None
-    )
-    sessions = sessions.defer("tools", "system_prompt", "metadata")  # a list needs none of these
-    if values.get("model"):
-        sessions = sessions.filter(model__icontains=values["model"])
+        request.user,
+        project=project.pk,
+        status=values.get("status") or None,
+        q=values.get("q") or None,
+        model=values.get("model") or None,
+    ).defer(*pages.LIST_DEFERRED)
     if values.get("level"):
         # The level is derived from each session's cached totals, not stored: filter, then page.
         page = Paginator(pages.session_rows(sessions, level=values["level"]), SESSIONS_PER_PAGE).get_page(

@@ -90,3 +90,11 @@ def test_a_cycle_fails_even_within_a_layer_and_behind_a_function(tmp_path):
 def test_a_module_outside_every_layer_is_reported(tmp_path):
     root = _tree(tmp_path, {**GOOD, "app/stray.py": "from app.models import Message\n"})
     assert violations(root, "app", FAKE_LAYERS) == ["app.stray is in no layer"]
+
+
+def test_every_folder_of_code_is_a_package_the_installer_finds():
+    """setuptools' find_packages skips a folder without ``__init__.py``: ``pip install .`` (the
+    Dockerfile) would leave it out although the editable install of a checkout still imports it."""
+    for top in ("sessions_app", "compaction", "ctxclient", "ctxweb"):
+        folders = {path.parent for path in (ROOT / top).rglob("*.py") if "__pycache__" not in path.parts}
+        assert [str(f.relative_to(ROOT)) for f in sorted(folders) if not (f / "__init__.py").exists()] == []
