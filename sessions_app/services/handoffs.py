@@ -137,12 +137,20 @@ def handoff_create(*, session: AgentSession, user: User | None, continue_: bool 
     return document
 
 
+def _continuation_name(session: AgentSession) -> str:
+    """The session's name and " (continued)": a name that already fills its column is shortened, with
+    an ellipsis, so the suffix still fits."""
+    base, suffix = session.name or f"session {session.pk}", " (continued)"
+    room = agent_sessions.SESSION_TEXT_LIMITS["name"] - len(suffix)
+    return (base if len(base) <= room else base[: room - 1] + "…") + suffix
+
+
 def _continue(session: AgentSession, rendered: Handoff, user: User | None) -> AgentSession:
     """The fresh session: same model, system prompt and tools; the handoff is its first message."""
     fresh = agent_sessions.session_create(
         user=user or session.owner,
         project=session.project,
-        name=f"{session.name or f'session {session.pk}'} (continued)",
+        name=_continuation_name(session),
         model=session.model,
         system_prompt=session.system_prompt,
         tools=session.tools,

@@ -60,7 +60,7 @@ def test_the_session_page_follows_a_worker_and_the_api_without_reloading(worker,
     assert page.locator("#compactions .badge.running").inner_text() == "in progress…"
     assert live_bar(page) == (before["usage_percent"], before["level"])
     # The worker claims it and waits on the LLM: the panel shows it running.
-    page.wait_for_selector(f"#compaction-{record.pk}[data-status=running]", timeout=10_000)
+    page.wait_for_selector(f"#compaction-{record.pk}[data-status=running]", timeout=30_000)
     shot(page, "session-running")
     page.wait_for_selector(f"#compaction-{record.pk}[data-status=succeeded]", timeout=30_000)
     assert not_reloaded(page)

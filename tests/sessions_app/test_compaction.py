@@ -142,6 +142,18 @@ def test_summarize_checkpoints_old_turns_and_keeps_the_context_valid(busy, api_a
     assert [c["id"] for c in listed] == [checkpoint.pk]
 
 
+@pytest.mark.parametrize("length", [1, 188, 189, 200])
+def test_a_continuation_keeps_the_name_within_its_column(busy, api_as, team, length):
+    """ " (continued)" follows the old name; a name that fills the column is shortened to make room
+    (a 200-character name used to make the handoff fail with a 400)."""
+    AgentSession.objects.filter(pk=busy.pk).update(name="n" * length)
+    response = api_as(team.bob).post(f"/api/v1/sessions/{busy.pk}/handoff/", {"continue": True})
+    assert response.status_code == 201, response.content
+    name = AgentSession.objects.get(pk=response.json()["continuation"]).name
+    assert name.endswith(" (continued)") and len(name) <= 200
+    assert name == "n" * length + " (continued)" if length <= 188 else name == "n" * 187 + "… (continued)"
+
+
 def test_handoff_with_continue_starts_a_fresh_session(busy, api_as, team):
     response = api_as(team.bob).post(f"/api/v1/sessions/{busy.pk}/handoff/", {"continue": True})
     assert response.status_code == 201, response.content
