@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import transaction
 
 from compaction.errors import EngineError, ProviderError
+from sessions_app.models import AgentSession
 from sessions_app.services import auto, compaction_records, compaction_runs, counting, retention
 
 log = logging.getLogger(__name__)
@@ -42,14 +43,14 @@ def compaction_send(compaction_id: int) -> None:
     transaction.on_commit(lambda: send(run_compaction, compaction_id))
 
 
-def after_append(*session_ids: int) -> None:
+def after_append(*sessions: AgentSession | int) -> None:
     """The step after storing messages: what they set off (``services.auto``), sent to the workers."""
-    for session_id in session_ids:
-        follow = auto.after_append(session_id)
+    for session in sessions:
+        follow = auto.after_append(session)
         if follow.compaction_id is not None:
             compaction_send(follow.compaction_id)
         if follow.count_in is not None:
-            transaction.on_commit(partial(send, count_exact_tokens, session_id, countdown=follow.count_in))
+            transaction.on_commit(partial(send, count_exact_tokens, follow.session_id, countdown=follow.count_in))
 
 
 # ----------------------------------------------------------------------------- tasks

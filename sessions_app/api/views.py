@@ -238,7 +238,7 @@ class MessageListCreateApi(APIView):
         messages = normalize_batch(request.data, max_messages=settings.CTX_MAX_BATCH)
         result = ingest.message_append(session=session, messages=messages)
         if result.created:
-            tasks.after_append(session.pk)
+            tasks.after_append(result.session)  # the row just written: its totals are current
         calibration = usage.model_info(result.session.model).calibration
         context = {"calibration": calibration, "mismatched": result.mismatched}
         answered = s.AppendedMessageOut(result.messages, many=True, context=context).data

@@ -29,30 +29,29 @@ class FollowUp:
     count_in: float | None = None  # seconds until an exact count should run; None: no count
 
 
-def after_append(session_id: int) -> FollowUp:
-    """Decide, under the session's row lock and from its running totals, what its new messages set off."""
-    with transaction.atomic():
-        session = (
-            AgentSession.objects.select_for_update(of=("self",))
-            .select_related("project", "project__policy")
-            .filter(pk=session_id)
-            .first()
-        )
-        if session is None:
-            return FollowUp(session_id)
-        record = auto_queue(session)
+def after_append(session: AgentSession | int) -> FollowUp:
+    """What a session's new messages set off, decided from its running totals. ``session``: the row
+    the append just wrote (``AppendResult.session``: its totals are current and its policy is then
+    at hand for STATUS), or an id, read afresh. No lock is needed: the partial unique constraint on
+    queued compactions lets one through however many appends decide at once."""
+    if isinstance(session, int):
+        found = AgentSession.objects.select_related("project", "project__policy").filter(pk=session).first()
+        if found is None:
+            return FollowUp(session)
+        session = found
+    record = auto_queue(session)
     count_in = None
     if settings.ANTHROPIC_API_KEY:
         delay = settings.CTX_EXACT_COUNT_DEBOUNCE_SECONDS
         # One queued count per session per debounce window; it counts whatever is stored when it runs.
-        if cache.add(f"ctx:exact-pending:{session_id}", 1, timeout=delay):
+        if cache.add(f"ctx:exact-pending:{session.pk}", 1, timeout=delay):
             count_in = float(delay)
-    return FollowUp(session_id, record.pk if record is not None else None, count_in)
+    return FollowUp(session.pk, record.pk if record is not None else None, count_in)
 
 
 def auto_level(session: AgentSession) -> Level | None:
-    """The level an append should queue a compaction for, or None. Called under the session's row
-    lock, from the cached totals. A session that has not grown by the policy's minimum saving since
+    """The level an append should queue a compaction for, or None, from the session's running
+    totals. A session that has not grown by the policy's minimum saving since
     its last compaction isn't compacted again (no churn after a skip, a failure or a revert)."""
     policy = usage.policy_for(session)
     if session.status != SessionStatus.ACTIVE or session.auto_paused:
