@@ -18,7 +18,7 @@ a column can't hold (or only just can) in one field of it.
 A server error fails the example with the server's own exception (so Hypothesis tells distinct bugs
 apart) and notes naming the request, the requests before it and the rows it left behind.
 
-Knobs: ``CTX_READBACK_EXAMPLES`` (examples per endpoint, default 10: CI's budget; 200 digs deep),
+Knobs: ``CTX_READBACK_EXAMPLES`` (examples per endpoint, default 8: CI's budget; 200 digs deep),
 ``CTX_READBACK_SHRINK_SECONDS`` (how long to shrink a failure, default 10) and
 ``CTX_READBACK_SURVEY=FILE``: record every failing example as a JSON line in FILE and go on, so one
 run lists every distinct failure rather than the first of each endpoint.
@@ -52,7 +52,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # Examples per endpoint; the import runs twice as many (most uploads are refused, cheaply), and the
 # two that store nothing (count_tokens, the list filters) four times as many.
-EXAMPLES = int(os.environ.get("CTX_READBACK_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("CTX_READBACK_EXAMPLES", "8"))
 # Shrinking replays whole request sequences: it stops after this many seconds per test (Hypothesis'
 # own limit is 300) and reports the smallest failing example found by then.
 SHRINK_SECONDS = float(os.environ.get("CTX_READBACK_SHRINK_SECONDS", "10"))
@@ -906,7 +906,7 @@ def one_field(base: Any) -> st.SearchStrategy:
     return st.tuples(st.sampled_from(_paths(base)), st.sampled_from(COLUMN_BREAKERS)).map(lambda pair: put(base, *pair))
 
 
-@settings(SETTINGS, max_examples=5 * EXAMPLES)
+@settings(SETTINGS, max_examples=4 * EXAMPLES)
 @given(body=one_field(BASE_BATCH))
 @surveyed
 def test_one_field_of_messages(world: World, body: Any) -> None:

@@ -91,7 +91,7 @@ def assert_stream_equals_import(user: Any, data: bytes, plan: list[Upload], tag:
                 cache.delete(key)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(STEP, min_size=1, max_size=12), seed=st.integers(0, 2**32 - 1))
 def test_any_chunking_of_a_generated_transcript_equals_its_import(owner, steps, seed):
     data = build(steps, "cc-stream").encode()
