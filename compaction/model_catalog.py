@@ -3,6 +3,7 @@ and win over it; an unknown model falls back to ``FALLBACK_CONTEXT_WINDOW`` toke
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 FALLBACK_CONTEXT_WINDOW = 128_000
@@ -63,7 +64,38 @@ def best_match(name: str, candidates: list[str] | tuple[str, ...]) -> str | None
     return max(hits, key=len) if hits else None
 
 
+@dataclass(frozen=True)
+class ModelFamily:
+    """Models the table doesn't name but whose family it knows: what its members have in common."""
+
+    pattern: str  # matched against the start of the canonical name
+    provider: str
+    context_window: int
+    max_output_tokens: int
+    calibration: float = 1.0
+
+    def spec(self, name: str) -> ModelSpec:
+        return ModelSpec(name, self.provider, self.context_window, self.max_output_tokens, self.calibration)
+
+
+# Tried in order, after the named models: a bare or newer name of a known family ("claude-opus",
+# "claude-sonnet-5", "gpt-5.2") gets its family's window and calibration, not the 128,000 fallback.
+# Claude's max output is the smallest of its current models, so the reserve is never too small.
+MODEL_FAMILIES: tuple[ModelFamily, ...] = (
+    ModelFamily(r"claude(-|$)", "anthropic", 200_000, 32_000, CLAUDE_CALIBRATION),
+    ModelFamily(r"gpt-5([.-]|$)", "openai", 400_000, 128_000),
+    ModelFamily(r"gpt-4\.1([.-]|$)", "openai", 1_047_576, 32_768),
+    ModelFamily(r"gpt-4o([.-]|$)", "openai", 128_000, 16_384),
+    ModelFamily(r"o[34]([.-]|$)", "openai", 200_000, 100_000),
+)
+
+
 def spec_for(name: str) -> ModelSpec | None:
+    """A named model (or a dated version of one), else a member of a known family, else None."""
     by_name = {spec.name: spec for spec in KNOWN_MODELS}
     match = best_match(name, tuple(by_name))
-    return by_name[match] if match else None
+    if match:
+        return by_name[match]
+    bare = canonical_model_name(name)
+    family = next((f for f in MODEL_FAMILIES if re.match(f.pattern, bare)), None)
+    return family.spec(bare) if family else None

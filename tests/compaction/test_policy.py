@@ -1,6 +1,12 @@
 import pytest
 
-from compaction.model_catalog import FALLBACK_CONTEXT_WINDOW, best_match, canonical_model_name, spec_for
+from compaction.model_catalog import (
+    CLAUDE_CALIBRATION,
+    FALLBACK_CONTEXT_WINDOW,
+    best_match,
+    canonical_model_name,
+    spec_for,
+)
 from compaction.policy import PRESETS, Policy, level_for, validate
 from compaction.types import Level, level_choices
 from compaction.usage import compute_usage, recommendation, render_bar
@@ -90,3 +96,26 @@ def test_model_names_resolve_by_prefix_and_fall_back():
     assert best_match("gpt-4o-2024-08-06", ["gpt-4", "gpt-4o"]) == "gpt-4o"
     assert spec_for("some-local-llama") is None
     assert FALLBACK_CONTEXT_WINDOW == 128_000
+
+
+@pytest.mark.parametrize(
+    ("name", "window", "calibration"),
+    [
+        ("claude-opus", 200_000, CLAUDE_CALIBRATION),
+        ("claude-sonnet", 200_000, CLAUDE_CALIBRATION),
+        ("claude-haiku", 200_000, CLAUDE_CALIBRATION),
+        ("anthropic/claude-sonnet-5", 200_000, CLAUDE_CALIBRATION),
+        ("gpt-5.2", 400_000, 1.0),
+        ("gpt-5.1-codex", 400_000, 1.0),
+        ("gpt-4.1-nano", 1_047_576, 1.0),
+        ("o3-pro", 200_000, 1.0),
+    ],
+)
+def test_a_bare_or_newer_name_of_a_known_family_gets_the_family_window(name, window, calibration):
+    spec = spec_for(name)
+    assert spec is not None and (spec.context_window, spec.calibration) == (window, calibration)
+
+
+@pytest.mark.parametrize("name", ["claudette", "gpt-50", "gpt-4.10", "o30", "my-local-llama", "llama-claude"])
+def test_names_that_only_look_like_a_family_stay_unknown(name):
+    assert spec_for(name) is None
