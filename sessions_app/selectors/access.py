@@ -121,16 +121,21 @@ def project_find(ref: str, *, user: User) -> Project | None:
     return project_list_for(user).filter(name=ref).first() if _storable(ref) else None
 
 
-def session_find(session_ref: Any) -> AgentSession:
-    """Any session, by id or by an external id no other session has: for operators (``manage.py ctx``),
-    who see every project. Users go through ``session_get_for``."""
-    qs = AgentSession.objects.select_related("project", "project__policy")
-    ref = str(session_ref)
+def _sessions_by_ref(qs: QuerySet[AgentSession], ref: str) -> list[AgentSession]:
+    """What ``ref`` names among ``qs``: the session with that id; else those (at most two, enough to
+    tell one from several) whose external id it is: the agent's own session id."""
     pk = as_pk(ref)
     found = qs.filter(pk=pk).first() if pk is not None else None
     if found is not None:
-        return found
-    matches = list(qs.filter(external_id=ref)[:2]) if ref and _storable(ref) else []
+        return [found]
+    return list(qs.filter(external_id=ref)[:2]) if ref and _storable(ref) else []
+
+
+def session_find(session_ref: Any) -> AgentSession:
+    """Any session, by id or by an external id no other session has: for operators (``manage.py ctx``),
+    who see every project. Users go through ``session_get_for``."""
+    ref = str(session_ref)
+    matches = _sessions_by_ref(AgentSession.objects.select_related("project", "project__policy"), ref)
     if len(matches) > 1:
         raise NotFound(f"Several sessions have external id {ref!r}; use the numeric id.")
     if not matches:
@@ -140,18 +145,10 @@ def session_find(session_ref: Any) -> AgentSession:
 
 def session_get_for(user: User, session_ref: Any, *, min_role: Role = Role.VIEWER) -> AgentSession:
     """A session by id (or, for strings that aren't ids, by external id) that the user may see."""
-    qs = AgentSession.objects.select_related("project", "project__policy")
-    ref = str(session_ref)
-    pk = as_pk(ref)
-    session = qs.filter(pk=pk).first() if pk is not None else None
-    role = role_in(user, session.project_id) if session else None
-    if role is None and ref and _storable(ref):
-        # Not an id of theirs: maybe an external id (the agent's own session id) in one of their projects.
-        candidates = list(qs.filter(external_id=ref, project__memberships__user=user)[:2])
-        if len(candidates) == 1:
-            session = candidates[0]
-            role = role_in(user, session.project_id)
-    return _require(session, role, min_role, "Session")
+    mine = AgentSession.objects.filter(project__memberships__user=user).select_related("project", "project__policy")
+    matches = _sessions_by_ref(mine, str(session_ref))
+    session = matches[0] if len(matches) == 1 else None
+    return _require(session, role_in(user, session.project_id) if session else None, min_role, "Session")
 
 
 def _owned(model: type[_SessionRow], user: User, pk: Any, *, min_role: Role, what: str) -> _SessionRow:
