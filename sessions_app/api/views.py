@@ -142,7 +142,7 @@ class SessionImportApi(APIView):
             auto_compact=data["auto_compact"],
             episode=data["episode"],
         )
-        tasks.after_append(*importing.appended_to(result))
+        tasks.after_append(*result.appended_to)
         return Response(importing.import_summary(result), status=201)
 
 

@@ -22,6 +22,13 @@ if TYPE_CHECKING:
 SESSION_TEXT_LIMITS = {"name": 200, "model": 100, "external_id": 200}
 
 
+def fit(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters (with an ellipsis) and made storable: for names the
+    server makes up (from a recorded file, for a continuation) rather than refuses."""
+    text = jsonvalues.clean_text(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def check_text(value: Any, field: str, *, limit: int | None = None, nul: bool = True) -> None:
     """A string the database can hold: within ``limit`` characters, no NUL (unless ``nul`` is False),
     no lone surrogate. Raises InvalidInput naming the field."""

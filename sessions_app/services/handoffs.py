@@ -140,9 +140,9 @@ def handoff_create(*, session: AgentSession, user: User | None, continue_: bool 
 def _continuation_name(session: AgentSession) -> str:
     """The session's name and " (continued)": a name that already fills its column is shortened, with
     an ellipsis, so the suffix still fits."""
-    base, suffix = session.name or f"session {session.pk}", " (continued)"
+    suffix = " (continued)"
     room = agent_sessions.SESSION_TEXT_LIMITS["name"] - len(suffix)
-    return (base if len(base) <= room else base[: room - 1] + "…") + suffix
+    return agent_sessions.fit(session.name or f"session {session.pk}", room) + suffix
 
 
 def _continue(session: AgentSession, rendered: Handoff, user: User | None) -> AgentSession:

@@ -31,6 +31,11 @@ class ImportResult:
     rejected: int = 0  # messages that could not be stored (each an IngestRejection of its session)
     cleaned: dict[str, int] = field(default_factory=dict)  # what was made storable, by kind
 
+    @property
+    def appended_to(self) -> list[int]:
+        """The sessions the import stored messages in, for the caller's ``tasks.after_append``."""
+        return [s.pk for s in (self.session, *self.sidechains) if s.message_count]
+
 
 def transcript_parse(data: bytes | str, fmt: str) -> Transcript:
     try:
@@ -69,11 +74,11 @@ def _store(
     session = agent_sessions.session_create(
         user=user,
         project=project,
-        name=recorded.fit(name, recorded.NAME_MAX),
+        name=agent_sessions.fit(name, recorded.NAME_MAX),
         model=model or recorded.model_name(conversation.model) or DEFAULT_MODEL,
         system_prompt=jsonvalues.clean_text(conversation.system_prompt or ""),
         tools=conversation.tools or [],
-        external_id=recorded.fit(external_id, recorded.EXTERNAL_ID_MAX),
+        external_id=agent_sessions.fit(external_id, recorded.EXTERNAL_ID_MAX),
         context_window=context_window,
         auto_compact=auto_compact,
         metadata=metadata,
@@ -137,11 +142,6 @@ def session_import(
         rejected=rejected,
         cleaned=dict(transcript.cleaned),
     )
-
-
-def appended_to(result: ImportResult) -> list[int]:
-    """The sessions the import stored messages in, for the caller's ``tasks.after_append``."""
-    return [s.pk for s in (result.session, *result.sidechains) if s.message_count]
 
 
 def import_summary(result: ImportResult) -> dict[str, Any]:

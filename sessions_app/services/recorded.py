@@ -97,12 +97,6 @@ def model_name(value: Any) -> str | None:
     return jsonvalues.clean_text(value)
 
 
-def fit(text: str, limit: int) -> str:
-    """A name from a recorded file, cut to its column (with an ellipsis) and made storable."""
-    text = jsonvalues.clean_text(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 # ----------------------------------------------------------------------------- storing
 
 
@@ -156,13 +150,13 @@ def rejection_record(
 ) -> IngestRejection:
     """Keep what was skipped and why, for admins and the session's warnings."""
     code, detail = problem or ("invalid", "could not be stored")
-    position = fit(position, 200)
-    detail = fit(detail, 500)
+    position = agent_sessions.fit(position, 200)
+    detail = agent_sessions.fit(detail, 500)
     rejection = IngestRejection.objects.create(
         session=session, source=source, position=position, code=code[:50], detail=detail
     )
     AgentSession.objects.filter(pk=session.pk).update(
-        rejected_count=F("rejected_count") + 1, rejected_reason=fit(f"{position}: {detail}", 500)
+        rejected_count=F("rejected_count") + 1, rejected_reason=agent_sessions.fit(f"{position}: {detail}", 500)
     )
     return rejection
 

@@ -304,7 +304,7 @@ def _sidechain_session(main: AgentSession, conversation: Any, state: dict[str, A
     known = AgentSession.objects.filter(pk=sessions.get(conversation.key, 0)).first()
     if known is not None:
         return known
-    external_id = recorded.fit(f"{main.external_id}:{conversation.key}", recorded.EXTERNAL_ID_MAX)
+    external_id = agent_sessions.fit(f"{main.external_id}:{conversation.key}", recorded.EXTERNAL_ID_MAX)
     session = AgentSession.objects.filter(project_id=main.project_id, external_id=external_id).first()
     if session is None:
         number = conversation.key.rsplit("-", 1)[-1]
@@ -312,7 +312,7 @@ def _sidechain_session(main: AgentSession, conversation: Any, state: dict[str, A
             session = agent_sessions.session_create(
                 user=user,
                 project=main.project,
-                name=recorded.fit(f"{main.name} · sub-agent {number}", recorded.NAME_MAX),
+                name=agent_sessions.fit(f"{main.name} · sub-agent {number}", recorded.NAME_MAX),
                 model=recorded.model_name(conversation.model) or DEFAULT_MODEL,
                 external_id=external_id,
                 metadata={"conversation": conversation.key, "sidechain_of": main.pk},

@@ -147,7 +147,7 @@ class Command(BaseCommand):
             auto_compact=False if options["no_auto"] else None,
             episode=options["episode"],
         )
-        tasks.after_append(*importing.appended_to(result))
+        tasks.after_append(*result.appended_to)
         data = importing.import_summary(result)
         skipped = ", ".join(f"{k}: {v}" for k, v in sorted(result.skipped.items())) or "none"
         human = (
