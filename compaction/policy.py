@@ -8,6 +8,7 @@ ctxweb's own. All of them: docs/POLICIES.md, "Presets".
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -29,9 +30,13 @@ class Policy:
     # Never compact the newest N user turns, nor the newest T tokens of tool output.
     keep_recent_turns: int = 2
     protect_tool_tokens: int = 40_000
-    # Summarizing keeps a tail: the newest messages that fit tail_fraction of the window,
-    # and at least keep_recent_messages of them (the `brainchain` preset keeps 10).
-    tail_fraction: float = 0.30
+    # A run brings usage down to target_after (hysteresis: the next run is a real step away).
+    target_after: float = 0.50
+    # Reversible strategies run before any summary (`gsd` and `kai` only summarize).
+    reversible_first: bool = True
+    # A summary keeps the newest messages verbatim, up to the target and at most tail_fraction of
+    # the window (`kai`: 30 %). The newest keep_recent_messages are never touched by any strategy.
+    tail_fraction: float = 0.50
     keep_recent_messages: int = 6
     summary_budget: int = 1_000
     min_saving_tokens: int = 500
@@ -39,6 +44,8 @@ class Policy:
     prune_days: int = 30
     context_doc_max_lines: int = 500
     auto: bool = True
+    # At the handoff level: close the session and continue in a fresh linked one (`brainchain`).
+    auto_continue: bool = False
     summarizer_model: str = "claude-haiku-4-5"
     preserve_patterns: tuple[str, ...] = field(default=DEFAULT_PRESERVE_PATTERNS)
 
@@ -71,38 +78,43 @@ class Policy:
 
 PRESETS: dict[str, Policy] = {
     "default": Policy(),
-    # adk: raw < 70 % ≤ compact < 85 % ≤ summarize < 95 % ≤ handoff; summary < 500
-    # tokens; revert within 24 h; archive after 30 days; project context ≤ 500 lines.
+    # adk: raw < 70 % ≤ compact < 85 % ≤ summarize < 95 % ≤ handoff; summary < 500 tokens; at least
+    # 30 % saved by a compaction (70 % → 45 %); revert within 24 h; archive after 30 days; project
+    # context ≤ 500 lines.
     "adk": Policy(
         remind=0.70,
         compact=0.70,
         summarize=0.85,
         handoff=0.95,
+        target_after=0.45,
         summary_budget=500,
         revert_hours=24,
         prune_days=30,
         context_doc_max_lines=500,
     ),
-    # kai: summarize the head at 65 %, 15 % reserved for output, the tail fits 30 %
-    # of the window. It has no reversible step and no handoff, so those sit at the top.
+    # kai: summarize the head at 65 % to under 50 %, the tail in 30 % of the window, 15 % reserved
+    # for output. No reversible step and no handoff, so the handoff threshold sits at the top.
     "kai": Policy(
         remind=0.65,
         compact=0.65,
         summarize=0.65,
         handoff=1.0,
+        target_after=0.45,
+        reversible_first=False,
         output_reserve=0.15,
         tail_fraction=0.30,
     ),
-    # gsd: one checkpoint compaction above 90 % (90k of a 100k limit).
-    "gsd": Policy(remind=0.90, compact=0.90, summarize=0.90, handoff=1.0),
-    # brainchain: remind 70 %, compress (prune + summarize old messages) 85 %,
-    # compact (summary + reset into a linked new session) 95 %; keep 10 recent messages.
+    # gsd: a checkpoint compaction above 90 % (90k of a 100k limit): a summary, no pruning.
+    "gsd": Policy(remind=0.90, compact=0.90, summarize=0.90, handoff=1.0, reversible_first=False),
+    # brainchain: remind 70 %; at 85 % prune tool output and summarize old messages; at 95 %
+    # summarize the whole session and go on in a fresh linked session; 10 recent messages untouched.
     "brainchain": Policy(
         remind=0.70,
         compact=0.85,
         summarize=0.85,
         handoff=0.95,
         keep_recent_messages=10,
+        auto_continue=True,
     ),
 }
 
@@ -126,6 +138,25 @@ def level_for(fraction: float, thresholds: Thresholds) -> Level:
     return Level.OK
 
 
+MAX_PATTERN_CHARS = 500
+
+
+def _pattern_problem(patterns: Any) -> str:
+    """What is wrong with a list of preserve patterns, or ''."""
+    if isinstance(patterns, str) or not isinstance(patterns, list | tuple):
+        return "A list of regular expressions."
+    for pattern in patterns:
+        if not isinstance(pattern, str) or not pattern:
+            return "Each pattern is a non-empty regular expression."
+        if len(pattern) > MAX_PATTERN_CHARS:
+            return f"A pattern is at most {MAX_PATTERN_CHARS} characters."
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            return f"{pattern!r} is not a valid regular expression: {exc}."
+    return ""
+
+
 def validate(values: dict[str, Any]) -> dict[str, str]:
     """Field name → what is wrong with it. Empty when the values make a usable policy."""
     errors: dict[str, str] = {}
@@ -138,6 +169,19 @@ def validate(values: dict[str, Any]) -> dict[str, str]:
         for lower, upper in itertools.pairwise(order):
             if values[lower] > values[upper]:
                 errors[upper] = f"Must be at least the {lower} threshold ({values[lower]:g})."
+    target = values.get("target_after")
+    compact = values.get("compact")
+    if target is not None:
+        if not isinstance(target, int | float) or isinstance(target, bool) or not 0 < target < 1:
+            errors["target_after"] = "A run's target is a share of the window above 0 and below 1."
+        elif isinstance(compact, int | float) and "compact" not in errors and target >= compact:
+            # Without the gap every run would end just under the trigger and the next append cross it.
+            errors["target_after"] = f"Must be below the compact threshold ({compact:g}), or runs never end."
+    patterns = values.get("preserve_patterns")
+    if patterns is not None:
+        problem = _pattern_problem(patterns)
+        if problem:
+            errors["preserve_patterns"] = problem
     reserve = values.get("output_reserve")
     if reserve is not None and not 0 <= reserve < 0.5:
         errors["output_reserve"] = "Reserve a share of the window from 0 up to (not including) 0.5."

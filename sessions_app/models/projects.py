@@ -116,7 +116,13 @@ class CompactionPolicy(models.Model):
     output_reserve = models.FloatField(default=0.10, help_text="Share of the window kept for the reply.")
     keep_recent_turns = models.PositiveIntegerField(default=2)
     protect_tool_tokens = models.PositiveIntegerField(default=40_000)
-    tail_fraction = models.FloatField(default=0.30)
+    target_after = models.FloatField(default=0.50, help_text="Share of the window a run brings usage down to.")
+    reversible_first = models.BooleanField(
+        default=True, help_text="Run the reversible strategies before summarizing anything."
+    )
+    tail_fraction = models.FloatField(
+        default=0.50, help_text="Most of the window the verbatim tail after a summary may take."
+    )
     keep_recent_messages = models.PositiveIntegerField(default=6)
     summary_budget = models.PositiveIntegerField(default=1_000)
     min_saving_tokens = models.PositiveIntegerField(default=500)
@@ -124,6 +130,9 @@ class CompactionPolicy(models.Model):
     prune_days = models.PositiveIntegerField(default=30)
     context_doc_max_lines = models.PositiveIntegerField(default=500)
     auto = models.BooleanField(default=True, help_text="Compact automatically when a threshold is crossed.")
+    auto_continue = models.BooleanField(
+        default=False, help_text="At the handoff level, close the session and continue in a fresh linked one."
+    )
     summarizer_model = models.CharField(max_length=100, default="claude-haiku-4-5")
     preserve_patterns = models.JSONField(default=list, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -138,8 +147,6 @@ class CompactionPolicy(models.Model):
 
     def clean(self) -> None:
         errors = engine_policy.validate({name: getattr(self, name) for name in self.ENGINE_FIELDS})
-        if not isinstance(self.preserve_patterns, list) or not all(isinstance(p, str) for p in self.preserve_patterns):
-            errors["preserve_patterns"] = "A list of regular expressions."
         if errors:
             raise ValidationError(errors)
 
