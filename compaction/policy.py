@@ -37,7 +37,7 @@ class Policy:
     # A summary keeps the newest messages verbatim, up to the target and at most tail_fraction of
     # the window (`kai`: 30 %). The newest keep_recent_messages are never touched by any strategy.
     tail_fraction: float = 0.50
-    keep_recent_messages: int = 6
+    keep_recent_messages: int = 2
     summary_budget: int = 1_000
     min_saving_tokens: int = 500
     revert_hours: int = 24
@@ -58,9 +58,14 @@ class Policy:
         return min(self.protect_tool_tokens, int(context_window * 0.20))
 
     def summary_tokens(self, context_window: int) -> int:
-        """The summary budget: the policy's figure, capped at 10 % of the window so that the tail
-        (``tail_fraction``) plus the summary leave a summarized session below half its window."""
+        """The summary budget: the policy's figure, capped at 10 % of the window so that the summary
+        leaves room under the target for the verbatim tail."""
         return max(MIN_SUMMARY_TOKENS, min(self.summary_budget, int(context_window * 0.10)))
+
+    def min_saving(self, context_window: int) -> int:
+        """The least a run must free to be worth it: the policy's figure, capped at 5 % of the window
+        so that a small window is not left full for want of a saving that is large for it."""
+        return min(self.min_saving_tokens, int(context_window * 0.05))
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -103,6 +108,7 @@ PRESETS: dict[str, Policy] = {
         reversible_first=False,
         output_reserve=0.15,
         tail_fraction=0.30,
+        keep_recent_messages=0,
     ),
     # gsd: a checkpoint compaction above 90 % (90k of a 100k limit): a summary, no pruning.
     "gsd": Policy(remind=0.90, compact=0.90, summarize=0.90, handoff=1.0, reversible_first=False),

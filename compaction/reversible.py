@@ -10,8 +10,9 @@ Three strategies, each reporting tokens before and after per message:
 - ``verbose``: long diffs, logs, stack traces and JSON keep their head, their tail and every line
   that matches a preserve pattern.
 
-What is never touched: the newest ``keep_recent_turns`` user turns and everything after them,
-the newest ``protected_tool_tokens`` of tool output, and the last message a person typed. Lines
+What is never touched: the newest ``keep_recent_messages`` messages, the newest
+``keep_recent_turns`` user turns and everything after them, the newest ``protected_tool_tokens``
+of tool output, and the last message a person typed. Lines
 matching a preserve pattern survive every strategy verbatim.
 """
 
@@ -194,11 +195,12 @@ class _Planner:
         self.references: set[int] = set()  # seqs the message being planned refers to
 
     def _protected_messages(self) -> set[int]:
-        """The newest N user turns (user-role messages, as the API counts turns) and all after them,
-        and the last message a person typed, wherever it is."""
+        """The newest ``keep_recent_messages`` messages, the newest N user turns (user-role messages,
+        as the API counts turns) and all after them, and the last message a person typed."""
         turns = [i for i, m in enumerate(self.messages) if m.role in ("user", "tool")]
         keep = self.policy.keep_recent_turns
         start = len(self.messages) if keep <= 0 else (turns[-keep] if len(turns) >= keep else 0)
+        start = min(start, max(0, len(self.messages) - self.policy.keep_recent_messages))
         protected = {m.seq for m in self.messages[start:]}
         if turns:
             protected.add(self.messages[turns[-1]].seq)  # the last user message stays verbatim

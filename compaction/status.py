@@ -7,7 +7,7 @@ any ``python3`` from 3.8 on.
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, Optional, TypedDict
 
 # The values of compaction.types.Level, in its order (tests/compaction/test_status_type.py holds them equal).
 LevelName = Literal["ok", "remind", "compact", "summarize", "handoff"]
@@ -50,8 +50,14 @@ class Status(TypedDict):
     thresholds: ThresholdFractions
     # An append now queues an automatic compaction (auto on, not paused, level compact or above).
     will_compact: bool
-    # Some history is condensed (a summary or a succeeded compaction), so the messages are not all verbatim.
+    # Some history is condensed (a summary or a succeeded compaction, ever), so the messages are not all verbatim.
     compacted: bool
+    # A compaction succeeded since the newest message arrived: the context to send next changed.
+    compacted_in_this_step: bool
+    # The session still takes messages, so its work can go on in a fresh linked session (a handoff with continue).
+    can_continue: bool
+    # The session this one was handed off to (it then takes no messages), or null.
+    continued_in: Optional[int]  # noqa: UP045 (ctxclient's Python 3.8 reads this module)
     # One sentence for the agent saying what to do at this level.
     recommendation: str
     # "exact": Anthropic counted this very request; "estimate": the calibrated offline count.

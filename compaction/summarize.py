@@ -71,21 +71,28 @@ class SummaryPlan:
     lossy: bool = True
 
 
-# After summarizing, the session uses less than half its window; this wins over keep_recent_messages
-# (docs/COMPACTION.md, "Summaries and checkpoints").
-TARGET_AFTER_SUMMARY = 0.5
-
-
 def split_tail(
-    messages: Sequence[Msg], policy: Policy, *, context_window: int, minimal: bool = False, limit: float | None = None
+    messages: Sequence[Msg],
+    policy: Policy,
+    *,
+    context_window: int,
+    minimal: bool = False,
+    limit: float | None = None,
+    hard_limit: float | None = None,
 ) -> int:
-    """Index of the first tail message.
+    """Index of the first tail message: the newest messages that fit ``tail_fraction`` of the window
+    and ``limit`` (the tokens left for them under the run's target), contiguous from the end.
 
-    ``minimal``: only the ``keep_recent_messages`` (and what they need), for a summary someone
-    asked for while everything would fit the tail budget. ``limit``: the most tokens the tail may
-    hold for the session to end below half its window; the keep-recent floor yields to it."""
+    Never fewer than ``keep_recent_messages``: those are protected from every strategy, so they stay
+    even when they alone pass the limit — unless they would pass ``hard_limit`` (the room left in
+    the window itself): a session that can't be sent helps nobody, so then the tail keeps only the
+    newest messages that fit it. Always: the last user message stays, and a tool result never loses
+    its call to the head. ``minimal``: only the protected messages (and what they need), for a
+    summary someone asked for while everything would fit."""
     n = len(messages)
-    budget = 0 if minimal else policy.tail_fraction * context_window
+    budget = 0.0 if minimal else policy.tail_fraction * context_window
+    if limit is not None:
+        budget = min(budget, max(0.0, limit))
     fitting, total = 0, 0
     for m in reversed(messages):
         if total + m.tokens > budget:
@@ -109,12 +116,17 @@ def split_tail(
             start = min(callers)
         return start
 
-    count = min(n, max(fitting, policy.keep_recent_messages))
+    floor = min(n, policy.keep_recent_messages)
+    count = min(n, max(fitting, floor))
     start = start_for(count)
-    if limit is not None:
-        while count > 1 and sum(m.tokens for m in messages[start:]) > limit:
-            count -= 1
-            start = start_for(count)
+    # Pulling in a call (or the last user message) can push the tail past its budget: give back
+    # messages from its old end, down to the protected ones (and below them only past the window).
+    while count > floor and sum(m.tokens for m in messages[start:]) > budget:
+        count -= 1
+        start = start_for(count)
+    while hard_limit is not None and count > 1 and sum(m.tokens for m in messages[start:]) > hard_limit:
+        count -= 1
+        start = start_for(count)
     return start
 
 
@@ -134,16 +146,21 @@ def plan_summarize(
     now: str,
     force: bool = False,
     fixed_tokens: int = 0,
+    target_tokens: float | None = None,
 ) -> SummaryPlan:
     """What summarizing would do: which messages the checkpoint replaces, and the checkpoint.
 
-    ``fixed_tokens`` (system prompt, tools) count toward the half-window goal. ``force`` (a person
-    asked): when every message fits the tail budget, keep only the minimal tail."""
+    ``target_tokens``: what the whole context may hold after the run (default: the policy's
+    ``target_after`` of the window); the tail keeps what fits under it next to ``fixed_tokens``
+    (system prompt, tools) and the summary. ``force`` (a person asked): when every message fits,
+    keep only the minimal tail."""
     budget = policy.summary_tokens(context_window)
-    limit = TARGET_AFTER_SUMMARY * context_window - budget - fixed_tokens
-    start = split_tail(messages, policy, context_window=context_window, limit=limit)
+    target = policy.target_after * context_window if target_tokens is None else target_tokens
+    limit = target - budget - fixed_tokens
+    hard = (1 - policy.output_reserve) * context_window - budget - fixed_tokens
+    start = split_tail(messages, policy, context_window=context_window, limit=limit, hard_limit=hard)
     if start == 0 and force:
-        start = split_tail(messages, policy, context_window=context_window, minimal=True, limit=limit)
+        start = split_tail(messages, policy, context_window=context_window, minimal=True, limit=limit, hard_limit=hard)
     head, tail = list(messages[:start]), list(messages[start:])
     if not head:
         raise EngineError(

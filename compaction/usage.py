@@ -43,11 +43,15 @@ def compute_usage(
     )
 
 
-def recommendation(usage: Usage) -> str:
-    return RECOMMENDATIONS[usage.level].format(pct=usage.usage_percent)
+def recommendation(usage: Usage, *, just_compacted: bool = False) -> str:
+    """One sentence for the agent; it names a compaction that finished since the newest message."""
+    text = RECOMMENDATIONS[usage.level].format(pct=usage.usage_percent)
+    if just_compacted:
+        return f"Compacted since your last message (the context you send next is smaller). {text}"
+    return text
 
 
-def usage_warnings(usage: Usage) -> list[str]:
+def usage_warnings(usage: Usage, *, compacted: bool = False) -> list[str]:
     warnings: list[str] = []
     if usage.free < 0:
         warnings.append(
@@ -57,7 +61,12 @@ def usage_warnings(usage: Usage) -> list[str]:
     if usage.level == Level.REMIND:
         warnings.append(
             f"Context at {usage.usage_percent:.0f}%, past the reminder threshold "
-            f"({usage.thresholds.remind:.0%}); nothing is compacted yet."
+            f"({usage.thresholds.remind:.0%}); "
+            + (
+                f"older turns are already compacted, and the next compaction starts at {usage.thresholds.compact:.0%}."
+                if compacted
+                else "nothing is compacted yet."
+            )
         )
     if usage.used > usage.context_window:
         warnings.append("The context is larger than the model's window: a request would be refused.")

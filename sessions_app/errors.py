@@ -7,12 +7,15 @@ class ServiceError(Exception):
     status = 400
     code = "invalid"
 
-    def __init__(self, detail: str, *, code: str | None = None, field: str | None = None) -> None:
+    def __init__(
+        self, detail: str, *, code: str | None = None, field: str | None = None, extra: dict[str, object] | None = None
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         if code:
             self.code = code
         self.field = field
+        self.extra = extra or {}  # more keys for the JSON answer, e.g. where a closed session continues
 
 
 class InvalidInput(ServiceError):

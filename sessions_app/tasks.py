@@ -43,14 +43,18 @@ def compaction_send(compaction_id: int) -> None:
     transaction.on_commit(lambda: send(run_compaction, compaction_id))
 
 
-def after_append(*sessions: AgentSession | int) -> None:
-    """The step after storing messages: what they set off (``services.auto``), sent to the workers."""
+def after_append(*sessions: AgentSession | int) -> bool:
+    """The step after storing messages: what they set off (``services.auto``), sent to the workers.
+    True when a compaction was queued (in the embedded mode it has run already: reread the session)."""
+    queued = False
     for session in sessions:
         follow = auto.after_append(session)
+        queued = queued or follow.compaction_id is not None
         if follow.compaction_id is not None:
             compaction_send(follow.compaction_id)
         if follow.count_in is not None:
             transaction.on_commit(partial(send, count_exact_tokens, follow.session_id, countdown=follow.count_in))
+    return queued
 
 
 # ----------------------------------------------------------------------------- tasks

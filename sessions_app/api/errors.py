@@ -33,6 +33,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         body = {"detail": exc.detail, "code": exc.code}
         if exc.field:
             body["field"] = exc.field
+        body.update({k: v for k, v in exc.extra.items() if k not in body})
         return Response(body, status=exc.status)
     if isinstance(exc, MessageError):
         return Response({"detail": exc.detail, "code": exc.code}, status=status.HTTP_400_BAD_REQUEST)

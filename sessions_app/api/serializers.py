@@ -329,6 +329,10 @@ def _field_for(hint: Any, name: str) -> serializers.Field:
     """The DRF field that documents one key of a TypedDict."""
     if hint in _SCALARS:
         return _SCALARS[hint]()
+    args = get_args(hint)
+    if type(None) in args and len(args) == 2:  # Optional[X]: X's field, null allowed
+        inner = next(a for a in args if a is not type(None))
+        return _SCALARS[inner](allow_null=True)
     if get_origin(hint) is Literal:
         return serializers.ChoiceField(choices=list(get_args(hint)))
     if get_origin(hint) is list:

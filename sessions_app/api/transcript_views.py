@@ -43,6 +43,11 @@ class TranscriptIn(serializers.Serializer):
 
 class TranscriptOut(serializers.Serializer):
     session = serializers.IntegerField(help_text="The session holding the main conversation")
+    continued_in = serializers.IntegerField(
+        allow_null=True,
+        help_text="Once that session was handed off into a fresh linked one (auto-continue): the session now "
+        "taking the conversation's messages, whose STATUS `status` is; else null",
+    )
     offset = serializers.IntegerField(help_text="Bytes of the transcript the server holds: the next upload's offset")
     received = serializers.IntegerField(help_text="Bytes of this upload that were new")
     messages = serializers.IntegerField(help_text="Messages stored by this upload (sub-agents' included)")

@@ -237,8 +237,8 @@ class MessageListCreateApi(APIView):
         session = access.session_get_for(request.user, session_id, min_role=Role.MEMBER)
         messages = normalize_batch(request.data, max_messages=settings.CTX_MAX_BATCH)
         result = ingest.message_append(session=session, messages=messages)
-        if result.created:
-            tasks.after_append(result.session)  # the row just written: its totals are current
+        if result.created and tasks.after_append(result.session):  # the row just written: its totals are current
+            result.session.refresh_from_db()  # a compaction may have run in-process meanwhile (embedded mode)
         calibration = usage.model_info(result.session.model).calibration
         context = {"calibration": calibration, "mismatched": result.mismatched}
         answered = s.AppendedMessageOut(result.messages, many=True, context=context).data

@@ -9,6 +9,14 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AlterField(
+            model_name="compactionpolicy",
+            name="keep_recent_messages",
+            field=models.PositiveIntegerField(
+                default=2,
+                help_text="The newest messages no strategy touches (they yield only when they alone overflow the window).",
+            ),
+        ),
         migrations.AddField(
             model_name="compactionpolicy",
             name="auto_continue",
@@ -40,10 +48,10 @@ class Migration(migrations.Migration):
 
 # The presets' new settings as of this migration (frozen: later preset edits must not rewrite history).
 PRESET_VALUES = {
-    "default": {"target_after": 0.50, "reversible_first": True, "auto_continue": False, "tail_fraction": 0.50},
-    "adk": {"target_after": 0.45, "reversible_first": True, "auto_continue": False, "tail_fraction": 0.50},
-    "kai": {"target_after": 0.45, "reversible_first": False, "auto_continue": False, "tail_fraction": 0.30},
-    "gsd": {"target_after": 0.50, "reversible_first": False, "auto_continue": False, "tail_fraction": 0.50},
+    "default": {"target_after": 0.50, "reversible_first": True, "auto_continue": False, "tail_fraction": 0.50, "keep_recent_messages": 2},
+    "adk": {"target_after": 0.45, "reversible_first": True, "auto_continue": False, "tail_fraction": 0.50, "keep_recent_messages": 2},
+    "kai": {"target_after": 0.45, "reversible_first": False, "auto_continue": False, "tail_fraction": 0.30, "keep_recent_messages": 0},
+    "gsd": {"target_after": 0.50, "reversible_first": False, "auto_continue": False, "tail_fraction": 0.50, "keep_recent_messages": 2},
     "brainchain": {"target_after": 0.50, "reversible_first": True, "auto_continue": True, "tail_fraction": 0.50},
 }
 

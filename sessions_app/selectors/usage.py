@@ -21,7 +21,9 @@ from sessions_app.models import (
     FALLBACK_NOTE,
     AgentSession,
     CompactionStatus,
+    HandoffDocument,
     ModelProfile,
+    SessionStatus,
 )
 
 # ----------------------------------------------------------------------------- models and policy
@@ -126,10 +128,20 @@ def _pending_work(session: AgentSession, latest: Mapping[str, Any] | None) -> li
     return warnings
 
 
-def _warnings(session: AgentSession, info: ModelInfo, window: int, current: Usage) -> list[str]:
+def continuation_of(session: AgentSession) -> int | None:
+    """The session a handed-off one continues in (the newest, if it was handed off more than once)."""
+    return (
+        HandoffDocument.objects.filter(session=session, continuation__isnull=False)
+        .order_by("-id")
+        .values_list("continuation_id", flat=True)
+        .first()
+    )
+
+
+def _warnings(session: AgentSession, info: ModelInfo, window: int, current: Usage, *, compacted: bool) -> list[str]:
     """What STATUS warns about: the usage itself, an unknown model, counts and transcripts that went
     wrong, paused or failed compactions, work that waits too long."""
-    warnings = usage_warnings(current)
+    warnings = usage_warnings(current, compacted=compacted)
     if not info.known:
         warnings.append(
             f"Model {session.model!r} is not known; assuming a {window:,}-token window. "
@@ -172,7 +184,22 @@ def session_status(session: AgentSession) -> Status:
     window = session.context_window_override or info.context_window
     current = session_usage(session, policy=policy)
     auto = auto_compact_enabled(session, policy)
-    warnings = _warnings(session, info, window, current)
+    finished = (
+        session.compactions.filter(status=CompactionStatus.SUCCEEDED)
+        .order_by("-finished_at")
+        .values_list("finished_at", flat=True)
+        .first()
+    )
+    compacted = session.summary_tokens > 0 or finished is not None
+    just_compacted = finished is not None and finished >= session.last_activity_at
+    warnings = _warnings(session, info, window, current, compacted=compacted)
+    open_ = session.status == SessionStatus.ACTIVE
+    continued_in = None if open_ else continuation_of(session)
+    if not open_:
+        warnings.append(
+            f"This session is {session.status.replace('_', ' ')}"
+            + (f"; it continues in session {continued_in}." if continued_in else "; it takes no more messages.")
+        )
     return {
         "model": session.model,
         "context_window": window,
@@ -187,9 +214,11 @@ def session_status(session: AgentSession) -> Status:
         "level": current.level.value,
         "thresholds": current.thresholds.as_dict(),
         "will_compact": auto and not session.auto_paused and current.level >= Level.COMPACT,
-        "compacted": session.summary_tokens > 0
-        or session.compactions.filter(status=CompactionStatus.SUCCEEDED).exists(),
-        "recommendation": recommendation(current),
+        "compacted": compacted,
+        "compacted_in_this_step": just_compacted,
+        "can_continue": open_,
+        "continued_in": continued_in,
+        "recommendation": recommendation(current, just_compacted=just_compacted),
         "token_source": "exact" if _exact(session) else "estimate",
         "warnings": warnings,
         "auto_compact": auto,

@@ -69,7 +69,7 @@ def auto_level(session: AgentSession) -> Level | None:
         if last["status"] in ACTIVE_COMPACTION_STATUSES:
             return None
         baseline = last["tokens_after"] if last["status"] == CompactionStatus.SUCCEEDED else last["tokens_before"]
-        if baseline is not None and current.used - baseline < policy.min_saving_tokens:
+        if baseline is not None and current.used - baseline < policy.min_saving(current.context_window):
             return None
     return level
 

@@ -9,6 +9,7 @@ calibrated (the same units as STATUS); message rows keep raw offline counts.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -81,47 +82,67 @@ def compaction_request(
 
 
 def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
-    """Claim, plan outside any transaction, apply. Transient engine errors propagate (the task
-    retries them); anything else marks the compaction failed and changes no message.
-    ``fallback_reason``: the model kept failing, so the offline summarizer stands in (and says so)."""
+    """Claim, plan outside any transaction, apply; one log line says what the run did. Transient
+    engine errors propagate (the task retries them); anything else marks the compaction failed and
+    changes no message. ``fallback_reason``: the model kept failing, so the offline summarizer
+    stands in (and says so)."""
     if not claim(compaction_id):
         return "not-claimed"
+    started = time.monotonic()
     record = Compaction.objects.select_related("session", "session__project", "session__project__policy").get(
         pk=compaction_id
     )
+    result = _run(record, fallback_reason)
+    done = Compaction.objects.filter(pk=compaction_id).values("tokens_before", "tokens_after", "session_id").first()
+    before, after = (done["tokens_before"], done["tokens_after"]) if done else (None, None)
+    log.info(
+        "compaction %s of session %s: level=%s trigger=%s result=%s tokens %s -> %s in %.2f s",
+        compaction_id,
+        record.session_id,
+        record.level,
+        record.trigger,
+        result,
+        before,
+        after,
+        time.monotonic() - started,
+    )
+    return result
+
+
+def _run(record: Compaction, fallback_reason: str) -> str:
     session = record.session
+    auto_handoff = record.level == Level.HANDOFF.value and record.trigger == "auto"
+    manual_handoff = record.level == Level.HANDOFF.value and record.trigger == "manual"
     try:
         snap = snapshot(session)
         summarizer = offline_summarizer(snap.policy) if fallback_reason else None
-        manual_handoff = record.level == Level.HANDOFF.value and record.trigger == "manual"
+        continuing = auto_handoff and snap.policy.auto_continue
         outcome = plan(
             snap,
-            # A manual handoff writes its own summary of everything; it only needs the sizes here.
-            Level.COMPACT.value if manual_handoff else record.level,
+            # A handoff document is a summary of everything of its own; it only needs the sizes here.
+            Level.COMPACT.value if manual_handoff or continuing else record.level,
             summarizer=summarizer,
             instructions=record.instructions,
-            force=record.trigger == "manual",
+            force=record.trigger == "manual" or continuing,
         )
         if fallback_reason and outcome.summary is not None:
             outcome.notes.append(f"{FALLBACK_NOTE} ({fallback_reason}); the offline extractive summary was used.")
     except Exception as exc:
-        return _failed(compaction_id, exc, "planning")
+        return _failed(record.pk, exc, "planning")
     try:
-        if manual_handoff:
-            return handoff_from_compaction(record, snap, outcome)
+        if manual_handoff or continuing:
+            # brainchain's step at the top: the whole session into a handoff, continued in a fresh one.
+            return handoff_from_compaction(record, snap, outcome, continue_=continuing)
         result = apply(record, snap, outcome)
-        # Escalation: compact, summarize, and only when the session is still too full, the handoff document.
-        if record.level == Level.HANDOFF.value and result in ("succeeded", "skipped"):
-            record.refresh_from_db()
-            assert record.tokens_after is not None  # apply() sets it on the records it succeeds or skips
-            if record.tokens_after >= snap.policy.handoff * snap.window:
-                handoff_auto_document(record)
-                return "succeeded"
+        if auto_handoff and result in ("succeeded", "skipped"):
+            # The run brought usage down to the target; the document lets the agent start afresh anyway.
+            handoff_auto_document(record)
+            return "succeeded"
         return result
     except LostClaim:
         return "lost-claim"
     except Exception as exc:
-        return _failed(compaction_id, exc, "applying")
+        return _failed(record.pk, exc, "applying")
 
 
 def _failed(compaction_id: int, exc: Exception, stage: str) -> str:
@@ -146,7 +167,7 @@ def apply(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
         session, current = lock_running(record)
         current.upto_seq = snap.upto_seq
         current.tokens_before = outcome.tokens_before
-        if (outcome.saved < policy.min_saving_tokens and record.trigger == "auto") or outcome.saved <= 0:
+        if (outcome.saved < policy.min_saving(snap.window) and record.trigger == "auto") or outcome.saved <= 0:
             current.status = CompactionStatus.SKIPPED
             current.tokens_after = outcome.tokens_before
             current.error = f"Would free only {max(outcome.saved, 0):,} tokens; nothing changed."

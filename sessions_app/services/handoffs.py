@@ -36,9 +36,9 @@ RECENT_FOR_CONTEXT = 4
 def _summarize_all(snap: Snapshot, *, allow_fallback: bool) -> tuple[dict[str, Any], str]:
     """A checkpoint of everything in the context, merged with the current one. With ``allow_fallback``
     an API failure falls back to the offline summarizer (a person is waiting for the document)."""
-    policy = snap.policy
+    policy = snap.engine_policy
     previous = snap.previous_checkpoint.data if snap.previous_checkpoint else None
-    summarizer = summarizer_for(policy)
+    summarizer = summarizer_for(snap.policy)
     try:
         fields = summarizer.summarize(snap.messages, previous=previous, budget=policy.summary_budget)
         used = getattr(summarizer, "name", type(summarizer).__name__)
@@ -46,7 +46,7 @@ def _summarize_all(snap: Snapshot, *, allow_fallback: bool) -> tuple[dict[str, A
         if not allow_fallback or isinstance(summarizer, ExtractiveSummarizer):
             raise
         log.warning("handoff summary fell back to the offline summarizer: %s", exc)
-        fallback = offline_summarizer(policy)
+        fallback = offline_summarizer(snap.policy)
         fields = fallback.summarize(snap.messages, previous=previous, budget=policy.summary_budget)
         used = f"{fallback.name} (fallback: {exc})"
     stamps = [m.created_at for m in snap.messages if m.created_at]
@@ -189,9 +189,11 @@ def _handoff_item(document: HandoffDocument) -> dict[str, Any]:
     return {"strategy": "handoff", "seq": None, "tokens_before": 0, "tokens_after": 0, "handoff": document.pk}
 
 
-def handoff_from_compaction(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
+def handoff_from_compaction(record: Compaction, snap: Snapshot, outcome: Outcome, *, continue_: bool = False) -> str:
     """The worker's handoff level: a document for the session, changing no message. The session
-    stays open — the agent (or a person) decides when to continue from it."""
+    stays open — the agent (or a person) decides when to continue from it — unless ``continue_``
+    (the policy's ``auto_continue``): then the session is closed and a fresh linked one starts from
+    the document."""
     try:
         merged, used = _summarize_all(snap, allow_fallback=False)
     except EngineError as exc:
@@ -202,7 +204,12 @@ def handoff_from_compaction(record: Compaction, snap: Snapshot, outcome: Outcome
     now = timezone.now()
     with transaction.atomic():
         session, current = lock_running(record)  # LostClaim: the caller answers "lost-claim"
-        document, _ = _store(session=session, snap=snap, merged=merged, summarizer=used, compaction=current, user=None)
+        document, rendered = _store(
+            session=session, snap=snap, merged=merged, summarizer=used, compaction=current, user=None
+        )
+        if continue_:
+            document.continuation = _continue(session, rendered, None)
+            document.save(update_fields=["continuation"])
         current.status = CompactionStatus.SUCCEEDED
         current.upto_seq = snap.upto_seq
         current.tokens_before = current.tokens_after = outcome.tokens_before

@@ -12,6 +12,7 @@ from django.utils import timezone
 from compaction.messages import NormalizedMessage
 from sessions_app.engine import offline_tokenizer
 from sessions_app.errors import Conflict, InvalidInput
+from sessions_app.selectors import usage
 from sessions_app.models import (
     AgentSession,
     Message,
@@ -116,9 +117,16 @@ def lock_open_session(session: AgentSession) -> AgentSession:
     """The session's row, locked (inside a transaction), if it still takes messages."""
     locked = AgentSession.objects.select_for_update().get(pk=session.pk)
     if locked.status != SessionStatus.ACTIVE:
+        continued_in = usage.continuation_of(locked)
         raise Conflict(
-            f"Session {locked.pk} is {locked.status.replace('_', ' ')}; append to its continuation instead.",
+            f"Session {locked.pk} is {locked.status.replace('_', ' ')}; "
+            + (
+                f"append to its continuation, session {continued_in}, instead."
+                if continued_in
+                else "it takes no more messages."
+            ),
             code="session_closed",
+            extra={"continued_in": continued_in},
         )
     return locked
 

@@ -3,15 +3,16 @@ when the level calls for it, a summary of the older turns. Reads only; writes no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.utils import timezone
 
 from compaction.errors import EngineError
 from compaction.policy import Policy
-from compaction.reversible import Change, plan_compact
-from compaction.summarize import Summarizer, SummaryPlan, plan_summarize
+from compaction.reversible import Change
+from compaction.runs import plan_run
+from compaction.summarize import Summarizer, SummaryPlan
 from compaction.tokens import DEFAULT_FRAMING, calibrate
 from compaction.types import Level, Msg
 from sessions_app.engine import offline_summarizer, offline_tokenizer, summarizer_for
@@ -36,6 +37,16 @@ class Snapshot:
     fixed_tokens: int  # raw: system prompt + tools + request framing
     previous_checkpoint: Checkpoint | None
     rows: dict[int, tuple[str, Any, int, str]] = field(default_factory=dict)  # seq → (role, content, tokens, state)
+
+    @property
+    def engine_policy(self) -> Policy:
+        """The policy with its token budgets in raw offline tokens, the engine's unit: a budget is
+        set in STATUS units (what the user sees), so a 500-token summary shows as at most 500."""
+        return replace(
+            self.policy,
+            summary_budget=max(1, int(self.policy.summary_budget / self.factor)),
+            protect_tool_tokens=int(self.policy.protect_tool_tokens / self.factor),
+        )
 
     @property
     def raw_window(self) -> int:
@@ -76,10 +87,6 @@ def snapshot(session: AgentSession) -> Snapshot:
 
 
 # ----------------------------------------------------------------------------- planning
-
-
-# Engine refusals that mean "summarizing can't help here", not "something broke".
-NO_SUMMARY_POSSIBLE = frozenset({"nothing_to_summarize", "summary_too_large"})
 
 
 @dataclass
@@ -128,60 +135,39 @@ class Outcome:
 def plan(
     snap: Snapshot, level: str, *, summarizer: Summarizer | None = None, instructions: str = "", force: bool = False
 ) -> Outcome:
-    """Reversible compaction first; then, for ``summarize``, a checkpoint of the older turns when the
-    session is still above the summarize threshold (always, when ``force``: a manual request)."""
-    policy, tokenizer = snap.policy, offline_tokenizer()
+    """The engine's run for ``level`` (``compaction.runs``): down to the policy's target, reversible
+    strategies first when the policy says so. ``force``: a person asked (manual runs)."""
+    engine_policy = snap.engine_policy
     message_tokens = sum(m.tokens for m in snap.messages)
     summary_tokens = snap.session.summary_tokens
+    summarizer = summarizer or summarizer_for(snap.policy)
+    run = plan_run(
+        snap.messages,
+        engine_policy,
+        level=Level(level),
+        manual=force,
+        context_window=snap.raw_window,
+        fixed_tokens=snap.fixed_tokens,
+        summary_tokens=summary_tokens,
+        tokenizer=offline_tokenizer(),
+        summarizer=summarizer,
+        previous=snap.previous_checkpoint.data if snap.previous_checkpoint else None,
+        instructions=instructions,
+        now=timezone.now().isoformat(),
+    )
     before = snap.used(message_tokens, summary_tokens)
-    changes = plan_compact(snap.messages, policy, context_window=snap.raw_window, tokenizer=tokenizer)
-    after_compact = message_tokens - sum(c.tokens_before - c.tokens_after for c in changes)
-    outcome = Outcome(level, changes, None, before, snap.used(after_compact, summary_tokens))
-    if level == Level.COMPACT.value:
-        return outcome
-    if not force and snap.fraction(after_compact, summary_tokens) < policy.summarize:
-        outcome.notes.append("Reversible compaction brought the session below the summarize threshold.")
-        return outcome
-    changed = {c.seq: c for c in changes}
-    view = [
-        Msg(m.seq, m.role, changed[m.seq].content, changed[m.seq].tokens_after, m.state, m.created_at)
-        if m.seq in changed
-        else m
-        for m in snap.messages
-    ]
-    summarizer = summarizer or summarizer_for(policy)
-    previous = snap.previous_checkpoint.data if snap.previous_checkpoint else None
-    try:
-        summary = plan_summarize(
-            view,
-            policy,
-            context_window=snap.raw_window,
-            tokenizer=tokenizer,
-            summarizer=summarizer,
-            previous=previous,
-            instructions=instructions,
-            now=timezone.now().isoformat(),
-            force=force,
-            fixed_tokens=snap.fixed_tokens,
-        )
-    except EngineError as exc:
-        if exc.code not in NO_SUMMARY_POSSIBLE:
-            raise
-        # Not a fault: the session is too short to split, or a summary would not be smaller. The
-        # reversible part still stands; the note says why there is no checkpoint.
-        outcome.notes.append(str(exc))
-        return outcome
-    tokens_of = {m.seq: m.tokens for m in view}
-    gone = set(summary.summarized_seqs)
-    # A kept message must not point the model at a message the summary replaces: such duplicate
-    # references are not made, and those messages stay as they were.
-    outcome.changes = [c for c in changes if c.seq in gone or not gone.intersection(c.refers_to)]
-    kept = {c.seq: c for c in outcome.changes}
+    kept = {c.seq: c for c in run.changes}
+    gone = set(run.summary.summarized_seqs) if run.summary else set()
     remaining = sum(kept[m.seq].tokens_after if m.seq in kept else m.tokens for m in snap.messages if m.seq not in gone)
-    outcome.summary = summary
-    outcome.summary_rows = [(seq, tokens_of[seq]) for seq in summary.summarized_seqs]
+    outcome = Outcome(level, run.changes, run.summary, before, before, notes=run.notes)
+    if run.summary is None:
+        outcome.tokens_after = snap.used(remaining, summary_tokens)
+        return outcome
+    tokens_of = {m.seq: m.tokens for m in snap.messages}
+    outcome.summary_rows = [(seq, kept[seq].tokens_after if seq in kept else tokens_of[seq]) for seq in gone]
+    outcome.summary_rows.sort()
     outcome.summarizer = getattr(summarizer, "name", type(summarizer).__name__)
-    outcome.tokens_after = snap.used(remaining, summary.summary_tokens)
+    outcome.tokens_after = snap.used(remaining, run.summary.summary_tokens)
     return outcome
 
 
@@ -207,7 +193,7 @@ def preview(session: AgentSession, level: str, *, instructions: str = "") -> dic
         "tokens_before": outcome.tokens_before,
         "tokens_after": outcome.tokens_after,
         "saved_tokens": outcome.saved,
-        "would_skip": outcome.saved < snap.policy.min_saving_tokens,
+        "would_skip": outcome.saved < snap.policy.min_saving(snap.window),
         "strategies": strategy_totals(outcome.items(snap.factor)),
         "items": outcome.items(snap.factor),
         "notes": outcome.notes,

@@ -45,8 +45,8 @@ from django.db import transaction
 from compaction.messages import NormalizedMessage
 from compaction.transcripts.claude_code import ClaudeCodeReader
 from sessions_app.errors import Conflict, InvalidInput, TooLarge
-from sessions_app.models import AgentSession, Project
-from sessions_app.selectors.usage import session_status
+from sessions_app.models import AgentSession, Project, SessionStatus
+from sessions_app.selectors.usage import continuation_of, session_status
 from sessions_app.services import agent_sessions, recorded
 
 if TYPE_CHECKING:
@@ -170,9 +170,13 @@ def _sync(result: SyncResult, *, user: User, fmt: str, offset: int, data: bytes,
 
 
 def sync_summary(result: SyncResult) -> dict[str, Any]:
-    """What ``POST /sessions/transcript/`` answers."""
+    """What ``POST /sessions/transcript/`` answers. ``session`` is the one the external id names;
+    once it was handed off, ``continued_in`` names the session taking its messages, and ``status``
+    is that session's."""
+    live = _live(result.session)
     return {
         "session": result.session.pk,
+        "continued_in": live.pk if live.pk != result.session.pk else None,
         "offset": result.offset,
         "received": result.received,
         "messages": result.created,
@@ -181,7 +185,7 @@ def sync_summary(result: SyncResult) -> dict[str, Any]:
         "complete": result.complete,
         "sidechains": result.sidechains,
         "created": result.created_session,
-        "status": session_status(result.session),
+        "status": session_status(live),
     }
 
 
@@ -217,7 +221,7 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
     state["unreadable"] = len(reader.unreadable)
     for conversation in reader.conversations:
         key = conversation.key
-        target = _sidechain_session(session, conversation, state, user) if conversation.sidechain else session
+        target = _live(_sidechain_session(session, conversation, state, user) if conversation.sidechain else session)
         messages = recorded.candidates(conversation)
         grown = growing.pop(key, None)
         if grown is not None and grown["index"] < len(messages):
@@ -320,6 +324,20 @@ def _sidechain_session(main: AgentSession, conversation: Any, state: dict[str, A
         except Conflict:
             session = AgentSession.objects.get(project_id=main.project_id, external_id=external_id)
     sessions[conversation.key] = session.pk
+    return session
+
+
+def _live(session: AgentSession) -> AgentSession:
+    """Where a conversation's new messages go: its session or, once that was handed off into a fresh
+    linked session (the policy's ``auto_continue``), the newest continuation. The cursor stays with
+    the first session, so an uploader keeps sending the same file with the same offsets."""
+    seen = {session.pk}
+    while session.status != SessionStatus.ACTIVE:
+        following = continuation_of(session)
+        if following is None or following in seen:
+            break
+        seen.add(following)
+        session = AgentSession.objects.get(pk=following)
     return session
 
 

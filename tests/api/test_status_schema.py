@@ -26,6 +26,10 @@ def _agrees(schema: dict[str, Any], node: dict[str, Any], hint: Any, where: str)
     node = _resolve(schema, node)
     if hint in JSON_TYPES:
         assert node.get("type") == JSON_TYPES[hint], where
+        assert not node.get("nullable"), where
+    elif type(None) in get_args(hint):
+        (inner,) = (a for a in get_args(hint) if a is not type(None))
+        assert node.get("type") == JSON_TYPES[inner] and node.get("nullable") is True, where
     elif get_origin(hint) is Literal:
         assert set(node["enum"]) == set(get_args(hint)), where
     elif get_origin(hint) is list:

@@ -39,6 +39,8 @@ def log_lines(n: int, prefix: str = "INFO step") -> list[str]:
 
 
 def plan(messages: list[Msg], window: int = WINDOW, **policy: Any) -> dict[int, Change]:
+    # These short sessions test one rule each; the keep-recent-messages floor has its own tests.
+    policy.setdefault("keep_recent_messages", 0)
     changes = plan_compact(messages, Policy(**policy), context_window=window, tokenizer=TOK)
     seqs = [c.seq for c in changes]
     assert seqs == sorted(set(seqs)), "one change per message, in seq order"
@@ -370,7 +372,7 @@ def test_a_second_compaction_leaves_a_cleared_command_alone():
         msg(4, "user", "Next."),
         msg(5, "assistant", "Sure."),
     ]
-    policy = Policy(keep_recent_turns=1, protect_tool_tokens=0)
+    policy = Policy(keep_recent_turns=1, protect_tool_tokens=0, keep_recent_messages=0)
     first = plan_compact(messages, policy, context_window=WINDOW, tokenizer=TOK)
     assert [c.seq for c in first] == [2]
     assert "1,040 lines)" in first[0].content[0]["input"]["command"]

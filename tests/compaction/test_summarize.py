@@ -3,6 +3,8 @@ the offline summarizer, and the Anthropic summarizer against the real SDK and th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import copy
 import json
 from collections.abc import Sequence
@@ -163,17 +165,26 @@ def test_property_the_tail_keeps_its_rules(messages, fraction, keep, window, min
     for m in tail:
         if isinstance(m.content, list):
             assert not {b.get("tool_use_id") for b in m.content} & head_calls
-    # The tail goes beyond its budget only for what a rule demands.
+    # The tail goes beyond its budget only for what a rule demands: its first message is protected,
+    # is the last user message, or makes a call answered in the tail.
     budget = 0 if minimal else fraction * window
+    size = sum(m.tokens for m in tail)
+    if size > budget and tail:
+        answered = {b.get("tool_use_id") for m in tail[1:] if isinstance(m.content, list) for b in m.content}
+        first_calls = {b.get("id") for b in tail[0].content if isinstance(tail[0].content, list)}
+        assert len(tail) <= keep or start == last_user or first_calls & answered
+    # And it is not shorter than need be: the newest messages that fit, when they stand on their own.
     fitting, total = 0, 0
     for m in reversed(messages):
         if total + m.tokens > budget:
             break
         total += m.tokens
         fitting += 1
-    assert len(tail) >= fitting
-    if len(tail) > max(fitting, keep):
-        assert messages[start].role == "assistant" or start == last_user
+    newest = messages[len(messages) - fitting :]
+    calls = {b.get("id") for m in newest if isinstance(m.content, list) for b in m.content}
+    results = {b.get("tool_use_id") for m in newest if isinstance(m.content, list) for b in m.content} - {None}
+    if results <= calls and len(messages) - fitting <= last_user:
+        assert len(tail) >= fitting
 
 
 # ----------------------------------------------------------------------------- plan_summarize
@@ -214,7 +225,7 @@ def stamped_chat(n: int, tokens: int = 300) -> list[Msg]:
 def test_the_plan_summarizes_the_head_and_keeps_the_tail():
     messages = stamped_chat(30)  # 9,000 tokens; the tail gets 30 % of 10,000
     summarizer = Recording()
-    policy = Policy(keep_recent_messages=4, summary_budget=500)
+    policy = Policy(keep_recent_messages=4, summary_budget=500, tail_fraction=0.30)
     plan = plan_summarize(
         messages, policy, context_window=10_000, tokenizer=TOK, summarizer=summarizer, instructions="focus", now=NOW
     )
@@ -234,16 +245,29 @@ def test_the_plan_summarizes_the_head_and_keeps_the_tail():
     assert plan.lossy is True
 
 
-def test_keep_recent_yields_so_the_session_ends_below_half_its_window():
+def test_the_tail_fills_up_to_the_target():
     messages = stamped_chat(20, tokens=1_000)
-    policy = Policy(keep_recent_messages=8, summary_budget=500)
+    policy = Policy(keep_recent_messages=2, summary_budget=500)
     kwargs = dict(context_window=10_000, tokenizer=TOK, now=NOW)
-    # Half the window (5,000) minus the summary budget (500) leaves 4,500 tokens for the tail: four messages.
+    # The target (half of 10,000) minus the summary budget (500) leaves 4,500 tokens for the tail: four messages.
     plan = plan_summarize(messages, policy, summarizer=Recording(), **kwargs)
     assert plan.summarized_seqs == list(range(1, 17)) and plan.kept_tokens == 4_000
     # The system prompt and tools count too.
     plan = plan_summarize(messages, policy, summarizer=Recording(), fixed_tokens=1_000, **kwargs)
     assert plan.summarized_seqs == list(range(1, 18)) and plan.kept_tokens == 3_000
+    # A lower target keeps less; tail_fraction caps the tail below the target.
+    plan = plan_summarize(messages, replace(policy, target_after=0.3), summarizer=Recording(), **kwargs)
+    assert plan.kept_tokens == 2_000
+    plan = plan_summarize(messages, replace(policy, tail_fraction=0.2), summarizer=Recording(), **kwargs)
+    assert plan.kept_tokens == 2_000
+
+
+def test_the_protected_recent_messages_never_yield():
+    messages = stamped_chat(20, tokens=1_000)
+    policy = Policy(keep_recent_messages=8, summary_budget=500)
+    plan = plan_summarize(messages, policy, context_window=10_000, tokenizer=TOK, summarizer=Recording(), now=NOW)
+    # Four messages would fit the target; the eight protected ones stay anyway.
+    assert plan.summarized_seqs == list(range(1, 13)) and plan.kept_tokens == 8_000
 
 
 def test_the_summary_budget_is_capped_at_a_tenth_of_the_window():
@@ -269,7 +293,7 @@ def test_the_plan_merges_with_the_previous_checkpoint():
     summarizer = Recording()
     plan = plan_summarize(
         stamped_chat(30),
-        Policy(keep_recent_messages=4),
+        Policy(keep_recent_messages=4, tail_fraction=0.30),
         context_window=10_000,
         tokenizer=TOK,
         summarizer=summarizer,

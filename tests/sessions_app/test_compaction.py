@@ -263,7 +263,7 @@ def test_three_failures_pause_auto_compaction_until_a_manual_success(busy, monke
     def broken(*args, **kwargs):
         raise EngineError("the summarizer is broken", permanent=True, code="broken")
 
-    monkeypatch.setattr(planning, "plan_compact", broken)
+    monkeypatch.setattr(planning, "plan_run", broken)
     for _ in range(3):
         record = compaction_runs.compaction_request(session=busy, level="compact", user=None, trigger="auto")
         compaction_runs.compaction_run(record.pk)
@@ -338,6 +338,7 @@ def test_no_kept_message_points_at_a_summarized_one(session_of, team):
     texts[0]["content"] = texts[-2]["content"] = paragraph  # the same long text early and in the tail
     append(session, messages)
     team.project.policy.protect_tool_tokens = 0
+    team.project.policy.keep_recent_messages = 6  # the second copy is among the kept messages
     team.project.policy.save()
     record = compaction_runs.compaction_request(session=session, level="summarize", user=None)
     assert compaction_runs.compaction_run(record.pk) == "succeeded"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from compaction.policy import DEFAULT_PRESERVE_PATTERNS
+from compaction.policy import DEFAULT_PRESERVE_PATTERNS, Policy
 from sessions_app.models import CONTEXT_STATES, AgentSession, Message
 from tests.shared_data import SHARED_DATA
 
@@ -54,6 +54,19 @@ def texts_of(context: dict[str, Any]) -> str:
 
     walk(context["messages"])
     return "\n".join(found)
+
+
+def call_start(session: AgentSession, seq: int) -> int:
+    """The earliest seq a tail starting at ``seq`` must reach back to so each result keeps its call."""
+    rows = list(Message.objects.filter(session=session, state__in=CONTEXT_STATES).values_list("seq", "content"))
+    call_at = {b["id"]: s for s, c in rows if isinstance(c, list) for b in c if b.get("type") == "tool_use"}
+    start = seq
+    while True:
+        answered = {b.get("tool_use_id") for s, c in rows if s >= start and isinstance(c, list) for b in c}
+        earlier = [call_at[i] for i in answered if i in call_at and call_at[i] < start]
+        if not earlier:
+            return start
+        start = min(earlier)
 
 
 def newest_turn_start(session: AgentSession) -> int:
@@ -122,10 +135,13 @@ def test_compact_summarize_and_revert_on_a_real_transcript(shared_data, team, fm
     else:
         assert summarized["status"] == "succeeded", summarized
         usage = ctx("status", sid)["usage_percent"]
-        if usage >= 50:
-            # Only when the newest turn alone leaves no room: then nothing older than it is left.
+        if usage > 100 * Policy().target_after + 0.5:
+            # Only when the protected messages (the newest keep_recent_messages, the newest turn) alone
+            # leave no room: then nothing older than them and the calls they answer is left.
             kept = Message.objects.filter(session=session, state__in=CONTEXT_STATES).order_by("seq")
-            assert kept.first().seq >= newest_turn_start(session), f"{usage}% and an older message kept"
+            seqs = list(kept.values_list("seq", flat=True))
+            protected = min(newest_turn_start(session), seqs[-Policy().keep_recent_messages])
+            assert kept.first().seq >= call_start(session, protected), f"{usage}% and an older message kept"
             UNDER_HALF_IMPOSSIBLE.append(path.name)
     if summarized["status"] == "succeeded":
         ctx("compact", sid, "--revert")

@@ -148,6 +148,8 @@ def test_status_is_exactly_the_typed_status(session_of):
             assert isinstance(value, int | float) and not isinstance(value, bool), key
         elif hint in (int, str, bool):
             assert type(value) is hint, key
+        elif hint == int | None:
+            assert value is None or type(value) is int, key
         elif hint == list[str]:
             assert all(isinstance(item, str) for item in value), key
         else:
