@@ -46,8 +46,8 @@ from django.core.management import call_command  # noqa: E402
 from compaction.policy import PRESETS, Policy  # noqa: E402
 from compaction.summarize import split_tail  # noqa: E402
 from compaction.tokens import OfflineTokenizer  # noqa: E402
-from compaction.types import Msg  # noqa: E402
 from compaction.transcripts import read_transcript  # noqa: E402
+from compaction.types import Msg  # noqa: E402
 from sessions_app import tasks  # noqa: E402
 from sessions_app.models import CONTEXT_STATES, AgentSession, Compaction, Message, SessionStatus  # noqa: E402
 from sessions_app.selectors import usage  # noqa: E402
@@ -72,7 +72,9 @@ class Replay:
     @property
     def skipped(self) -> int:
         """Runs skipped although the context held something worth summarizing."""
-        return sum(1 for (_, status, _), floor in zip(self.runs, self.floors, strict=True) if status == "skipped" and not floor)
+        return sum(
+            1 for (_, status, _), floor in zip(self.runs, self.floors, strict=True) if status == "skipped" and not floor
+        )
 
 
 def policy_of(preset_name: str) -> Policy:
@@ -176,9 +178,7 @@ def main() -> int:
         # Above the target only because what no run may touch is itself above it: the window is too small.
         floored = [p for p, untouchable in pairs if p > limit and untouchable]
         bound_broken = [
-            r.name
-            for r in replays
-            if len(r.runs) > r.growth / ((policy.compact - policy.target_after) * r.window) + 1
+            r.name for r in replays if len(r.runs) > r.growth / ((policy.compact - policy.target_after) * r.window) + 1
         ]
         over_target = [p for p, untouchable in pairs if p > limit and not untouchable]
         over_window = [p for p in after if p > 100]
@@ -206,9 +206,13 @@ def main() -> int:
         if os.environ.get("CHURN_DEBUG"):
             print("  over target (after, floor):", sorted((p, f) for p, f in pairs if p > limit))
         for r in replays:
-            trail = " ".join(f"{level[0]}{'!' if status == 'skipped' else ''}{percent:g}" for level, status, percent in r.runs)
-            print(f"  {r.name:<48} window {r.window:>7,}  runs {len(r.runs):>2}  max {r.max_percent:5.1f}  "
-                  f"final {r.final_percent:5.1f}  after: {trail}")
+            trail = " ".join(
+                f"{level[0]}{'!' if status == 'skipped' else ''}{percent:g}" for level, status, percent in r.runs
+            )
+            print(
+                f"  {r.name:<48} window {r.window:>7,}  runs {len(r.runs):>2}  max {r.max_percent:5.1f}  "
+                f"final {r.final_percent:5.1f}  after: {trail}"
+            )
         print()
         failures += bool(over_target or over_window or bound_broken or any(r.skipped for r in replays))
     return 1 if failures else 0

@@ -124,7 +124,8 @@ class CompactionPolicy(models.Model):
         default=0.50, help_text="Most of the window the verbatim tail after a summary may take."
     )
     keep_recent_messages = models.PositiveIntegerField(
-        default=2, help_text="The newest messages no strategy touches (they yield only when they alone overflow the window)."
+        default=2,
+        help_text="The newest messages no strategy touches (they yield only when they alone overflow the window).",
     )
     summary_budget = models.PositiveIntegerField(default=1_000)
     min_saving_tokens = models.PositiveIntegerField(default=500)

@@ -12,13 +12,13 @@ from django.utils import timezone
 from compaction.messages import NormalizedMessage
 from sessions_app.engine import offline_tokenizer
 from sessions_app.errors import Conflict, InvalidInput
-from sessions_app.selectors import usage
 from sessions_app.models import (
     AgentSession,
     Message,
     SessionStatus,
     ToolUse,
 )
+from sessions_app.selectors import usage
 
 
 @dataclass

@@ -3,11 +3,10 @@ the offline summarizer, and the Anthropic summarizer against the real SDK and th
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import copy
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
