@@ -69,8 +69,10 @@ def plan_run(
         if fixed_tokens + pruned + summary_tokens <= target:
             run.notes.append(f"Reversible compaction alone brought usage to the target ({policy.target_after:.0%}).")
             return run
-        # Prune first, then summarize only what still does not fit: the split is made on the pruned sizes.
-        basis = apply_changes(messages, changes)
+        # Prune first, then summarize only what still does not fit: the split is made on the pruned
+        # sizes. Not counting duplicate references: one whose original the summary replaces is
+        # dropped below, and the tail must fit without its saving.
+        basis = apply_changes(messages, [c for c in changes if not c.refers_to])
     else:
         basis = list(messages)
     try:

@@ -24,6 +24,9 @@ from compaction.status import Status
 from .errors import ApiError, CtxError, DeadlineExceeded, Unreachable
 from .retry import Retry, retry_after_seconds
 
+# A handed-off session names its continuation; following more than this many in one call means a loop.
+MAX_CONTINUATIONS = 10
+
 if TYPE_CHECKING:  # aliases for annotations only: the client runs on Python 3.8 too (macOS's python3)
     from typing import TypeAlias
 
@@ -202,10 +205,24 @@ class Client:
 
     # ------------------------------------------------------------------ messages and status
 
-    def append(self, session: SessionRef, messages: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> JSON:
-        """One message or a list; ``{"messages": [...], "status": STATUS}``. A ``client_id`` makes a retry safe."""
+    def append(
+        self, session: SessionRef, messages: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, follow: bool = True
+    ) -> JSON:
+        """One message or a list; ``{"session": id, "messages": [...], "status": STATUS}``. A ``client_id``
+        makes a retry safe. A session handed off into a fresh one (the policy's auto-continue) answers
+        409 ``session_closed`` naming ``continued_in``: with ``follow`` the messages go there instead,
+        and the answer's ``session`` says where they landed."""
         body = dict(messages) if isinstance(messages, Mapping) else [dict(m) for m in messages]
-        return self._call("POST", f"sessions/{_ref(session)}/messages/", body)
+        target: SessionRef = session
+        for _ in range(MAX_CONTINUATIONS):
+            try:
+                return self._call("POST", f"sessions/{_ref(target)}/messages/", body)
+            except ApiError as exc:
+                following = exc.data.get("continued_in")
+                if not follow or exc.code != "session_closed" or not isinstance(following, int):
+                    raise
+                target = following
+        raise CtxError(f"Session {session} was continued more than {MAX_CONTINUATIONS} times in a row.")
 
     def messages(
         self, session: SessionRef, *, state: str = "active", after_seq: int | None = None, limit: int = 100

@@ -117,6 +117,14 @@ def run(event: Mapping[str, Any], env: Mapping[str, str]) -> str:
                 )
             return ""
         text = advice(client, state, answer, env)
+        following = answer.get("continued_in")
+        if isinstance(following, int) and state.get("continued_in") != following:
+            # ctxweb handed the session off (auto-continue): its messages now go to the fresh one.
+            state["continued_in"] = following
+            text = (
+                f"ctxweb handed session {answer.get('session')} off into session {following}, which starts from "
+                "its handoff document; this conversation is recorded there from now on. " + text
+            ).strip()
         _save(state_path, state)
     return _for_agent(hook_event, text)
 

@@ -213,10 +213,17 @@ class MessageListCreateApi(APIView):
         request=s.MessageIn(many=True),
         responses={
             201: inline_serializer(
-                "AppendResult", {"messages": s.AppendedMessageOut(many=True), "status": STATUS_SCHEMA}
-            )
+                "AppendResult",
+                {
+                    "session": serializers.IntegerField(help_text="The session the messages were stored in"),
+                    "messages": s.AppendedMessageOut(many=True),
+                    "status": STATUS_SCHEMA,
+                },
+            ),
+            409: error_response("409"),
         },
-        description="Body: one message or a list of up to CTX_MAX_BATCH (default 1,000). All or nothing.",
+        description="Body: one message or a list of up to CTX_MAX_BATCH (default 1,000). All or nothing. A session "
+        "handed off into a fresh one answers 409 `session_closed` with `continued_in`, the session to append to.",
         examples=[
             # drf-spectacular shows it inside the list the body is documented as
             OpenApiExample(
@@ -244,6 +251,7 @@ class MessageListCreateApi(APIView):
         answered = s.AppendedMessageOut(result.messages, many=True, context=context).data
         return Response(
             {
+                "session": result.session.pk,
                 "messages": answered,
                 "status": usage.session_status(result.session),
             },
