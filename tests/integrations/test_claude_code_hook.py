@@ -22,7 +22,7 @@ from django.core.management import call_command
 
 from sessions_app.models import AgentSession, Compaction, Message
 from sessions_app.selectors import usage
-from sessions_app.services import agent_sessions, importing, projects, transcript_sync
+from sessions_app.services import agent_sessions, handoffs, importing, projects, transcript_sync
 from tests.claude_code_lines import agent_session
 from tests.conftest import make_persona
 from tests.shared_data import SHARED_DATA
@@ -357,6 +357,27 @@ def test_a_handed_off_session_is_said_once(owner, live_server, tmp_path):
     first = agent.run("UserPromptSubmit")
     assert first.startswith("ctxweb: session") and "handed off" in first
     assert agent.run("UserPromptSubmit") == ""
+
+
+def test_the_hook_follows_a_session_continued_in_a_fresh_one(owner, live_server, tmp_path):
+    persona, project, _ = owner
+    data = agent_session(4).text().encode()
+    lines = data.splitlines(keepends=True)
+    agent = Agent(tmp_path, live_server.url, persona.key, project.name, "cc-continued")
+    agent.write(b"".join(lines[:8]))
+    agent.run("Stop")
+    first = AgentSession.objects.get(external_id="cc-continued")
+    stored = Message.objects.filter(session=first).count()
+    # What the policy's auto-continue does at the handoff level (here by hand, to pick the moment).
+    document = handoffs.handoff_create(session=first, user=persona.user, continue_=True)
+    fresh = document.continuation
+    agent.write(b"".join(lines[8:]))
+    told = said(agent.run("UserPromptSubmit"))
+    assert f"handed session {first.pk} off into session {fresh.pk}" in told
+    assert Message.objects.filter(session=first).count() == stored  # nothing more in the closed one
+    assert Message.objects.filter(session=fresh).count() > 1  # the handoff, then what followed it
+    assert agent.state()["continued_in"] == fresh.pk
+    assert "handed session" not in said(agent.run("Stop"))  # said once
 
 
 def test_a_line_too_long_to_upload_is_left_out_recorded_and_the_rest_goes_on(owner, live_server, tmp_path, monkeypatch):

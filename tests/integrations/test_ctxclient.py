@@ -66,6 +66,13 @@ def test_every_method_against_a_live_server(ctx):
     handoff = ctx.handoff(session["id"], continue_=True)
     assert handoff["id"] and ctx.session(session["id"])["status"] == "handed_off"
     assert "and now?" in ctx.handoff_download(handoff["id"], format="md")
+    # The old session names its continuation, and an append follows it there.
+    assert ctx.status(session["id"])["continued_in"] == handoff["continuation"]
+    with pytest.raises(ApiError) as closed:
+        ctx.append(session["id"], {"role": "user", "content": "still there?"}, follow=False)
+    assert closed.value.code == "session_closed" and closed.value.data["continued_in"] == handoff["continuation"]
+    followed = ctx.append(session["id"], {"role": "user", "content": "still there?", "client_id": "after"})
+    assert followed["session"] == handoff["continuation"] and followed["messages"][0]["seq"] == 2
 
     lines = agent_session(1).text()
     synced = ctx.upload_transcript(project["id"], "cc-1", lines, offset=0, final=True, name="cc")
