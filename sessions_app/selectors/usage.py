@@ -191,6 +191,7 @@ def session_status(session: AgentSession) -> Status:
         or session.compactions.filter(status=CompactionStatus.SUCCEEDED).exists(),
         "recommendation": recommendation(current),
         "token_source": "exact" if _exact(session) else "estimate",
+        "cached": _exact(session) and session.exact_cached,
         "warnings": warnings,
         "auto_compact": auto,
         "auto_paused": session.auto_paused,

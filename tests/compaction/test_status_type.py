@@ -28,6 +28,7 @@ def test_status_names_every_key_of_the_contract():
         "compacted",
         "recommendation",
         "token_source",
+        "cached",
         "warnings",
         "auto_compact",
         "auto_paused",
