@@ -171,7 +171,6 @@ def count_request_tokens(body: Any, *, model: str | None = None) -> CountResult:
             f"'messages' holds {len(messages):,} messages; at most {limit:,} are counted in one request.",
             code="too_many_messages",
         )
-    normalized = [normalize_message(m, index=i) for i, m in enumerate(messages)]
     system, tools = body.get("system"), body.get("tools")
     if system is not None and not _is_system(system):
         raise MessageError(
@@ -183,12 +182,18 @@ def count_request_tokens(body: Any, *, model: str | None = None) -> CountResult:
             tools
         )  # what Anthropic refuses (not objects, no name, a name twice), refused here
 
+    key = None
     if settings.ANTHROPIC_API_KEY:
-        request = {"model": model, "system": system, "tools": tools, "messages": messages}
-        key = count_cache.request_key(request)
+        key = count_cache.request_key({"model": model, "system": system, "tools": tools, "messages": messages})
+        # Only a request whose every message passed the check below was ever counted (a session's
+        # request is made of stored, checked messages), so a hit skips it: on a large request the
+        # check costs several times the lookup.
         cached = exact_cache_get(key)
         if cached is not None:
             return CountResult(cached, "exact", cached=True)
+    normalized = [normalize_message(m, index=i) for i, m in enumerate(messages)]
+
+    if key is not None:
         counter = exact_counter()
         assert counter is not None  # ANTHROPIC_API_KEY is set
         try:

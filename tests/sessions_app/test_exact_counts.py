@@ -174,6 +174,14 @@ def test_stats_count_hits_misses_and_entries(fake):
 
 
 @pytest.mark.django_db
+def test_a_malformed_message_is_refused_before_anthropic_is_asked(fake, team, api_as):
+    body = _body()
+    body["messages"].append({"role": "narrator", "content": "x"})
+    answer = api_as(team.carol).post("/api/v1/count_tokens/", body)
+    assert answer.status_code == 400 and fake.requests_for("count_tokens") == []
+
+
+@pytest.mark.django_db
 def test_ctx_count_stats_prints_the_figures(fake, monkeypatch):
     counting.count_request_tokens(_body("cli"))
     out = io.StringIO()
@@ -185,6 +193,16 @@ def test_ctx_count_stats_prints_the_figures(fake, monkeypatch):
     out = io.StringIO()
     call_command("ctx", "count", "--stats", stdout=out)
     assert out.getvalue().startswith("Exact-count cache (") and f"{stats['misses']:,} misses" in out.getvalue()
+
+
+def test_a_request_sent_again_has_the_same_key_and_any_other_another():
+    text = json.dumps(_body())
+    first, again = json.loads(text), json.loads(text)
+    assert count_cache.request_key(first) == count_cache.request_key(again)
+    again["messages"][0]["content"] += "."
+    assert count_cache.request_key(first) != count_cache.request_key(again)
+    keys = {count_cache.request_key({"n": n}) for n in (1, 1.0, True, "1")}
+    assert len(keys) == 4  # equal in Python, not the same request
 
 
 def test_the_exact_count_cache_is_bounded():
