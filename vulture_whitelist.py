@@ -23,6 +23,9 @@ _.handoff_download
 # ctxweb/lockout.py: named by settings.AXES_CLIENT_IP_CALLABLE as a dotted path.
 _.client_ip
 
+# ctxweb/cache.py LruLocMemCache: overrides LocMemCache._set, which Django's set/add call.
+_._set
+
 # sessions_app/api/auth.py: drf-spectacular calls the extension hook with this parameter name.
 _.auto_schema
 

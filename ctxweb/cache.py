@@ -1,16 +1,28 @@
-"""A Redis cache that degrades instead of failing: when Redis is unreachable, reads miss and writes
-are dropped (with a warning in the log), so requests keep working — rate limits and cached counts
-simply pause until Redis is back."""
+"""The cache backends: a Redis cache that degrades instead of failing, and the bounded local-memory
+cache of the embedded mode's exact counts.
+
+When Redis is unreachable, reads miss and writes are dropped (with a warning in the log), so requests
+keep working — rate limits and cached counts simply pause until Redis is back.
+
+Both can say how many entries they hold (``entry_count``) for the ops page and ``ctx count --stats``."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from django.core.cache.backends.base import DEFAULT_TIMEOUT
-from django.core.cache.backends.redis import RedisCache
+from django.core.cache.backends.locmem import LocMemCache
+from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class EntryCounting(Protocol):
+    def entry_count(self) -> int: ...
 
 
 def _unavailable(exc: Exception) -> bool:
@@ -20,6 +32,8 @@ def _unavailable(exc: Exception) -> bool:
 
 
 class ResilientRedisCache(RedisCache):
+    _cache: RedisCacheClient  # RedisCache's own client (a cached property the stubs leave out)
+
     def _guard(self, operation: str, default: Any, call: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return call(*args, **kwargs)
@@ -52,3 +66,47 @@ class ResilientRedisCache(RedisCache):
 
     def touch(self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
         return self._guard("touch", False, super().touch, key, timeout, version)
+
+    def entry_count(self) -> int:
+        """Live keys under this cache's own prefix (a SCAN: for an ops page, not for every request).
+        Give the cache a KEY_PREFIX of its own, or it counts every cache sharing its Redis database."""
+        pattern = self.make_key("*")
+
+        def scan() -> int:
+            client = self._cache.get_client(None)
+            return sum(1 for _ in client.scan_iter(match=pattern, count=1000))
+
+        return int(self._guard("entry_count", 0, scan))
+
+
+class LruLocMemCache(LocMemCache):
+    """Local memory holding at most MAX_ENTRIES: storing a new key drops only the least recently used
+    entry. (Django's own drops a third of its entries at once when full, and culls even when an
+    existing key is overwritten.)"""
+
+    # LocMemCache's state, set by its __init__; the stubs leave it out.
+    _cache: OrderedDict[str, Any]
+    _expire_info: dict[str, float | None]
+    _lock: threading.Lock
+    if TYPE_CHECKING:
+
+        def _has_expired(self, key: str) -> bool: ...
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
+
+    def _set(self, key: str, value: Any, timeout: Any = DEFAULT_TIMEOUT) -> None:
+        # Called with the lock held. Reads and writes move a key to the front, so the end is the
+        # least recently used.
+        if key not in self._cache:
+            while self._cache and len(self._cache) >= self._max_entries:
+                dropped, _ = self._cache.popitem()
+                self._expire_info.pop(dropped, None)
+        self._cache[key] = value
+        self._cache.move_to_end(key, last=False)
+        self._expire_info[key] = self.get_backend_timeout(timeout)
+
+    def entry_count(self) -> int:
+        with self._lock:
+            return sum(not self._has_expired(key) for key in self._cache)

@@ -75,17 +75,35 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")
+# Anthropic's exact counts, keyed by a hash of the whole request (docs/TOKEN_COUNTING.md), have a cache
+# of their own: entries expire after CTX_EXACT_COUNT_CACHE_SECONDS; in local memory (no Redis) at most
+# CTX_EXACT_COUNT_CACHE_ENTRIES are kept, the least recently used going first.
+CTX_EXACT_COUNT_CACHE_SECONDS = env.int("CTX_EXACT_COUNT_CACHE_SECONDS", default=3600)
+CTX_EXACT_COUNT_CACHE_ENTRIES = env.int("CTX_EXACT_COUNT_CACHE_ENTRIES", default=1000)
 if REDIS_URL:
     # Short socket timeouts and a backend that degrades: a Redis outage slows nothing and fails nothing.
+    _REDIS_OPTIONS = {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}
     CACHES = {
-        "default": {
+        "default": {"BACKEND": "ctxweb.cache.ResilientRedisCache", "LOCATION": REDIS_URL, "OPTIONS": _REDIS_OPTIONS},
+        # A prefix of its own, so its size is a count of its own keys.
+        "exact_counts": {
             "BACKEND": "ctxweb.cache.ResilientRedisCache",
             "LOCATION": REDIS_URL,
-            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
-        }
+            "KEY_PREFIX": "ctx-exact",
+            "TIMEOUT": CTX_EXACT_COUNT_CACHE_SECONDS,
+            "OPTIONS": _REDIS_OPTIONS,
+        },
     }
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "exact_counts": {
+            "BACKEND": "ctxweb.cache.LruLocMemCache",
+            "LOCATION": "ctx-exact-counts",
+            "TIMEOUT": CTX_EXACT_COUNT_CACHE_SECONDS,
+            "OPTIONS": {"MAX_ENTRIES": CTX_EXACT_COUNT_CACHE_ENTRIES},
+        },
+    }
 
 # Celery: Redis as broker when configured; otherwise tasks run in-process (embedded mode).
 CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
@@ -166,7 +184,6 @@ ANTHROPIC_API_KEY = env.str("ANTHROPIC_API_KEY", default="")
 ANTHROPIC_BASE_URL = env.str("ANTHROPIC_BASE_URL", default="") or None
 ANTHROPIC_TIMEOUT = env.float("ANTHROPIC_TIMEOUT", default=30.0)
 ANTHROPIC_MAX_RETRIES = env.int("ANTHROPIC_MAX_RETRIES", default=2)
-CTX_EXACT_COUNT_CACHE_SECONDS = 3600
 # Where people reach this service; handoff documents name it in their "how to resume" footer.
 CTX_PUBLIC_URL = env.str("CTX_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 

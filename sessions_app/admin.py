@@ -175,6 +175,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
         "tool_tokens",
         "exact_tokens",
         "exact_upto_seq",
+        "exact_cached",
         "exact_counted_at",
         "rejected_count",
         "rejected_reason",

@@ -189,6 +189,7 @@ class CountTokensIn(serializers.Serializer):
 class CountTokensOut(serializers.Serializer):
     input_tokens = serializers.IntegerField()
     source = serializers.ChoiceField(choices=["exact", "estimate"])  # type: ignore[assignment]  # as SessionOut.parent
+    cached = serializers.BooleanField(help_text="An exact count served from ctxweb's exact-count cache")
 
 
 class ModelOut(serializers.Serializer):

@@ -338,7 +338,7 @@ class CountTokensApi(APIView):
     )
     def post(self, request: AuthenticatedRequest) -> Response:
         result = counting.count_request_tokens(request.data)
-        return Response({"input_tokens": result.input_tokens, "source": result.source})
+        return Response({"input_tokens": result.input_tokens, "source": result.source, "cached": result.cached})
 
 
 def _valid(serializer_cls: type[serializers.Serializer], data: Any, *, partial: bool = False) -> dict[str, Any]:

@@ -42,6 +42,8 @@ class AgentSession(models.Model):
     # Anthropic's exact count of the whole request, valid while exact_upto_seq == last_seq.
     exact_tokens = models.PositiveIntegerField(null=True, blank=True)
     exact_upto_seq = models.PositiveIntegerField(null=True, blank=True)
+    # That count came from the exact-count cache, not from a call to Anthropic (STATUS `cached`).
+    exact_cached = models.BooleanField(default=False)
     exact_counted_at = models.DateTimeField(null=True, blank=True)
     count_warning = models.CharField(max_length=500, blank=True)
 

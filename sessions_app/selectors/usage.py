@@ -220,6 +220,7 @@ def session_status(session: AgentSession) -> Status:
         "continued_in": continued_in,
         "recommendation": recommendation(current, just_compacted=just_compacted),
         "token_source": "exact" if _exact(session) else "estimate",
+        "cached": _exact(session) and session.exact_cached,
         "warnings": warnings,
         "auto_compact": auto,
         "auto_paused": session.auto_paused,

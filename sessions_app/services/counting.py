@@ -3,13 +3,11 @@ drop-in count endpoint shared by ``POST /count_tokens/`` and ``ctx count``."""
 
 from __future__ import annotations
 
-import hashlib
-import json
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -18,12 +16,34 @@ from compaction.messages import MessageError, normalize_message
 from compaction.tokens import DEFAULT_FRAMING, calibrate
 from sessions_app.engine import exact_counter, offline_tokenizer
 from sessions_app.models import AgentSession, ModelProfile
-from sessions_app.selectors import model_context, usage
+from sessions_app.selectors import count_cache, model_context, usage
 from sessions_app.services import agent_sessions
 
+# ----------------------------------------------------------------------------- the exact-count cache
 
-def _cache_key(request: dict[str, Any]) -> str:
-    return "ctx:exact:" + hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+
+def exact_cache_get(key: str) -> int | None:
+    """The cached exact count under ``key`` (``count_cache.request_key``), counted as a hit or a miss.
+    Read before any SDK client exists: a hit costs a cache lookup and nothing more."""
+    found = count_cache.exact_count_cache().get(key)
+    _stats_bump("hits" if found is not None else "misses")
+    return found
+
+
+def exact_cache_set(key: str, exact: int) -> None:
+    count_cache.exact_count_cache().set(key, exact, timeout=settings.CTX_EXACT_COUNT_CACHE_SECONDS)
+
+
+def _stats_bump(outcome: count_cache.Outcome) -> None:
+    stats, key = count_cache.stats_cache(), count_cache.STATS_KEYS[outcome]
+    try:
+        stats.incr(key)
+    except ValueError:  # the first of its kind (or the counter was evicted): start it
+        if not stats.add(key, 1, timeout=None):
+            # Another process started it first. Should it vanish again at once, one lookup goes
+            # uncounted; the count itself is right.
+            with contextlib.suppress(ValueError):
+                stats.incr(key)
 
 
 def session_count_exact(*, session_id: int) -> str:
@@ -54,8 +74,9 @@ def session_count_exact(*, session_id: int) -> str:
     }
     if not request["messages"]:
         return "empty"
-    key = _cache_key(request)
-    exact = cache.get(key)
+    key = count_cache.request_key(request)
+    exact = exact_cache_get(key)
+    cached = exact is not None
     if exact is None:
         counter = exact_counter()
         assert counter is not None  # ANTHROPIC_API_KEY is set (checked above), so there is a counter
@@ -66,16 +87,19 @@ def session_count_exact(*, session_id: int) -> str:
                 session_id=session_id, warning=f"Exact count unavailable ({exc}); showing the offline estimate."
             )
             raise
-        cache.set(key, exact, timeout=settings.CTX_EXACT_COUNT_CACHE_SECONDS)
+        exact_cache_set(key, exact)
     with transaction.atomic():
         locked = AgentSession.objects.select_for_update().get(pk=session_id)
         if locked.last_seq != snapshot_seq:
             return "stale"
         locked.exact_tokens = exact
         locked.exact_upto_seq = snapshot_seq
+        locked.exact_cached = cached
         locked.exact_counted_at = timezone.now()
         locked.count_warning = ""
-        locked.save(update_fields=["exact_tokens", "exact_upto_seq", "exact_counted_at", "count_warning"])
+        locked.save(
+            update_fields=["exact_tokens", "exact_upto_seq", "exact_cached", "exact_counted_at", "count_warning"]
+        )
     model_calibration_update(model=session.model, exact=exact, raw_estimate=raw_estimate)
     return "counted"
 
@@ -118,6 +142,8 @@ def model_calibration_update(*, model: str, exact: int, raw_estimate: int) -> fl
 class CountResult:
     input_tokens: int
     source: str
+    # An exact count served from the exact-count cache (Anthropic was not asked this time).
+    cached: bool = False
 
 
 def _is_system(system: Any) -> bool:
@@ -145,7 +171,6 @@ def count_request_tokens(body: Any, *, model: str | None = None) -> CountResult:
             f"'messages' holds {len(messages):,} messages; at most {limit:,} are counted in one request.",
             code="too_many_messages",
         )
-    normalized = [normalize_message(m, index=i) for i, m in enumerate(messages)]
     system, tools = body.get("system"), body.get("tools")
     if system is not None and not _is_system(system):
         raise MessageError(
@@ -157,19 +182,26 @@ def count_request_tokens(body: Any, *, model: str | None = None) -> CountResult:
             tools
         )  # what Anthropic refuses (not objects, no name, a name twice), refused here
 
-    counter = exact_counter()
-    if counter is not None:
-        request = {"model": model, "system": system, "tools": tools, "messages": messages}
-        key = _cache_key(request)
-        cached = cache.get(key)
+    key = None
+    if settings.ANTHROPIC_API_KEY:
+        key = count_cache.request_key({"model": model, "system": system, "tools": tools, "messages": messages})
+        # Only a request whose every message passed the check below was ever counted (a session's
+        # request is made of stored, checked messages), so a hit skips it: on a large request the
+        # check costs several times the lookup.
+        cached = exact_cache_get(key)
         if cached is not None:
-            return CountResult(cached, "exact")
+            return CountResult(cached, "exact", cached=True)
+    normalized = [normalize_message(m, index=i) for i, m in enumerate(messages)]
+
+    if key is not None:
+        counter = exact_counter()
+        assert counter is not None  # ANTHROPIC_API_KEY is set
         try:
             exact = counter.count_request(model=model, system=system, tools=tools, messages=messages)
         except ProviderError:
             pass  # fall back to the estimate below
         else:
-            cache.set(key, exact, timeout=settings.CTX_EXACT_COUNT_CACHE_SECONDS)
+            exact_cache_set(key, exact)
             return CountResult(exact, "exact")
 
     raw = (

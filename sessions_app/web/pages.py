@@ -132,6 +132,7 @@ def live_version(session: AgentSession) -> str:
         session.message_tokens,
         session.exact_tokens,
         session.exact_upto_seq,
+        session.exact_cached,
         session.count_warning,
         session.auto_paused,
         latest,

@@ -2,13 +2,14 @@
 
 from django.urls import path
 
-from sessions_app.web import actions, project_settings, views
+from sessions_app.web import actions, ops, project_settings, views
 
 app_name = "web"
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz/", views.healthz, name="healthz"),
+    path("ops/", ops.ops, name="ops"),
     path("projects/", views.project_list, name="projects"),
     path("projects/<int:project_id>/", views.project_detail, name="project"),
     path("projects/<int:project_id>/settings/", project_settings.project_settings, name="project-settings"),

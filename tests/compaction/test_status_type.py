@@ -31,6 +31,7 @@ def test_status_names_every_key_of_the_contract():
         "continued_in",
         "recommendation",
         "token_source",
+        "cached",
         "warnings",
         "auto_compact",
         "auto_paused",

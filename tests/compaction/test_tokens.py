@@ -128,3 +128,27 @@ def test_parts_add_up_to_the_total(system, messages):
 @pytest.mark.parametrize(("raw", "factor", "expected"), [(0, 1.4, 0), (100, 1.0, 100), (100, 1.44, 144), (3, 1.5, 4)])
 def test_calibrate(raw, factor, expected):
     assert calibrate(raw, factor) == expected
+
+
+def test_the_exact_counter_builds_its_sdk_client_at_the_first_count_only(monkeypatch):
+    import anthropic
+
+    from compaction.tokens import ExactCounter
+
+    built = []
+
+    class Client:
+        def __init__(self, **options):
+            built.append(options)
+            self.messages = self
+
+        def count_tokens(self, **request):
+            return type("Counted", (), {"input_tokens": 7})()
+
+    monkeypatch.setattr(anthropic, "Anthropic", Client)
+    counter = ExactCounter(api_key="k", base_url="http://127.0.0.1:9", timeout=3.0, max_retries=0)
+    assert built == []  # a caller that answers from its cache never pays for a client
+    messages = [{"role": "user", "content": "hi"}]
+    assert counter.count_request(model="m", system=None, tools=None, messages=messages) == 7
+    assert counter.count_request(model="m", system=None, tools=None, messages=messages) == 7
+    assert built == [{"api_key": "k", "base_url": "http://127.0.0.1:9", "timeout": 3.0, "max_retries": 0}]

@@ -68,6 +68,7 @@ def test_admin_pages_run_under_the_policy(client, team):
         "/admin/sessions_app/project/",
         f"/admin/sessions_app/project/{team.project.pk}/change/",
         f"/admin/django_celery_beat/periodictask/{task.pk}/change/",
+        "/ops/",
     ):
         assert_runs_under_the_policy(client.get(path))
 

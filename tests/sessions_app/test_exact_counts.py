@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import io
+import json
 import time
 import uuid
 
+import anthropic
 import pytest
+from django.core.cache import caches
+from django.core.management import call_command
 from django.test import override_settings
 
 from compaction.messages import normalize_message
 from compaction.model_catalog import CLAUDE_CALIBRATION
+from ctxweb.cache import LruLocMemCache
 from sessions_app import tasks
 from sessions_app.models import AgentSession, ModelProfile
-from sessions_app.selectors import model_context, usage
+from sessions_app.selectors import count_cache, model_context, usage
 from sessions_app.services import counting, ingest
 from tests.fakes.anthropic_server import FakeAnthropic
 
@@ -111,11 +117,130 @@ def test_results_are_cached_by_content(fake, session_of):
 def test_count_endpoint_is_exact_with_a_key_and_falls_back_without(fake, team, api_as):
     body = {"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": f"hi {uuid.uuid4()}"}]}
     exact = api_as(team.carol).post("/api/v1/count_tokens/", body).json()
-    assert exact == {"input_tokens": fake.count_tokens_for(body), "source": "exact"}
+    assert exact == {"input_tokens": fake.count_tokens_for(body), "source": "exact", "cached": False}
     fake.queue_error(500, endpoint="count_tokens")
     body["messages"][0]["content"] += " again"
     fallback = api_as(team.carol).post("/api/v1/count_tokens/", body).json()
     assert fallback["source"] == "estimate" and fallback["input_tokens"] > 0
+
+
+# ----------------------------------------------------------------------------- the exact-count cache
+
+
+def _body(text: str = "hi") -> dict:
+    return {"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": f"{text} {uuid.uuid4()}"}]}
+
+
+@pytest.mark.django_db
+def test_a_cached_count_builds_no_client_and_says_it_was_cached(fake, team, api_as, monkeypatch):
+    body = _body()
+    first = api_as(team.carol).post("/api/v1/count_tokens/", body).json()
+    assert first == {"input_tokens": fake.count_tokens_for(body), "source": "exact", "cached": False}
+    monkeypatch.setattr(anthropic, "Anthropic", lambda *a, **k: pytest.fail("a cache hit built an SDK client"))
+    again = api_as(team.carol).post("/api/v1/count_tokens/", body).json()
+    assert again == {**first, "cached": True}
+    assert len(fake.requests_for("count_tokens")) == 1
+
+
+@pytest.mark.django_db
+def test_status_says_cached_when_the_sessions_exact_count_came_from_the_cache(fake, session_of, monkeypatch):
+    session = _long_session(session_of)
+    counting.session_count_exact(session_id=session.pk)
+    session.refresh_from_db()
+    first = usage.session_status(session)
+    assert (first["token_source"], first["cached"]) == ("exact", False)
+    monkeypatch.setattr(anthropic, "Anthropic", lambda *a, **k: pytest.fail("a cache hit built an SDK client"))
+    assert counting.session_count_exact(session_id=session.pk) == "counted"
+    session.refresh_from_db()
+    again = usage.session_status(session)
+    assert (again["token_source"], again["cached"], again["used"]) == ("exact", True, first["used"])
+    with override_settings(ANTHROPIC_API_KEY=""):
+        ingest.message_append(session=session, messages=[normalize_message({"role": "assistant", "content": "ok"})])
+    session.refresh_from_db()
+    newer = usage.session_status(session)
+    assert (newer["token_source"], newer["cached"]) == ("estimate", False)  # an estimate is never "cached"
+
+
+@pytest.mark.django_db
+def test_stats_count_hits_misses_and_entries(fake):
+    before = count_cache.exact_count_cache_stats()
+    body = _body("stats")
+    assert counting.count_request_tokens(body).cached is False
+    assert counting.count_request_tokens(body).cached is True
+    assert counting.count_request_tokens(body).cached is True
+    after = count_cache.exact_count_cache_stats()
+    assert (after.hits - before.hits, after.misses - before.misses) == (2, 1)
+    assert after.size >= 1 and after.ttl_seconds == 3600
+
+
+@pytest.mark.django_db
+def test_a_malformed_message_is_refused_before_anthropic_is_asked(fake, team, api_as):
+    body = _body()
+    body["messages"].append({"role": "narrator", "content": "x"})
+    answer = api_as(team.carol).post("/api/v1/count_tokens/", body)
+    assert answer.status_code == 400 and fake.requests_for("count_tokens") == []
+
+
+@pytest.mark.django_db
+def test_ctx_count_stats_prints_the_figures(fake, monkeypatch):
+    counting.count_request_tokens(_body("cli"))
+    out = io.StringIO()
+    call_command("ctx", "count", "--stats", "--json", stdout=out)
+    stats = json.loads(out.getvalue())
+    assert set(stats) == {"hits", "misses", "hit_rate", "size", "max_entries", "ttl_seconds", "backend"}
+    assert stats["misses"] >= 1 and stats["size"] >= 1
+    monkeypatch.setattr("sys.stdin", io.StringIO("not read"))
+    out = io.StringIO()
+    call_command("ctx", "count", "--stats", stdout=out)
+    assert out.getvalue().startswith("Exact-count cache (") and f"{stats['misses']:,} misses" in out.getvalue()
+
+
+def test_a_request_sent_again_has_the_same_key_and_any_other_another():
+    text = json.dumps(_body())
+    first, again = json.loads(text), json.loads(text)
+    assert count_cache.request_key(first) == count_cache.request_key(again)
+    again["messages"][0]["content"] += "."
+    assert count_cache.request_key(first) != count_cache.request_key(again)
+    keys = {count_cache.request_key({"n": n}) for n in (1, 1.0, True, "1")}
+    assert len(keys) == 4  # equal in Python, not the same request
+
+
+def test_the_exact_count_cache_is_bounded():
+    cache = caches[count_cache.ALIAS]
+    key = f"bounded-{uuid.uuid4()}"
+    cache.set(key, 1)  # the alias's own TIMEOUT: CTX_EXACT_COUNT_CACHE_SECONDS
+    if isinstance(cache, LruLocMemCache):  # the embedded default
+        assert cache.max_entries == 1000
+    else:  # Redis: every entry expires
+        client = cache._cache.get_client(None)
+        assert 0 < client.ttl(cache.make_key(key)) <= 3600
+    cache.delete(key)
+
+
+def test_the_local_memory_cache_drops_the_least_recently_used_entry_only():
+    cache = LruLocMemCache(f"lru-{uuid.uuid4()}", {"OPTIONS": {"MAX_ENTRIES": 1000}})
+    for i in range(1000):
+        cache.set(f"k{i}", i)
+    assert cache.get("k0") == 0  # read: now the most recently used
+    cache.set("k0", 0)  # overwriting a key adds nothing and drops nothing
+    assert cache.entry_count() == 1000 and cache.get("k1") == 1
+    cache.set("new", -1)
+    assert cache.entry_count() == 1000
+    assert cache.get("k2") is None  # the least recently used went, and only it
+    assert cache.get("k0") == 0 and cache.get("k1") == 1 and cache.get("k3") == 3 and cache.get("new") == -1
+
+
+@pytest.mark.django_db
+def test_the_ops_page_shows_the_cache_to_staff_only(fake, client, team):
+    counting.count_request_tokens(_body("ops"))
+    stats = count_cache.exact_count_cache_stats()
+    client.force_login(team.alice.user)  # a project admin, not staff
+    assert client.get("/ops/").status_code == 404
+    team.alice.user.is_staff = True
+    team.alice.user.save(update_fields=["is_staff"])
+    page = client.get("/ops/").content.decode()
+    assert f'data-stat="misses">{stats.misses}<' in page and f'data-stat="hits">{stats.hits}<' in page
+    assert 'href="/ops/"' in page  # staff find it in the header
 
 
 @pytest.mark.services

@@ -16,7 +16,7 @@ from compaction.usage import render_bar
 from sessions_app import tasks
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession
-from sessions_app.selectors import access, compactions, model_context, usage
+from sessions_app.selectors import access, compactions, count_cache, model_context, usage
 from sessions_app.services import (
     compaction_runs,
     counting,
@@ -57,7 +57,12 @@ class Command(BaseCommand):
 
         p = sub.add_parser("count", help="count an Anthropic count_tokens body (or a list of them) from stdin")
         p.add_argument("--model", help="count as this model (overrides the body's model)")
-        p.add_argument("--json", action="store_true", help="accepted for symmetry; output is always JSON")
+        p.add_argument(
+            "--stats", action="store_true", help="instead of counting: the exact-count cache's hits, misses and size"
+        )
+        p.add_argument(
+            "--json", action="store_true", help="counts are always JSON; with --stats, JSON instead of a line"
+        )
 
         p = sub.add_parser("context", help="the model-ready request of a session")
         p.add_argument("session")
@@ -171,6 +176,9 @@ class Command(BaseCommand):
         self.emit(options, usage.session_status(session), self.bar(session))
 
     def do_count(self, options: dict[str, Any]) -> None:
+        if options["stats"]:
+            self.count_stats(options)
+            return
         raw = sys.stdin.read()
         try:
             body = jsonvalues.loads(raw)
@@ -184,6 +192,21 @@ class Command(BaseCommand):
             {"input_tokens": counting.count_request_tokens(b, model=options["model"]).input_tokens} for b in bodies
         ]
         self.emit(options, results if isinstance(body, list) else results[0])
+
+    def count_stats(self, options: dict[str, Any]) -> None:
+        stats = count_cache.exact_count_cache_stats()
+        if stats.backend == "redis":
+            where, size = "Redis, shared by every process", f"{stats.size:,} entries"
+        else:
+            # Without Redis each process has its own cache: this command's is new and empty.
+            where = "this command's own memory: without Redis, the web server's is on its /ops/ page"
+            size = f"{stats.size:,} of {stats.max_entries or 0:,} entries"
+        rate = f" ({stats.hit_rate:.1%} hits)" if stats.hit_rate is not None else ""
+        human = (
+            f"Exact-count cache ({where}): {stats.hits:,} hits, {stats.misses:,} misses{rate}; "
+            f"{size}, each kept {stats.ttl_seconds:,} s."
+        )
+        self.emit(options, stats.as_dict(), human)
 
     def do_context(self, options: dict[str, Any]) -> None:
         session = access.session_find(options["session"])
