@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -22,6 +23,7 @@ from sessions_app.models import (
     ModelProfile,
     Project,
 )
+from sessions_app.selectors import usage
 from sessions_app.services import keys, projects
 from sessions_app.web.forms import ProjectForm
 
@@ -87,6 +89,20 @@ class ModelProfileAdmin(admin.ModelAdmin):
     ]
     list_filter = ["provider"]
     search_fields = ["name"]
+
+    # Lookups keep the rows for a few seconds per process (``usage.model_info``): this process sees an
+    # edit as soon as it is committed, the others within that time.
+    def save_model(self, request: HttpRequest, obj: ModelProfile, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        transaction.on_commit(usage.forget_model_profiles)
+
+    def delete_model(self, request: HttpRequest, obj: ModelProfile) -> None:
+        super().delete_model(request, obj)
+        transaction.on_commit(usage.forget_model_profiles)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ModelProfile]) -> None:
+        super().delete_queryset(request, queryset)
+        transaction.on_commit(usage.forget_model_profiles)
 
 
 def _preset_action(name: str) -> Callable[[admin.ModelAdmin, HttpRequest, QuerySet[CompactionPolicy]], None]:

@@ -55,8 +55,11 @@ def forget_model_profiles() -> None:
 
 
 def model_info(name: str) -> ModelInfo:
+    """A model's window and calibration: from its ModelProfile row (by name, a dated version of a
+    named row, or a pattern such as ``claude-sonnet-*``), else the catalogue, else the fallback.
+    ``name`` is the row's name (a pattern for a pattern), which calibration updates."""
     rows = _profiles()
-    match = model_catalog.best_match(name, tuple(rows))
+    match = model_catalog.profile_match(name, tuple(rows))
     if match:
         window, out, factor = rows[match]
         return ModelInfo(match, window, out, factor, True)
