@@ -36,6 +36,10 @@ _.continuation
 _.downloads
 _.fallback_context_window
 
+# DRF fields' messages: Field.__init__ gathers ``default_error_messages`` from every class of the field
+# by name (the policy's strictly typed fields, api/serializers.py).
+_.default_error_messages
+
 # Model columns: read by the admin, the templates, the serializers and the pruner by name, or kept as
 # the record of what happened (who asked, when it started, ended, was reverted or counted).
 _.content_hash

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class ServiceError(Exception):
     status = 400
     code = "invalid"
 
-    def __init__(self, detail: str, *, code: str | None = None, field: str | None = None) -> None:
+    def __init__(
+        self,
+        detail: str,
+        *,
+        code: str | None = None,
+        field: str | None = None,
+        errors: Mapping[str, list[str]] | None = None,
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         if code:
             self.code = code
         self.field = field
+        # Every field at fault, when input is checked as a whole (a policy); ``field`` is the first.
+        self.errors = dict(errors) if errors else None
 
 
 class InvalidInput(ServiceError):

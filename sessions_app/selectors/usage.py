@@ -20,8 +20,10 @@ from compaction.usage import compute_usage, recommendation, usage_warnings
 from sessions_app.models import (
     FALLBACK_NOTE,
     AgentSession,
+    CompactionPolicy,
     CompactionStatus,
     ModelProfile,
+    Project,
 )
 
 # ----------------------------------------------------------------------------- models and policy
@@ -67,6 +69,17 @@ def model_info(name: str) -> ModelInfo:
     if spec:
         return ModelInfo(spec.name, spec.context_window, spec.max_output_tokens, spec.calibration, True)
     return ModelInfo(name, model_catalog.FALLBACK_CONTEXT_WINDOW, model_catalog.FALLBACK_MAX_OUTPUT, 1.0, False)
+
+
+def project_policy(project: Project) -> CompactionPolicy:
+    """The project's policy row. A project made without one (Django admin's "add project") works with
+    the default preset (``policy_for``): that policy, not saved until someone edits it."""
+    try:
+        return project.policy
+    except CompactionPolicy.DoesNotExist:
+        policy = CompactionPolicy(project=project)
+        policy.apply_engine(preset("default"), preset_name="default")
+        return policy
 
 
 def policy_for(session: AgentSession) -> Policy:
