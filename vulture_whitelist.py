@@ -13,6 +13,8 @@ _ = Whitelist()
 _.will_compact
 _.token_source
 _.active_messages
+_.compacted_in_this_step
+_.can_continue
 _.output_tokens  # compaction/transcripts/base.py UsagePoint: recorded per Claude Code response
 
 # ctxclient's public API (README, docs, the hook's tests), for callers outside this repository.
@@ -38,6 +40,10 @@ _.strategies
 _.continuation
 _.downloads
 _.fallback_context_window
+
+# DRF fields' messages: Field.__init__ gathers ``default_error_messages`` from every class of the field
+# by name (the policy's strictly typed fields, api/serializers.py).
+_.default_error_messages
 
 # Model columns: read by the admin, the templates, the serializers and the pruner by name, or kept as
 # the record of what happened (who asked, when it started, ended, was reverted or counted).

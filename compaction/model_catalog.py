@@ -64,6 +64,46 @@ def best_match(name: str, candidates: list[str] | tuple[str, ...]) -> str | None
     return max(hits, key=len) if hits else None
 
 
+# A ModelProfile name ending in this matches every model whose canonical name starts with the rest.
+PATTERN_MARK = "*"
+
+
+def profile_match(name: str, profiles: list[str] | tuple[str, ...]) -> str | None:
+    """The ModelProfile row a model's numbers come from, among the rows' ``profiles`` names: the row
+    named exactly like the model; else the longest of the named rows it is a dated version of
+    (``best_match``) and the patterns (``claude-sonnet-*``) whose prefix starts its name. A named row
+    wins a tie with a pattern of the same length."""
+    bare = canonical_model_name(name)
+    if bare in profiles:
+        return bare
+    ranked = [(len(p) - len(PATTERN_MARK), 0, p) for p in profiles if is_pattern(p) and bare.startswith(p[:-1])]
+    named = best_match(name, [p for p in profiles if not is_pattern(p)])
+    if named:
+        ranked.append((len(named), 1, named))
+    return max(ranked)[2] if ranked else None
+
+
+def is_pattern(profile_name: str) -> bool:
+    return profile_name.endswith(PATTERN_MARK)
+
+
+def profile_name_problem(profile_name: str) -> str:
+    """What is wrong with a ModelProfile name used as a pattern, or ''. A pattern is one prefix then
+    ``*``, written as model names are compared (lower case, Claude versions with dashes), or it could
+    never match."""
+    if PATTERN_MARK not in profile_name:
+        return ""
+    prefix = profile_name[: -len(PATTERN_MARK)]
+    if not is_pattern(profile_name) or PATTERN_MARK in prefix:
+        return "A pattern is a prefix followed by one * at the end, e.g. claude-sonnet-*."
+    canonical = canonical_model_name(prefix)
+    if not canonical:
+        return "A pattern needs a prefix before the *; it would match every model."
+    if canonical != prefix:
+        return f"Write the prefix as model names are compared: {canonical + PATTERN_MARK!r}."
+    return ""
+
+
 @dataclass(frozen=True)
 class ModelFamily:
     """Models the table doesn't name but whose family it knows: what its members have in common."""

@@ -3,10 +3,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from compaction.policy import PRESETS
+from sessions_app import tasks
 from sessions_app.models import (
     AgentSession,
     ApiKey,
@@ -22,8 +24,9 @@ from sessions_app.models import (
     ModelProfile,
     Project,
 )
+from sessions_app.selectors import usage
 from sessions_app.services import keys, projects
-from sessions_app.web.forms import ProjectForm
+from sessions_app.web.forms import PolicyForm, ProjectForm
 
 
 class MembershipInline(admin.TabularInline):
@@ -88,46 +91,88 @@ class ModelProfileAdmin(admin.ModelAdmin):
     list_filter = ["provider"]
     search_fields = ["name"]
 
+    # Lookups keep the rows for a few seconds per process (``usage.model_info``): this process sees an
+    # edit as soon as it is committed, the others within that time.
+    def save_model(self, request: HttpRequest, obj: ModelProfile, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        transaction.on_commit(usage.forget_model_profiles)
+
+    def delete_model(self, request: HttpRequest, obj: ModelProfile) -> None:
+        super().delete_model(request, obj)
+        transaction.on_commit(usage.forget_model_profiles)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ModelProfile]) -> None:
+        super().delete_queryset(request, queryset)
+        transaction.on_commit(usage.forget_model_profiles)
+
 
 def _preset_action(name: str) -> Callable[[admin.ModelAdmin, HttpRequest, QuerySet[CompactionPolicy]], None]:
     @admin.action(description=f"Apply the '{name}' preset")
     def apply(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[CompactionPolicy]) -> None:
-        for policy in queryset:
+        policies = list(queryset.select_related("project"))
+        for policy in policies:
             projects.policy_apply_preset(policy=policy, preset_name=name)
-        modeladmin.message_user(request, f"Applied the {name!r} preset to {queryset.count()} polic(ies).")
+            tasks.after_policy_change(policy.project)
+        modeladmin.message_user(request, f"Applied the {name!r} preset to {len(policies)} polic(ies).")
 
     apply.__name__ = f"apply_preset_{name}"
     return apply
 
 
+# Where each engine setting shows in the change form; one the engine gains later lands in "Other".
+_POLICY_FIELDSETS: list[tuple[str | None, list[str]]] = [
+    (None, ["project", "preset", "auto", "auto_continue", "summarizer_model"]),
+    ("Thresholds (fractions of the context window)", ["remind", "compact", "summarize", "handoff", "output_reserve"]),
+    ("What a run does", ["target_after", "reversible_first", "min_saving_tokens", "summary_budget"]),
+    (
+        "What is kept",
+        [
+            "keep_recent_turns",
+            "keep_recent_messages",
+            "protect_tool_tokens",
+            "tail_fraction",
+            "preserve_patterns",
+        ],
+    ),
+    ("Retention", ["revert_hours", "prune_days", "context_doc_max_lines"]),
+]
+
+
+def _policy_groups() -> list[tuple[str | None, list[str]]]:
+    placed = {name for _, names in _POLICY_FIELDSETS for name in names}
+    rest = [name for name in CompactionPolicy.ENGINE_FIELDS if name not in placed]
+    return [*_POLICY_FIELDSETS, *([("Other", rest)] if rest else [])]
+
+
+class PolicyAdminForm(PolicyForm):
+    """The settings page's form (one preserve pattern per line, the model's clean) with the project."""
+
+    class Meta(PolicyForm.Meta):
+        fields = ["project", *CompactionPolicy.ENGINE_FIELDS]
+
+
 @admin.register(CompactionPolicy)
 class CompactionPolicyAdmin(admin.ModelAdmin):
+    """Edited through the same form and service as the settings page and the API: validated by the
+    engine, labelled with the preset its numbers equal (else "custom"), and the project's sessions
+    re-evaluated. ``preset`` changes through the actions only."""
+
+    form = PolicyAdminForm
     list_display = ["project", "preset", "remind", "compact", "summarize", "handoff", "output_reserve", "auto"]
     list_filter = ["preset", "auto"]
     search_fields = ["project__name"]
+    list_select_related = ["project"]
     actions = [_preset_action(name) for name in PRESETS]
-    fieldsets = [
-        (None, {"fields": ["project", "preset", "auto", "summarizer_model"]}),
-        (
-            "Thresholds (fractions of the context window)",
-            {"fields": ["remind", "compact", "summarize", "handoff", "output_reserve"]},
-        ),
-        (
-            "What is kept",
-            {
-                "fields": [
-                    "keep_recent_turns",
-                    "protect_tool_tokens",
-                    "tail_fraction",
-                    "keep_recent_messages",
-                    "summary_budget",
-                    "min_saving_tokens",
-                    "preserve_patterns",
-                ]
-            },
-        ),
-        ("Retention", {"fields": ["revert_hours", "prune_days", "context_doc_max_lines"]}),
-    ]
+    fieldsets = [(title, {"fields": tuple(names)}) for title, names in _policy_groups()]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: CompactionPolicy | None = None) -> list[str]:
+        # A project has one policy for good; an existing one doesn't move to another project.
+        return ["preset", "project"] if obj is not None else ["preset"]
+
+    def save_model(self, request: HttpRequest, obj: CompactionPolicy, form: PolicyForm, change: bool) -> None:
+        changes = {name: value for name, value in form.cleaned_data.items() if name in CompactionPolicy.ENGINE_FIELDS}
+        projects.policy_update(policy=obj, changes=changes)
+        tasks.after_policy_change(obj.project)
 
 
 class IngestRejectionInline(admin.TabularInline):

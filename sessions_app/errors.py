@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class ServiceError(Exception):
     status = 400
     code = "invalid"
 
     def __init__(
-        self, detail: str, *, code: str | None = None, field: str | None = None, extra: dict[str, object] | None = None
+        self,
+        detail: str,
+        *,
+        code: str | None = None,
+        field: str | None = None,
+        errors: Mapping[str, list[str]] | None = None,
+        extra: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__(detail)
         self.detail = detail
@@ -16,6 +24,8 @@ class ServiceError(Exception):
             self.code = code
         self.field = field
         self.extra = extra or {}  # more keys for the JSON answer, e.g. where a closed session continues
+        # Every field at fault, when input is checked as a whole (a policy); ``field`` is the first.
+        self.errors = dict(errors) if errors else None
 
 
 class InvalidInput(ServiceError):

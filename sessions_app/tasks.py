@@ -2,7 +2,8 @@
 
 Services record work in the database first (a queued Compaction, a pending count) and never import
 this module; the callers (API, pages, CLI, and the tasks themselves) send that work here once it is
-recorded: ``after_append`` after storing messages, ``compaction_send`` after requesting a compaction.
+recorded: ``after_append`` after storing messages, ``compaction_send`` after requesting a compaction,
+``after_policy_change`` after a policy edit.
 Tasks take ids, call one service, and retry transient failures with backoff.
 """
 
@@ -17,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 
 from compaction.errors import EngineError, ProviderError
-from sessions_app.models import AgentSession
+from sessions_app.models import AgentSession, Project
 from sessions_app.services import auto, compaction_records, compaction_runs, counting, retention
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,13 @@ def after_append(*sessions: AgentSession | int) -> bool:
         if follow.count_in is not None:
             transaction.on_commit(partial(send, count_exact_tokens, follow.session_id, countdown=follow.count_in))
     return queued
+
+
+def after_policy_change(project: Project) -> None:
+    """The step after a project's policy changed: its active sessions that the new numbers put over a
+    threshold get a compaction now (``services.auto.project_reevaluate``), sent to the workers."""
+    for compaction_id in auto.project_reevaluate(project):
+        compaction_send(compaction_id)
 
 
 # ----------------------------------------------------------------------------- tasks

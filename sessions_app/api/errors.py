@@ -15,14 +15,14 @@ from compaction.messages import MessageError
 from sessions_app.errors import ServiceError
 
 
-def _first_error(detail: Any, path: str = "") -> tuple[str, str]:
+def first_error(detail: Any, path: str = "") -> tuple[str, str]:
     """Flatten DRF's nested validation errors to the first one, with where it is."""
     if isinstance(detail, dict):
         for key, value in detail.items():
             where = key if key != "non_field_errors" else ""
-            return _first_error(value, f"{path}.{where}" if path and where else (where or path))
+            return first_error(value, f"{path}.{where}" if path and where else (where or path))
     if isinstance(detail, list) and detail:
-        return _first_error(detail[0], path)
+        return first_error(detail[0], path)
     code = getattr(detail, "code", "invalid")
     text = str(detail)
     return (f"{path}: {text}" if path else text), code
@@ -30,10 +30,12 @@ def _first_error(detail: Any, path: str = "") -> tuple[str, str]:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ServiceError):
-        body = {"detail": exc.detail, "code": exc.code}
+        body: dict[str, Any] = {"detail": exc.detail, "code": exc.code}
         if exc.field:
             body["field"] = exc.field
         body.update({k: v for k, v in exc.extra.items() if k not in body})
+        if exc.errors:
+            body["errors"] = exc.errors
         return Response(body, status=exc.status)
     if isinstance(exc, MessageError):
         return Response({"detail": exc.detail, "code": exc.code}, status=status.HTTP_400_BAD_REQUEST)
@@ -47,7 +49,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        detail, code = _first_error(exc.detail)
+        detail, code = first_error(exc.detail)
         response.data = {"detail": detail, "code": code if code != "invalid" else "invalid"}
     elif isinstance(exc, exceptions.APIException):
         codes = exc.get_codes()

@@ -61,8 +61,10 @@ def presets_forward(apps, schema_editor):
     keeps its numbers and gets a target safely below its compact threshold."""
     CompactionPolicy = apps.get_model("sessions_app", "CompactionPolicy")
     for policy in CompactionPolicy.objects.all():
-        values = PRESET_VALUES.get(policy.preset)
-        if values is None:
+        values = dict(PRESET_VALUES.get(policy.preset) or {})
+        if not values or values["target_after"] >= policy.compact:
+            # Edited (or edited without the label following, as admin allowed): keep the numbers, and
+            # a target safely below this policy's own compact threshold.
             values = {"target_after": round(min(0.50, policy.compact * 0.7), 2)}
         for name, value in values.items():
             setattr(policy, name, value)

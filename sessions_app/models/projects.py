@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from compaction import model_catalog
 from compaction import policy as engine_policy
 
 if TYPE_CHECKING:
@@ -80,7 +81,10 @@ class ApiKey(models.Model):
 
 class ModelProfile(models.Model):
     name = models.CharField(
-        max_length=100, unique=True, help_text="Model name or a prefix of it, e.g. claude-sonnet-4-5"
+        max_length=100,
+        unique=True,
+        help_text="A model name (its dated versions match too), e.g. claude-sonnet-4-5, or a pattern: a prefix "
+        "ending in *, e.g. claude-sonnet-* (the longest match wins; a name matching exactly wins over any pattern).",
     )
     provider = models.CharField(max_length=30, default="anthropic")
     context_window = models.PositiveIntegerField()
@@ -98,6 +102,9 @@ class ModelProfile(models.Model):
         return self.name
 
     def clean(self) -> None:
+        problem = model_catalog.profile_name_problem(self.name)
+        if problem:
+            raise ValidationError({"name": problem})
         if not 0.2 <= self.calibration_factor <= 5:
             raise ValidationError({"calibration_factor": "A calibration factor between 0.2 and 5 is plausible."})
         if self.context_window < 1024:

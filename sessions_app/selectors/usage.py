@@ -20,9 +20,11 @@ from compaction.usage import compute_usage, recommendation, usage_warnings
 from sessions_app.models import (
     FALLBACK_NOTE,
     AgentSession,
+    CompactionPolicy,
     CompactionStatus,
     HandoffDocument,
     ModelProfile,
+    Project,
     SessionStatus,
 )
 
@@ -57,8 +59,11 @@ def forget_model_profiles() -> None:
 
 
 def model_info(name: str) -> ModelInfo:
+    """A model's window and calibration: from its ModelProfile row (by name, a dated version of a
+    named row, or a pattern such as ``claude-sonnet-*``), else the catalogue, else the fallback.
+    ``name`` is the row's name (a pattern for a pattern), which calibration updates."""
     rows = _profiles()
-    match = model_catalog.best_match(name, tuple(rows))
+    match = model_catalog.profile_match(name, tuple(rows))
     if match:
         window, out, factor = rows[match]
         return ModelInfo(match, window, out, factor, True)
@@ -66,6 +71,17 @@ def model_info(name: str) -> ModelInfo:
     if spec:
         return ModelInfo(spec.name, spec.context_window, spec.max_output_tokens, spec.calibration, True)
     return ModelInfo(name, model_catalog.FALLBACK_CONTEXT_WINDOW, model_catalog.FALLBACK_MAX_OUTPUT, 1.0, False)
+
+
+def project_policy(project: Project) -> CompactionPolicy:
+    """The project's policy row. A project made without one (Django admin's "add project") works with
+    the default preset (``policy_for``): that policy, not saved until someone edits it."""
+    try:
+        return project.policy
+    except CompactionPolicy.DoesNotExist:
+        policy = CompactionPolicy(project=project)
+        policy.apply_engine(preset("default"), preset_name="default")
+        return policy
 
 
 def policy_for(session: AgentSession) -> Policy:

@@ -1,5 +1,6 @@
 """What an append sets off: a compaction when the session crossed its policy's thresholds, an exact
-count when an Anthropic key is configured.
+count when an Anthropic key is configured. And what a policy change sets off: the same decision,
+for every active session of the project (``project_reevaluate``).
 
 Not part of the append itself: the caller runs it as its own step once the messages are stored
 (``tasks.after_append``), so the append service knows nothing of workers. The work is recorded here
@@ -16,7 +17,14 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 
 from compaction.types import Level
-from sessions_app.models import ACTIVE_COMPACTION_STATUSES, AgentSession, Compaction, CompactionStatus, SessionStatus
+from sessions_app.models import (
+    ACTIVE_COMPACTION_STATUSES,
+    AgentSession,
+    Compaction,
+    CompactionStatus,
+    Project,
+    SessionStatus,
+)
 from sessions_app.selectors import usage
 
 
@@ -84,3 +92,16 @@ def auto_queue(session: AgentSession) -> Compaction | None:
     except IntegrityError:  # another process queued one first
         return None
     return record
+
+
+def project_reevaluate(project: Project) -> list[int]:
+    """After the project's policy changed: each of its active sessions that the new numbers put over a
+    threshold gets a queued compaction, decided as after an append (``auto_queue``), without waiting
+    for its next message. The queued compactions' ids, for the caller to send."""
+    sessions = AgentSession.objects.filter(project=project, status=SessionStatus.ACTIVE)
+    queued = []
+    for session in sessions.select_related("project", "project__policy").order_by("pk"):
+        record = auto_queue(session)
+        if record is not None:
+            queued.append(record.pk)
+    return queued

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 
 from compaction.policy import PRESETS, preset
@@ -65,22 +68,71 @@ def _keep_an_admin(project: Project, *, leaving: User) -> None:
         raise Conflict("A project needs at least one admin; make someone else admin first.", code="last_admin")
 
 
-def policy_update(*, policy: CompactionPolicy, changes: dict[str, Any]) -> CompactionPolicy:
-    """Edited numbers: validated as in Django admin (the model's clean), then marked custom."""
-    for name, value in changes.items():
-        setattr(policy, name, value)
-    policy.preset = "custom"
-    policy.full_clean()
-    policy.save()
+def policy_update(
+    *, policy: CompactionPolicy, changes: Mapping[str, Any], preset_name: str | None = None
+) -> CompactionPolicy:
+    """A policy edited (REST, the settings page, Django admin): ``preset_name``'s numbers first, when
+    given (keeping ``auto`` and ``summarizer_model``, as ``policy_apply_preset``), then ``changes`` on
+    top; validated as a whole by the model's clean (``compaction.policy.validate``) before anything is
+    written, and labelled with the preset its numbers equal, else "custom". A refusal is an
+    ``InvalidInput`` naming every field at fault, and leaves ``policy`` as it was."""
+    unknown = sorted(set(changes) - set(CompactionPolicy.ENGINE_FIELDS))
+    if unknown:
+        raise InvalidInput(
+            f"{unknown[0]}: not a policy field.",
+            code="unknown_field",
+            field=unknown[0],
+            errors={name: ["Not a policy field."] for name in unknown},
+        )
+    if preset_name is not None and preset_name not in PRESETS:
+        raise InvalidInput(
+            f"Unknown preset {preset_name!r}; choose one of {', '.join(PRESETS)}.",
+            code="invalid_preset",
+            field="preset",
+        )
+    try:
+        with transaction.atomic():
+            if policy.pk is not None:
+                # Each edit starts from the row as committed: concurrent edits of different fields both hold.
+                policy.refresh_from_db(from_queryset=CompactionPolicy.objects.select_for_update())
+            if preset_name is not None:
+                keep_auto, keep_model = policy.auto, policy.summarizer_model
+                policy.apply_engine(preset(preset_name), preset_name=preset_name)
+                policy.auto, policy.summarizer_model = keep_auto, keep_model
+            for name, value in changes.items():
+                setattr(policy, name, value)
+            policy.preset = preset_label(policy)
+            policy.full_clean()
+            policy.save()
+    except ValidationError as exc:
+        if policy.pk is not None:
+            policy.refresh_from_db()
+        raise _refusal(exc) from None
     return policy
 
 
 def policy_apply_preset(*, policy: CompactionPolicy, preset_name: str) -> CompactionPolicy:
-    if preset_name not in PRESETS:
-        raise InvalidInput(f"Unknown preset {preset_name!r}; choose one of {', '.join(PRESETS)}.", field="preset")
-    keep_auto, keep_model = policy.auto, policy.summarizer_model
-    policy.apply_engine(preset(preset_name), preset_name=preset_name)
-    policy.auto, policy.summarizer_model = keep_auto, keep_model
-    policy.full_clean()
-    policy.save()
-    return policy
+    return policy_update(policy=policy, changes={}, preset_name=preset_name)
+
+
+def preset_label(policy: CompactionPolicy) -> str:
+    """The preset whose numbers the policy has (``auto`` and ``summarizer_model`` aside: applying a
+    preset keeps them): its current label when that one still fits, else the first that does, else
+    "custom"."""
+    values = policy.to_engine()
+
+    def fits(name: str) -> bool:
+        named = PRESETS[name]
+        return replace(values, auto=named.auto, summarizer_model=named.summarizer_model) == named
+
+    if policy.preset in PRESETS and fits(policy.preset):
+        return policy.preset
+    return next((name for name in PRESETS if fits(name)), "custom")
+
+
+def _refusal(exc: ValidationError) -> InvalidInput:
+    errors = {name: [str(m) for m in messages] for name, messages in exc.message_dict.items()}
+    first = next(iter(errors))
+    where = None if first == NON_FIELD_ERRORS else first
+    detail = f"{where}: {errors[first][0]}" if where else errors[first][0]
+    return InvalidInput(detail, code="invalid_policy", field=where, errors=errors)

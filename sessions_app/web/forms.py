@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django import forms
@@ -61,7 +60,8 @@ class PresetForm(forms.Form):
 
 
 class PolicyForm(forms.ModelForm):
-    """The same fields and the same validation (the model's ``clean``) as Django admin."""
+    """The policy's settings, validated by the model's ``clean`` (``compaction.policy.validate``):
+    the settings page's form, and Django admin's (``admin.CompactionPolicyAdmin``)."""
 
     preserve_patterns = forms.CharField(
         required=False,
@@ -79,13 +79,8 @@ class PolicyForm(forms.ModelForm):
             self.initial["preserve_patterns"] = "\n".join(self.instance.preserve_patterns or [])
 
     def clean_preserve_patterns(self) -> list[str]:
-        patterns = [line.strip() for line in self.cleaned_data["preserve_patterns"].splitlines() if line.strip()]
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise forms.ValidationError(f"{pattern!r} is not a regular expression: {exc}.") from None
-        return patterns
+        # One per line; whether each is a regular expression is the engine's check (the model's clean).
+        return [line.strip() for line in self.cleaned_data["preserve_patterns"].splitlines() if line.strip()]
 
 
 class ApiKeyForm(forms.Form):

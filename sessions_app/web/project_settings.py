@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from sessions_app import tasks
 from sessions_app.errors import ServiceError
 from sessions_app.models import Project, Role
 from sessions_app.selectors import access
@@ -106,6 +107,7 @@ def policy_preset(request: AuthenticatedHttpRequest, project_id: int) -> HttpRes
     if not form.is_valid():
         return render_settings(request, project, preset_form=form, status=400)
     projects.policy_apply_preset(policy=project.policy, preset_name=form.cleaned_data["preset"])
+    tasks.after_policy_change(project)
     messages.success(request, f"Applied the {form.cleaned_data['preset']!r} preset.")
     return redirect(_settings_url(project, "#policy"))
 
@@ -117,8 +119,9 @@ def policy_update(request: AuthenticatedHttpRequest, project_id: int) -> HttpRes
     form = PolicyForm(request.POST, instance=project.policy)
     if not form.is_valid():
         return render_settings(request, project, policy_form=form, status=400)
-    projects.policy_update(policy=project.policy, changes=form.cleaned_data)
-    messages.success(request, "Policy saved.")
+    policy = projects.policy_update(policy=project.policy, changes=form.cleaned_data)
+    tasks.after_policy_change(project)
+    messages.success(request, f"Policy saved ({policy.preset}).")
     return redirect(_settings_url(project, "#policy"))
 
 

@@ -114,10 +114,28 @@ def test_edit_the_policy_with_the_admin_validation(as_user, team):
     body = bad.content.decode()
     compact_field = body.split('id="id_compact"', 1)[1].split("</p>", 1)[0]
     assert "Must be at least the remind threshold" in compact_field
-    regex = admin.post(url("policy-update", team.project.pk), policy_data(policy, preserve_patterns="(unclosed"))
-    assert regex.status_code == 400 and "is not a regular expression" in regex.content.decode()
+    regex = admin.post(url("policy-update", team.project.pk), policy_data(policy, preserve_patterns="ok\n(unclosed"))
+    assert regex.status_code == 400
+    patterns_field = regex.content.decode().split('id="id_preserve_patterns"', 1)[1].split("</p>", 1)[0]
+    assert "is not a valid regular expression" in patterns_field  # the engine's check, as in admin and REST
     policy.refresh_from_db()
     assert policy.remind == 0.5
+
+
+def test_the_preset_label_follows_the_numbers_on_the_settings_page(as_user, team):
+    admin = as_user(team.alice)
+    policy = CompactionPolicy.objects.get(project=team.project)
+    admin.post(url("policy-preset", team.project.pk), {"preset": "kai"})
+    policy.refresh_from_db()
+    assert policy.preset == "kai"
+    # Saving the form unchanged keeps the name; one number off the preset makes it custom.
+    assert admin.post(url("policy-update", team.project.pk), policy_data(policy)).status_code == 302
+    policy.refresh_from_db()
+    assert policy.preset == "kai"
+    admin.post(url("policy-update", team.project.pk), policy_data(policy, summary_budget="700"))
+    policy.refresh_from_db()
+    assert (policy.preset, policy.summary_budget) == ("custom", 700)
+    assert "(preset: custom)" in admin.get(url("project-settings", team.project.pk)).content.decode()
 
 
 def test_api_keys_are_shown_once_stored_hashed_and_revocable(as_user, team):

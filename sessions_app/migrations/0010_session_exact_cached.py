@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0008_policy_target_continue'),
+        ("sessions_app", "0009_modelprofile_patterns"),
     ]
 
     operations = [
