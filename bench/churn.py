@@ -1,6 +1,6 @@
 """Churn: how often automatic compaction runs, and where it leaves a session, under each preset.
 
-    .venv/bin/python bench/churn.py [--presets default,adk,kai,gsd,brainchain] [--divisor 3] [FILES …]
+    .venv/bin/python bench/churn.py [--presets default,adk,kai,gsd,brainchain] [--divisor 3] [--window N] [FILES …]
 
 Replays every shared Claude Code transcript (or FILES), one message at a time, through the service
 (``recorded.append`` then ``tasks.after_append``: auto-compaction on, tasks in-process, offline
@@ -98,7 +98,7 @@ def only_untouchable(session: AgentSession, preset_name: str) -> bool:
     return sum(m.tokens for m in messages[:start]) <= summary
 
 
-def replay(path: Path, preset_name: str, user: User, divisor: int) -> Replay | None:
+def replay(path: Path, preset_name: str, user: User, divisor: int, fixed_window: int = 0) -> Replay | None:
     transcript = read_transcript(path.read_bytes(), "claude-code")
     main = next((c for c in transcript.conversations if not c.sidechain), None)
     if main is None:
@@ -112,7 +112,7 @@ def replay(path: Path, preset_name: str, user: User, divisor: int) -> Replay | N
         for c in candidates
         if c.message is not None
     )
-    window = size // divisor
+    window = fixed_window or size // divisor
     if window < MIN_WINDOW:
         return None
     project = projects.project_create(user=user, name=f"{preset_name} · {path.stem}")
@@ -156,16 +156,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", default=",".join(PRESETS))
     parser.add_argument("--divisor", type=int, default=3, help="the window is the transcript's size over this")
+    parser.add_argument("--window", type=int, default=0, help="one window for every session instead")
     parser.add_argument("files", nargs="*", type=Path)
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     user, _ = User.objects.get_or_create(username="churn")
     files = args.files or sorted((SHARED / "claude_code").glob("*.jsonl"))
     failures = 0
-    print(f"window = transcript size ÷ {args.divisor}; {len(files)} transcripts; usage in % of the window\n")
+    size = f"{args.window:,} tokens" if args.window else f"transcript size ÷ {args.divisor}"
+    print(f"window = {size}; {len(files)} transcripts; usage in % of the window\n")
     for preset_name in args.presets.split(","):
         policy = PRESETS[preset_name]
-        replays = [r for r in (replay(p, preset_name, user, args.divisor) for p in files) if r is not None]
+        replays = [r for r in (replay(p, preset_name, user, args.divisor, args.window) for p in files) if r is not None]
         runs = [run for r in replays for run in r.runs]
         pairs = [
             (percent, floor)
@@ -202,6 +204,12 @@ def main() -> int:
                 f"above target {len(over_target)} (and {len(floored)} that left only what no run may touch), "
                 f"above 100 % {len(over_window)}; "
                 f"sessions over the run bound: {len(bound_broken)}"
+            )
+        continued = [percent for _, status, percent in runs if status == "continued"]
+        if continued:
+            print(
+                f"a continuation starts at: median {statistics.median(continued):.1f}, max {max(continued):.1f} "
+                "(the handoff document alone, in the fresh session)"
             )
         if os.environ.get("CHURN_DEBUG"):
             print("  over target (after, floor):", sorted((p, f) for p, f in pairs if p > limit))

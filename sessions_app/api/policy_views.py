@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app import tasks
-from sessions_app.api import serializers as s
+from sessions_app.api import policy_serializers as ps
 from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.errors import first_error
 from sessions_app.api.parsers import JSONParser
@@ -24,14 +24,14 @@ from sessions_app.services import projects
 class ProjectPolicyApi(APIView):
     parser_classes = [JSONParser]  # typed values: a form's strings are never a policy's numbers
 
-    @extend_schema(responses=s.PolicyOut, description="The project's compaction policy (any member).")
+    @extend_schema(responses=ps.PolicyOut, description="The project's compaction policy (any member).")
     def get(self, request: AuthenticatedRequest, project_id: int) -> Response:
         project = access.project_get_for(request.user, project_id)
-        return Response(s.PolicyOut(usage.project_policy(project)).data)
+        return Response(ps.PolicyOut(usage.project_policy(project)).data)
 
     @extend_schema(
-        request=s.PolicyPatchIn,
-        responses=s.PolicyOut,
+        request=ps.PolicyPatchIn,
+        responses=ps.PolicyOut,
         description="Project admins: change any of the policy's settings, or apply a preset (`preset`; the "
         "other fields given go on top of it). Checked as a whole before anything is written, with the "
         "validation of Django admin and the settings page; a 400 names every field at fault in `errors`. "
@@ -50,7 +50,7 @@ class ProjectPolicyApi(APIView):
         preset_name = changes.pop("preset", None)
         policy = projects.policy_update(policy=usage.project_policy(project), changes=changes, preset_name=preset_name)
         tasks.after_policy_change(project)
-        return Response(s.PolicyOut(policy).data)
+        return Response(ps.PolicyOut(policy).data)
 
 
 def _policy_changes(request: Request) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def _policy_changes(request: Request) -> dict[str, Any]:
     field at fault."""
     if not isinstance(request.data, dict):
         raise InvalidInput("The body is a JSON object.", code="invalid_body")
-    serializer = s.PolicyPatchIn(data=request.data)
+    serializer = ps.PolicyPatchIn(data=request.data)
     if not serializer.is_valid():
         detail, code = first_error(serializer.errors)
         errors = {name: _texts(problems) for name, problems in serializer.errors.items()}
