@@ -63,6 +63,7 @@ class Replay:
     window: int
     growth: int = 0  # calibrated tokens the messages added
     runs: list[tuple[str, str, float]] = field(default_factory=list)  # (level, status, usage % after)
+    checkpoints: int = 0  # runs that wrote a checkpoint (a summary)
     floors: list[bool] = field(default_factory=list)  # per run: it left only what no run may touch
     max_percent: float = 0.0
     final_percent: float = 0.0
@@ -137,6 +138,7 @@ def replay(path: Path, preset_name: str, user: User, divisor: int, fixed_window:
             seen.add(record.pk)
             after = (record.tokens_after or 0) / window * 100
             result.runs.append((record.level, record.status, round(after, 1)))
+            result.checkpoints += any(item.get("strategy") == "checkpoint" for item in record.items or [])
             result.floors.append(only_untouchable(record.session, preset_name))
         session.refresh_from_db()
         if session.status == SessionStatus.HANDED_OFF:
@@ -193,7 +195,8 @@ def main() -> int:
             f"{sum(1 for _, st, _ in runs if st == 'skipped') - sum(r.skipped for r in replays)} with nothing left to "
             "summarize; "
             f"failed {sum(1 for _, s, _ in runs if s == 'failed')}, "
-            f"continued {sum(r.continuations for r in replays)}); "
+            f"continued {sum(r.continuations for r in replays)}; "
+            f"with a checkpoint {sum(r.checkpoints for r in replays)}); "
             f"max usage {max(r.max_percent for r in replays):.1f}; "
             f"final usage median {statistics.median(r.final_percent for r in replays):.1f}, "
             f"max {max(r.final_percent for r in replays):.1f}"

@@ -147,19 +147,22 @@ def plan_summarize(
     force: bool = False,
     fixed_tokens: int = 0,
     target_tokens: float | None = None,
+    originals: Sequence[Msg] = (),
 ) -> SummaryPlan:
     """What summarizing would do: which messages the checkpoint replaces, and the checkpoint.
 
     ``target_tokens``: what the whole context may hold after the run (default: the policy's
     ``target_after`` of the window); the tail keeps what fits under it next to ``fixed_tokens``
-    (system prompt, tools) and the summary. ``force`` (a person asked): when every message fits,
-    keep only the minimal tail."""
+    (system prompt, tools) and the summary. ``force`` (a person asked): when what must go is no
+    larger than a summary, keep only the minimal tail."""
     budget = policy.summary_tokens(context_window)
     target = policy.target_after * context_window if target_tokens is None else target_tokens
     limit = target - budget - fixed_tokens
     hard = (1 - policy.output_reserve) * context_window - budget - fixed_tokens
     start = split_tail(messages, policy, context_window=context_window, limit=limit, hard_limit=hard)
-    if start == 0 and force:
+    if force and sum(m.tokens for m in messages[:start]) <= budget:
+        # A person asked for a summary though (almost) nothing must go: the checkpoint covers all but
+        # the protected messages, rather than a head too small to be worth summarizing.
         start = split_tail(messages, policy, context_window=context_window, minimal=True, limit=limit, hard_limit=hard)
     head, tail = list(messages[:start]), list(messages[start:])
     if not head:
@@ -168,7 +171,10 @@ def plan_summarize(
             permanent=True,
             code="nothing_to_summarize",
         )
-    fields = summarizer.summarize(head, previous=previous, budget=budget, instructions=instructions)
+    unpruned = {m.seq: m for m in originals}
+    fields = summarizer.summarize(
+        [unpruned.get(m.seq, m) for m in head], previous=previous, budget=budget, instructions=instructions
+    )
     stamps = sorted(m.created_at for m in head if m.created_at)
     checkpoint = merge_checkpoint(
         previous,

@@ -78,9 +78,11 @@ def test_a_run_brings_usage_to_the_presets_target(session_of, team, preset, leve
     assert record.tokens_after <= policy.target_after * status["context_window"]
     if not policy.reversible_first:
         assert not strategies & REVERSIBLE  # gsd and kai only summarize
-    if level == "summarize":
-        assert "checkpoint" in strategies and status["summary"] > 0
-    elif strategies & REVERSIBLE and "checkpoint" not in strategies:
+    if not policy.reversible_first:
+        assert "checkpoint" in strategies and status["summary"] > 0  # a summary, not pruning
+    elif "checkpoint" not in strategies:
+        # Pruning first; a summary only when that did not reach the target.
+        assert strategies & REVERSIBLE
         assert any("Reversible compaction alone" in note for note in record.notes)
     # The newest keep_recent_messages: no strategy touched them.
     assert newest(session, policy.keep_recent_messages) == protected
@@ -106,7 +108,10 @@ def test_a_compact_run_prunes_first_and_summarizes_only_what_must_go(session_of,
 def test_the_summary_fits_its_budget_in_status_units(session_of, team):
     with_preset(team, "adk")  # summary ≤ 500 tokens
     session = at(busy_session(session_of, rounds=40), 0.90)
-    record = run(session, "summarize")
+    record = compaction_runs.compaction_request(session=session, level="summarize", user=None)
+    compaction_runs.compaction_run(record.pk)
+    record.refresh_from_db()
+    session.refresh_from_db()
     status = usage.session_status(session)
     assert record.status == "succeeded"
     assert status["calibration_factor"] > 1  # Claude's: raw tokens would show larger
@@ -256,3 +261,27 @@ def test_the_append_answer_of_a_closed_session_without_continuation_says_so(sess
         "code": "session_closed",
         "continued_in": None,
     }
+
+
+def test_a_summary_by_hand_keeps_the_recent_work_the_window_has_room_for(session_of, team):
+    """Issue 13's 106,000-token session at 53 %: summarized by hand, it kept only 7 messages."""
+    with_preset(team, "default")
+    session = at(busy_session(session_of, rounds=40), 0.53)
+    total = Message.objects.filter(session=session).count()
+    record = compaction_runs.compaction_request(session=session, level="summarize", user=None)
+    assert compaction_runs.compaction_run(record.pk) == "succeeded"
+    session.refresh_from_db()
+    status = usage.session_status(session)
+    kept = Message.objects.filter(session=session, state__in=CONTEXT_STATES).count()
+    assert status["summary"] > 0 and status["usage_percent"] <= 50
+    assert kept > total / 2  # only what had to go went
+
+
+def test_a_summary_by_hand_of_a_roomy_session_covers_all_but_the_protected_messages(session_of, team):
+    with_preset(team, "default")
+    session = at(busy_session(session_of), 0.30)  # nothing must go
+    record = compaction_runs.compaction_request(session=session, level="summarize", user=None)
+    assert compaction_runs.compaction_run(record.pk) == "succeeded"
+    kept = list(Message.objects.filter(session=session, state__in=CONTEXT_STATES).values_list("role", flat=True))
+    assert "checkpoint" in {item["strategy"] for item in Compaction.objects.get(pk=record.pk).items}
+    assert len(kept) <= 3  # the two protected messages (and the call a kept result answers)
