@@ -32,7 +32,7 @@ class Policy:
     protect_tool_tokens: int = 40_000
     # A run brings usage down to target_after (hysteresis: the next run is a real step away).
     target_after: float = 0.50
-    # Reversible strategies run before any summary (`gsd` and `kai` only summarize).
+    # At the compact level, reversible strategies run before any summary (`gsd` and `kai` only summarize).
     reversible_first: bool = True
     # A summary keeps the newest messages verbatim, up to the target and at most tail_fraction of
     # the window (`kai`: 30 %). The newest keep_recent_messages are never touched by any strategy.

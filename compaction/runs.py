@@ -4,12 +4,13 @@ Hysteresis: a run never stops just under the threshold that triggered it, or the
 cross it again (one run per handful of appends). It ends at ``target_after``, so the next run is
 ``(trigger - target) × window`` tokens of growth away.
 
-At every level: the reversible strategies first (when ``reversible_first``); then, if usage is
-still above the target, a summary of the oldest messages, only as many as must go — the newest stay
-as they are, up to the target. (What the ``handoff`` level adds, a document or a continuation, is
-the service's.) A person's ``compact`` request runs the reversible strategies alone; a person's
-``summarize`` writes a checkpoint without pruning: of what does not fit verbatim under the target,
-or, when nothing must go, of all but the protected messages.
+- ``compact``: the reversible strategies first (when ``reversible_first``); if usage is still above
+  the target, a summary of the oldest messages, only as many as must go.
+- ``summarize`` and ``handoff``: a checkpoint of the oldest messages that do not fit verbatim under
+  the target; the newest stay verbatim, up to it. (What the ``handoff`` level adds, a document or a
+  continuation, is the service's.)
+- A person's ``compact`` runs the reversible strategies alone; a person's ``summarize`` summarizes
+  as above or, when nothing must go, all but the protected messages.
 
 Units: raw offline tokens throughout (the caller converts budgets given in STATUS units).
 """
@@ -58,20 +59,24 @@ def plan_run(
     """The run for ``level`` over the session's context ``messages`` (seq order). ``fixed_tokens``:
     system prompt, tools and request framing; ``summary_tokens``: the current checkpoint's message."""
     target = policy.target_after * context_window
-    # A person's compact asks for the reversible strategies alone; a person's summarize for a summary.
-    prune = (manual and level == Level.COMPACT) or (policy.reversible_first and not manual)
+    # Pruning is the compact level's (and a person's compact request is nothing else); the summarize
+    # and handoff levels summarize, and what stays stays verbatim.
+    prune = level == Level.COMPACT and (manual or policy.reversible_first)
     changes = plan_compact(messages, policy, context_window=context_window, tokenizer=tokenizer) if prune else []
     run = RunPlan(changes, None)
-    if manual and level == Level.COMPACT:
-        return run
-    pruned = sum(m.tokens for m in messages) - sum(c.saved for c in changes)
-    if not manual and fixed_tokens + pruned + summary_tokens <= target:
-        run.notes.append(f"Reversible compaction alone brought usage to the target ({policy.target_after:.0%}).")
-        return run
-    # Then summarize only what still does not fit: the split is made on the pruned sizes. Not counting
-    # duplicate references: one whose original the summary replaces is dropped below, and the tail
-    # must fit without its saving.
-    basis = apply_changes(messages, [c for c in changes if not c.refers_to])
+    if level == Level.COMPACT:
+        if manual:
+            return run
+        pruned = sum(m.tokens for m in messages) - sum(c.saved for c in changes)
+        if fixed_tokens + pruned + summary_tokens <= target:
+            run.notes.append(f"Reversible compaction alone brought usage to the target ({policy.target_after:.0%}).")
+            return run
+        # Then summarize only what still does not fit: the split is made on the pruned sizes. Not
+        # counting duplicate references: one whose original the summary replaces is dropped below,
+        # and the tail must fit without its saving.
+        basis = apply_changes(messages, [c for c in changes if not c.refers_to])
+    else:
+        basis = list(messages)
     try:
         summary = plan_summarize(
             basis,

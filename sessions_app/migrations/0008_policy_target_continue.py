@@ -28,7 +28,7 @@ class Migration(migrations.Migration):
             model_name="compactionpolicy",
             name="reversible_first",
             field=models.BooleanField(
-                default=True, help_text="Run the reversible strategies before summarizing anything."
+                default=True, help_text="At the compact level, run the reversible strategies before summarizing anything."
             ),
         ),
         migrations.AddField(

@@ -125,7 +125,7 @@ class CompactionPolicy(models.Model):
     protect_tool_tokens = models.PositiveIntegerField(default=40_000)
     target_after = models.FloatField(default=0.50, help_text="Share of the window a run brings usage down to.")
     reversible_first = models.BooleanField(
-        default=True, help_text="Run the reversible strategies before summarizing anything."
+        default=True, help_text="At the compact level, run the reversible strategies before summarizing anything."
     )
     tail_fraction = models.FloatField(
         default=0.50, help_text="Most of the window the verbatim tail after a summary may take."

@@ -78,8 +78,10 @@ def test_a_run_brings_usage_to_the_presets_target(session_of, team, preset, leve
     assert record.tokens_after <= policy.target_after * status["context_window"]
     if not policy.reversible_first:
         assert not strategies & REVERSIBLE  # gsd and kai only summarize
-    if not policy.reversible_first:
-        assert "checkpoint" in strategies and status["summary"] > 0  # a summary, not pruning
+    if level == "summarize" or not policy.reversible_first:
+        # A summary, not pruning: what stays is verbatim.
+        assert "checkpoint" in strategies and status["summary"] > 0
+        assert not strategies & REVERSIBLE
     elif "checkpoint" not in strategies:
         # Pruning first; a summary only when that did not reach the target.
         assert strategies & REVERSIBLE
