@@ -83,10 +83,10 @@ def policy_of(preset_name: str) -> Policy:
 
 
 def only_untouchable(session: AgentSession, preset_name: str) -> bool:
-    """After a run: the context holds nothing a run may still summarize — only the newest turn and
-    the protected recent messages (with the calls they answer), and older messages too few to
-    outweigh a summary. Such a run ending above the target says the window is too small for the
-    policy, not that the run stopped early."""
+    """After a run: the context holds nothing worth summarizing — only the newest turn and the
+    protected recent messages (with the calls they answer), and older messages whose summary would
+    free less than the policy's minimal saving. Such a run ending above the target says the window
+    is too small for the policy, not that the run stopped early."""
     policy = policy_of(preset_name)
     factor = usage.model_info(session.model).calibration
     window = session.context_window_override or usage.model_info(session.model).context_window
@@ -96,7 +96,7 @@ def only_untouchable(session: AgentSession, preset_name: str) -> bool:
     summary = replace(policy, summary_budget=int(policy.summary_budget / factor)).summary_tokens(raw_window)
     hard = (1 - policy.output_reserve) * raw_window - summary
     start = split_tail(messages, policy, context_window=raw_window, minimal=True, hard_limit=hard)
-    return sum(m.tokens for m in messages[:start]) <= summary
+    return sum(m.tokens for m in messages[:start]) - summary < policy.min_saving(window) / factor
 
 
 def replay(path: Path, preset_name: str, user: User, divisor: int, fixed_window: int = 0) -> Replay | None:

@@ -42,6 +42,10 @@ class ProjectAdmin(admin.ModelAdmin):
     search_fields = ["name", "description"]
     inlines = [MembershipInline]
 
+    def save_model(self, request: HttpRequest, obj: Project, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        projects.policy_ensure(project=obj)  # every project has a policy, however it was made
+
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):

@@ -38,11 +38,19 @@ def project_create(*, user: User, name: str, description: str = "") -> Project:
     check_text(description, "description", limit=PROJECT_DESCRIPTION_MAX)
     project = Project.objects.create(name=name, description=description, created_by=user)
     Membership.objects.create(project=project, user=user, role=Role.ADMIN)
-    policy = CompactionPolicy(project=project)
-    preset_name = settings.CTX_DEFAULT_POLICY_PRESET
-    policy.apply_engine(preset(preset_name), preset_name=preset_name)
-    policy.save()
+    policy_ensure(project=project)
     return project
+
+
+def policy_ensure(*, project: Project) -> CompactionPolicy:
+    """The project's policy row, made from the configured default preset when it has none (a
+    project added in Django admin)."""
+    preset_name = settings.CTX_DEFAULT_POLICY_PRESET
+    policy, created = CompactionPolicy.objects.get_or_create(project=project, defaults={"preset": preset_name})
+    if created:
+        policy.apply_engine(preset(preset_name), preset_name=preset_name)
+        policy.save()
+    return policy
 
 
 @transaction.atomic

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 from sessions_app import tasks
 from sessions_app.errors import ServiceError
 from sessions_app.models import Project, Role
-from sessions_app.selectors import access
+from sessions_app.selectors import access, usage
 from sessions_app.services import keys as key_services
 from sessions_app.services import projects
 from sessions_app.web.access import AuthenticatedHttpRequest, apikey_for, member_for, project_for
@@ -30,12 +30,13 @@ def render_settings(
     request: AuthenticatedHttpRequest, project: Project, *, status: int = 200, **forms: Any
 ) -> HttpResponse:
     memberships = access.memberships_of(project)
+    policy = usage.project_policy(project)
     context = {
         "project": project,
         "members": [(m, RoleForm(initial={"role": m.role}, prefix=f"m{m.user_id}")) for m in memberships],
         "member_form": forms.get("member_form") or MemberForm(),
-        "preset_form": forms.get("preset_form") or PresetForm(initial={"preset": project.policy.preset}),
-        "policy_form": forms.get("policy_form") or PolicyForm(instance=project.policy),
+        "preset_form": forms.get("preset_form") or PresetForm(initial={"preset": policy.preset}),
+        "policy_form": forms.get("policy_form") or PolicyForm(instance=policy),
         "key_form": forms.get("key_form") or ApiKeyForm(),
         "keys": access.apikey_list_for(request.user),
         "new_key": forms.get("new_key"),
@@ -106,7 +107,9 @@ def policy_preset(request: AuthenticatedHttpRequest, project_id: int) -> HttpRes
     form = PresetForm(request.POST)
     if not form.is_valid():
         return render_settings(request, project, preset_form=form, status=400)
-    projects.policy_apply_preset(policy=project.policy, preset_name=form.cleaned_data["preset"])
+    projects.policy_apply_preset(
+        policy=projects.policy_ensure(project=project), preset_name=form.cleaned_data["preset"]
+    )
     tasks.after_policy_change(project)
     messages.success(request, f"Applied the {form.cleaned_data['preset']!r} preset.")
     return redirect(_settings_url(project, "#policy"))
@@ -116,10 +119,10 @@ def policy_preset(request: AuthenticatedHttpRequest, project_id: int) -> HttpRes
 @require_POST
 def policy_update(request: AuthenticatedHttpRequest, project_id: int) -> HttpResponse:
     project = project_for(request, project_id, min_role=Role.ADMIN)
-    form = PolicyForm(request.POST, instance=project.policy)
+    form = PolicyForm(request.POST, instance=projects.policy_ensure(project=project))
     if not form.is_valid():
         return render_settings(request, project, policy_form=form, status=400)
-    policy = projects.policy_update(policy=project.policy, changes=form.cleaned_data)
+    policy = projects.policy_update(policy=form.instance, changes=form.cleaned_data)
     tasks.after_policy_change(project)
     messages.success(request, f"Policy saved ({policy.preset}).")
     return redirect(_settings_url(project, "#policy"))

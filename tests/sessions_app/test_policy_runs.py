@@ -287,3 +287,32 @@ def test_a_summary_by_hand_of_a_roomy_session_covers_all_but_the_protected_messa
     kept = list(Message.objects.filter(session=session, state__in=CONTEXT_STATES).values_list("role", flat=True))
     assert "checkpoint" in {item["strategy"] for item in Compaction.objects.get(pk=record.pk).items}
     assert len(kept) <= 3  # the two protected messages (and the call a kept result answers)
+
+
+def test_a_project_added_in_admin_has_a_policy_and_its_settings_page_opens(team, client):
+    from django.contrib.auth import get_user_model
+
+    from sessions_app.models import CompactionPolicy, Membership, Project, Role
+
+    staff = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(staff)
+    answer = client.post(
+        "/admin/sessions_app/project/add/",
+        {
+            "name": "From admin",
+            "description": "",
+            "context_document": "",
+            "created_by": staff.pk,
+            "memberships-TOTAL_FORMS": "0",
+            "memberships-INITIAL_FORMS": "0",
+            "memberships-MIN_NUM_FORMS": "0",
+            "memberships-MAX_NUM_FORMS": "1000",
+        },
+    )
+    assert answer.status_code == 302, answer.content[:500]
+    project = Project.objects.get(name="From admin")
+    assert CompactionPolicy.objects.filter(project=project).exists()
+    # One made before (no policy row): its settings page opens, and saving makes the row.
+    bare = Project.objects.create(name="Bare")
+    Membership.objects.create(project=bare, user=staff, role=Role.ADMIN)
+    assert client.get(f"/projects/{bare.pk}/settings/").status_code == 200
