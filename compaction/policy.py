@@ -145,6 +145,8 @@ def level_for(fraction: float, thresholds: Thresholds) -> Level:
 
 
 MAX_PATTERN_CHARS = 500
+# A quantified group whose body is itself quantified: the shape of catastrophic backtracking.
+NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*(?:[+*]|\{\d*,)")
 
 
 def _pattern_problem(patterns: Any) -> str:
@@ -158,8 +160,12 @@ def _pattern_problem(patterns: Any) -> str:
             return f"A pattern is at most {MAX_PATTERN_CHARS} characters."
         try:
             re.compile(pattern)
-        except re.error as exc:
+        except (re.error, OverflowError, RecursionError, ValueError) as exc:
             return f"{pattern!r} is not a valid regular expression: {exc}."
+        if NESTED_QUANTIFIER.search(pattern):
+            # (a+)+ and the like take exponential time on a line that almost matches; every message's
+            # lines are matched against these patterns, so one such pattern could stall a worker.
+            return f"{pattern!r} repeats a group that itself repeats (like (a+)+); write it without the nesting."
     return ""
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .policy import Policy
+from .policy import NESTED_QUANTIFIER, Policy
 from .tokens import Tokenizer
 from .types import Msg
 
@@ -63,9 +63,12 @@ def compile_patterns(patterns: Iterable[str]) -> list[re.Pattern[str]]:
     (``policy.DEFAULT_PRESERVE_PATTERNS``) also keeps "ERROR" and "Failed"."""
     compiled = []
     for pattern in patterns:
+        if NESTED_QUANTIFIER.search(pattern):  # saved before validation refused them: taken literally
+            compiled.append(re.compile(re.escape(pattern), re.IGNORECASE))
+            continue
         try:
             compiled.append(re.compile(pattern, re.IGNORECASE))
-        except re.error:
+        except (re.error, OverflowError, RecursionError, ValueError):
             compiled.append(re.compile(re.escape(pattern), re.IGNORECASE))
     return compiled
 

@@ -284,7 +284,7 @@ def _checkpoint(client: Client, state: dict[str, Any], answer: Mapping[str, Any]
         return f"A checkpoint was requested (ctxweb compaction {state['checkpoint']})."
     try:
         record = client.compact(
-            answer["session"],
+            answer.get("continued_in") or answer["session"],  # the session taking the messages now
             level="summarize",
             instructions="Checkpoint requested by the Claude Code hook: the context is above 90 %.",
         )

@@ -56,19 +56,26 @@ PRESET_VALUES = {
 }
 
 
+# What the presets had before this migration: a policy field still equal to it was never edited.
+OLD_VALUES = {"tail_fraction": 0.30, "keep_recent_messages": {"brainchain": 10}.get}
+
+
 def presets_forward(apps, schema_editor):
-    """A policy still named after a preset gets that preset's new settings; an edited one ('custom')
-    keeps its numbers and gets a target safely below its compact threshold."""
+    """A policy still named after a preset gets that preset's new settings, field by field where
+    the field still holds the preset's old value (an edit made while the label stayed is kept).
+    Every policy gets a target above 0 and below its own compact threshold."""
     CompactionPolicy = apps.get_model("sessions_app", "CompactionPolicy")
     for policy in CompactionPolicy.objects.all():
         values = dict(PRESET_VALUES.get(policy.preset) or {})
-        if not values or values["target_after"] >= policy.compact:
-            # Edited (or edited without the label following, as admin allowed): keep the numbers, and
-            # a target safely below this policy's own compact threshold.
-            values = {"target_after": round(min(0.50, policy.compact * 0.7), 2)}
+        if policy.tail_fraction != OLD_VALUES["tail_fraction"]:
+            values.pop("tail_fraction", None)
+        if policy.keep_recent_messages != OLD_VALUES["keep_recent_messages"](policy.preset, 6):
+            values.pop("keep_recent_messages", None)
+        if values.get("target_after", 0.5) >= policy.compact:
+            values["target_after"] = min(0.5, policy.compact * 0.7)
         for name, value in values.items():
             setattr(policy, name, value)
-        policy.save(update_fields=list(values))
+        policy.save(update_fields=list(values) or ["target_after"])
 
 
 Migration.operations.append(migrations.RunPython(presets_forward, migrations.RunPython.noop))

@@ -10,7 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from sessions_app.errors import Conflict
-from sessions_app.models import ACTIVE_COMPACTION_STATUSES, Compaction, CompactionStatus
+from sessions_app.models import ACTIVE_COMPACTION_STATUSES, Compaction, CompactionStatus, SessionStatus
 
 
 def revert_refusal(
@@ -24,6 +24,11 @@ def revert_refusal(
     shows the same reasons the API answers with; a page listing many records passes the session's
     ``newest_id`` (newest revertible compaction) and ``busy`` (one queued or running) once."""
     now = now or timezone.now()
+    if record.session.status != SessionStatus.ACTIVE:
+        return Conflict(
+            f"Session {record.session_id} is {record.session.status.replace('_', ' ')}; its compactions stay.",
+            code="session_closed",
+        )
     if record.status != CompactionStatus.SUCCEEDED:
         return Conflict(
             f"Only a succeeded compaction can be reverted; this one is {record.status}.", code="not_revertible"

@@ -201,7 +201,8 @@ def session_status(session: AgentSession) -> Status:
     current = session_usage(session, policy=policy)
     auto = auto_compact_enabled(session, policy)
     finished = (
-        session.compactions.filter(status=CompactionStatus.SUCCEEDED)
+        # Only compactions that changed messages (a handoff document alone changes none).
+        session.compactions.filter(status=CompactionStatus.SUCCEEDED, revertible_until__isnull=False)
         .order_by("-finished_at")
         .values_list("finished_at", flat=True)
         .first()

@@ -16,6 +16,7 @@ from sessions_app.models import (
     AgentSession,
     Compaction,
     CompactionStatus,
+    SessionStatus,
 )
 
 # Three failures in a row pause automatic compaction for a session until a manual one succeeds.
@@ -65,11 +66,27 @@ class LostClaim(Exception):
     this one writes nothing."""
 
 
+class SessionClosed(Exception):
+    """The session was handed off or archived while the run planned: it writes nothing."""
+
+
 def lock_running(record: Compaction) -> tuple[AgentSession, Compaction]:
     """Inside a transaction: the session and the record, locked, before a run's result is written.
-    Raises ``LostClaim`` when the record is no longer running."""
+    Raises ``LostClaim`` when the record is no longer running, ``SessionClosed`` when the session no
+    longer takes messages (a person continued it meanwhile, say: one continuation, not two)."""
     session = AgentSession.objects.select_for_update().get(pk=record.session_id)
     current = Compaction.objects.select_for_update().get(pk=record.pk)
     if current.status != CompactionStatus.RUNNING:
         raise LostClaim(f"compaction {record.pk} is {current.status}")
+    if session.status != SessionStatus.ACTIVE:
+        raise SessionClosed(f"session {session.pk} is {session.status}")
     return session, current
+
+
+def compaction_skip_closed(compaction_id: int) -> None:
+    """A running compaction whose session was closed meanwhile: skipped, nothing changed."""
+    Compaction.objects.filter(pk=compaction_id, status=CompactionStatus.RUNNING).update(
+        status=CompactionStatus.SKIPPED,
+        error="The session was closed (handed off or archived) while this ran; nothing changed.",
+        finished_at=timezone.now(),
+    )

@@ -36,7 +36,15 @@ from sessions_app.models import (
     SessionStatus,
 )
 from sessions_app.selectors import model_context
-from sessions_app.services.compaction_records import MAX_ATTEMPTS, LostClaim, claim, compaction_fail, lock_running
+from sessions_app.services.compaction_records import (
+    MAX_ATTEMPTS,
+    LostClaim,
+    SessionClosed,
+    claim,
+    compaction_fail,
+    compaction_skip_closed,
+    lock_running,
+)
 from sessions_app.services.handoffs import handoff_auto_document, handoff_from_compaction
 from sessions_app.services.planning import Outcome, Snapshot, plan, snapshot
 
@@ -132,7 +140,17 @@ def _run(record: Compaction, fallback_reason: str) -> str:
     try:
         if manual_handoff or continuing:
             # brainchain's step at the top: the whole session into a handoff, continued in a fresh one.
-            return handoff_from_compaction(record, snap, outcome, continue_=continuing)
+            result = handoff_from_compaction(
+                record, snap, outcome, continue_=continuing, allow_fallback=bool(fallback_reason)
+            )
+            if result != "too-large":
+                return result
+            # The fresh session would start over its own thresholds: compact this one instead.
+            outcome = plan(snap, record.level, summarizer=summarizer, instructions=record.instructions)
+            outcome.notes.append(
+                "Not continued: the system prompt, tools and handoff would fill the fresh session past its "
+                "compact threshold; compacted here instead."
+            )
         result = apply(record, snap, outcome)
         if auto_handoff and result in ("succeeded", "skipped"):
             # The run brought usage down to the target; the document lets the agent start afresh anyway.
@@ -141,6 +159,9 @@ def _run(record: Compaction, fallback_reason: str) -> str:
         return result
     except LostClaim:
         return "lost-claim"
+    except SessionClosed:
+        compaction_skip_closed(record.pk)
+        return "skipped"
     except Exception as exc:
         return _failed(record.pk, exc, "applying")
 

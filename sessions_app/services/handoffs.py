@@ -14,12 +14,22 @@ from compaction.checkpoint import merge_checkpoint, render_summary_text
 from compaction.context import summary_message
 from compaction.errors import EngineError
 from compaction.handoff import Handoff, HandoffContext, continuation_prompt, render_handoff
-from compaction.messages import normalize_message
-from compaction.summarize import ExtractiveSummarizer
+from compaction.messages import NormalizedMessage, normalize_message
+from compaction.summarize import ExtractiveSummarizer, split_tail
+from compaction.tokens import calibrate
 from sessions_app import engine
 from sessions_app.engine import offline_summarizer, summarizer_for
 from sessions_app.errors import Conflict
-from sessions_app.models import AgentSession, Checkpoint, Compaction, CompactionStatus, HandoffDocument, SessionStatus
+from sessions_app.models import (
+    CONTEXT_STATES,
+    AgentSession,
+    Checkpoint,
+    Compaction,
+    CompactionStatus,
+    HandoffDocument,
+    Message,
+    SessionStatus,
+)
 from sessions_app.selectors import model_context, usage
 from sessions_app.services import agent_sessions, ingest
 from sessions_app.services.compaction_records import compaction_fail, lock_running
@@ -132,7 +142,7 @@ def handoff_create(*, session: AgentSession, user: User | None, continue_: bool 
             session=locked, snap=snap, merged=merged, summarizer=used, compaction=None, user=user
         )
         if continue_:
-            document.continuation = _continue(locked, rendered, user)
+            document.continuation = _continue(locked, rendered, user, carried=_carried(locked, snap))
             document.save(update_fields=["continuation"])
     return document
 
@@ -145,8 +155,11 @@ def _continuation_name(session: AgentSession) -> str:
     return agent_sessions.fit(session.name or f"session {session.pk}", room) + suffix
 
 
-def _continue(session: AgentSession, rendered: Handoff, user: User | None) -> AgentSession:
-    """The fresh session: same model, system prompt and tools; the handoff is its first message."""
+def _continue(
+    session: AgentSession, rendered: Handoff, user: User | None, *, carried: list[NormalizedMessage]
+) -> AgentSession:
+    """The fresh session: same model, system prompt and tools; the handoff is its first message, the
+    ``carried`` messages (verbatim, with their client ids: a retry stores nothing twice) follow."""
     fresh = agent_sessions.session_create(
         user=user or session.owner,
         project=session.project,
@@ -160,7 +173,8 @@ def _continue(session: AgentSession, rendered: Handoff, user: User | None) -> Ag
         metadata={"continues": session.pk},
     )
     ingest.message_append(
-        session=fresh, messages=[normalize_message({"role": "user", "content": continuation_prompt(rendered)})]
+        session=fresh,
+        messages=[normalize_message({"role": "user", "content": continuation_prompt(rendered)}), *carried],
     )
     session.status = SessionStatus.HANDED_OFF
     session.save(update_fields=["status", "updated_at"])
@@ -189,34 +203,69 @@ def _handoff_item(document: HandoffDocument) -> dict[str, Any]:
     return {"strategy": "handoff", "seq": None, "tokens_before": 0, "tokens_after": 0, "handoff": document.pk}
 
 
-def handoff_from_compaction(record: Compaction, snap: Snapshot, outcome: Outcome, *, continue_: bool = False) -> str:
+class _TooLarge(Exception):
+    """The continuation would start over its own target: nothing is written."""
+
+
+def handoff_from_compaction(
+    record: Compaction, snap: Snapshot, outcome: Outcome, *, continue_: bool = False, allow_fallback: bool = False
+) -> str:
     """The worker's handoff level: a document for the session, changing no message. The session
     stays open — the agent (or a person) decides when to continue from it — unless ``continue_``
     (the policy's ``auto_continue``): then the session is closed and a fresh linked one starts from
-    the document."""
+    the document, followed by the protected newest messages (a tool call waiting for its result
+    among them) and whatever arrived while the summary was written. "too-large" (nothing written):
+    that fresh session would start above the policy's target. ``allow_fallback``: the model kept
+    failing, the offline summarizer stands in."""
     try:
-        merged, used = _summarize_all(snap, allow_fallback=False)
+        merged, used = _summarize_all(snap, allow_fallback=allow_fallback)
     except EngineError as exc:
         if not exc.permanent:
             raise
         compaction_fail(record.pk, str(exc))
         return "failed"
     now = timezone.now()
-    with transaction.atomic():
-        session, current = lock_running(record)  # LostClaim: the caller answers "lost-claim"
-        document, rendered = _store(
-            session=session, snap=snap, merged=merged, summarizer=used, compaction=current, user=None
-        )
-        if continue_:
-            document.continuation = _continue(session, rendered, None)
-            document.save(update_fields=["continuation"])
-        current.status = CompactionStatus.SUCCEEDED
-        current.upto_seq = snap.upto_seq
-        current.tokens_before = current.tokens_after = outcome.tokens_before
-        current.items = [_handoff_item(document)]
-        current.finished_at = now
-        current.revertible_until = None  # nothing changed, nothing to revert
-        current.save()
-        session.compaction_failures = 0
-        session.save(update_fields=["compaction_failures", "updated_at"])
+    try:
+        with transaction.atomic():
+            session, current = lock_running(record)  # LostClaim, SessionClosed: the caller's
+            document, rendered = _store(
+                session=session, snap=snap, merged=merged, summarizer=used, compaction=current, user=None
+            )
+            if continue_:
+                carried = _carried(session, snap)
+                _fits_or_raise(snap, rendered, carried)
+                document.continuation = _continue(session, rendered, None, carried=carried)
+                document.save(update_fields=["continuation"])
+            current.status = CompactionStatus.SUCCEEDED
+            current.upto_seq = snap.upto_seq
+            current.tokens_before = current.tokens_after = outcome.tokens_before
+            current.items = [_handoff_item(document)]
+            current.finished_at = now
+            current.revertible_until = None  # nothing changed, nothing to revert
+            current.save()
+            session.compaction_failures = 0
+            session.save(update_fields=["compaction_failures", "updated_at"])
+    except _TooLarge:
+        return "too-large"
     return "succeeded"
+
+
+def _carried(session: AgentSession, snap: Snapshot) -> list[NormalizedMessage]:
+    """What the fresh session takes verbatim after the handoff: the protected newest messages (and
+    the calls their results answer), and every message stored after the snapshot was taken."""
+    policy = snap.engine_policy
+    start = split_tail(snap.messages, policy, context_window=snap.raw_window, minimal=True)
+    first = snap.messages[start].seq if start < len(snap.messages) else snap.upto_seq + 1
+    rows = Message.objects.filter(session=session, seq__gte=first, state__in=CONTEXT_STATES).order_by("seq")
+    return [
+        normalize_message({"role": row.role, "content": row.content, "client_id": row.client_id or None})
+        for row in rows
+    ]
+
+
+def _fits_or_raise(snap: Snapshot, rendered: Handoff, carried: list[NormalizedMessage]) -> None:
+    tokenizer = engine.offline_tokenizer()
+    raw = snap.fixed_tokens + tokenizer.count_message("user", continuation_prompt(rendered))
+    raw += sum(tokenizer.count_message(m.role, m.content) for m in carried)
+    if calibrate(raw, snap.factor) > snap.policy.target_after * snap.window:
+        raise _TooLarge

@@ -119,3 +119,13 @@ def test_a_bare_or_newer_name_of_a_known_family_gets_the_family_window(name, win
 @pytest.mark.parametrize("name", ["claudette", "gpt-50", "gpt-4.10", "o30", "my-local-llama", "llama-claude"])
 def test_names_that_only_look_like_a_family_stay_unknown(name):
     assert spec_for(name) is None
+
+
+def test_preserve_patterns_that_would_crash_or_backtrack_are_refused():
+    from compaction.policy import PRESETS, validate
+
+    base = PRESETS["default"].as_dict()
+    for pattern in ("a{4294967296}", "(a+)+$", "(x*)*", "(ab|c+)+", "(?:a{2,})+"):
+        assert "preserve_patterns" in validate({**base, "preserve_patterns": [pattern]}), pattern
+    for pattern in (r"^## Decision:", r"^ADR-\d+", "error|fail|critical", "(foo)+", r"\(a+\)+"):
+        assert "preserve_patterns" not in validate({**base, "preserve_patterns": [pattern]}), pattern

@@ -71,8 +71,9 @@ def test_every_method_against_a_live_server(ctx):
     with pytest.raises(ApiError) as closed:
         ctx.append(session["id"], {"role": "user", "content": "still there?"}, follow=False)
     assert closed.value.code == "session_closed" and closed.value.data["continued_in"] == handoff["continuation"]
+    carried = ctx.status(handoff["continuation"])["last_seq"]  # the handoff, then the protected messages
     followed = ctx.append(session["id"], {"role": "user", "content": "still there?", "client_id": "after"})
-    assert followed["session"] == handoff["continuation"] and followed["messages"][0]["seq"] == 2
+    assert followed["session"] == handoff["continuation"] and followed["messages"][0]["seq"] == carried + 1
 
     lines = agent_session(1).text()
     synced = ctx.upload_transcript(project["id"], "cc-1", lines, offset=0, final=True, name="cc")

@@ -316,3 +316,54 @@ def test_a_project_added_in_admin_has_a_policy_and_its_settings_page_opens(team,
     bare = Project.objects.create(name="Bare")
     Membership.objects.create(project=bare, user=staff, role=Role.ADMIN)
     assert client.get(f"/projects/{bare.pk}/settings/").status_code == 200
+
+
+# ----------------------------------------------------------------------------- continuations: what they carry
+
+
+def test_a_continuation_carries_the_protected_messages_and_an_open_tool_call(session_of, team):
+    with_preset(team, "brainchain")
+    session = busy_session(session_of)
+    call = {"type": "tool_use", "id": "toolu_open", "name": "Bash", "input": {"command": "make test"}}
+    append(session, [{"role": "assistant", "content": [{"type": "text", "text": "Running."}, call]}])
+    session = at(session, 0.97)
+    record = run(session, "handoff")
+    assert record.status == "succeeded" and session.status == "handed_off"
+    fresh = HandoffDocument.objects.get(session=session).continuation
+    carried = list(Message.objects.filter(session=fresh).order_by("seq").values_list("seq", "role", "content"))
+    old = list(Message.objects.filter(session=session).order_by("-seq").values_list("content", flat=True)[:10])
+    # The handoff first, then the ten protected messages verbatim (the open call the newest of them).
+    assert carried[0][1] == "user" and len(carried) >= 11
+    assert [content for _, _, content in carried[-10:]] == old[::-1]
+    # So the call's result is welcome in the fresh session.
+    append(
+        fresh, [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_open", "content": "ok"}]}]
+    )
+    assert Message.objects.filter(session=fresh).count() == len(carried) + 1
+
+
+def test_a_continuation_that_would_start_too_full_compacts_here_instead(session_of, team):
+    with_preset(team, "brainchain")
+    session = session_of(
+        model="claude-sonnet-4-5", context_window=1_000_000, auto_compact=False, system_prompt="rules " * 30_000
+    )
+    append(session, agent_rounds(10, output_lines=80))
+    session = at(session, 0.97)  # the system prompt alone is more than half the window now
+    assert usage.session_status(session)["system_prompt"] > 0.5 * usage.session_status(session)["context_window"]
+    record = run(session, "handoff")
+    assert record.status == "succeeded" and session.status == "active"
+    assert not HandoffDocument.objects.filter(session=session, continuation__isnull=False).exists()
+    assert any("Not continued" in note for note in record.notes)
+    assert usage.session_status(session)["summary"] > 0
+
+
+def test_a_run_whose_session_was_closed_meanwhile_changes_nothing(session_of, team):
+    session = at(busy_session(session_of), 0.90)
+    rows = list(Message.objects.filter(session=session).values_list("seq", "content", "state"))
+    record = compaction_runs.compaction_request(session=session, level="summarize", user=None, trigger="auto")
+    handoffs.handoff_create(session=session, user=team.alice.user, continue_=True)  # a person continues it
+    assert compaction_runs.compaction_run(record.pk) == "skipped"
+    record.refresh_from_db()
+    assert record.status == "skipped" and "closed" in record.error
+    assert list(Message.objects.filter(session=session).values_list("seq", "content", "state")) == rows
+    assert HandoffDocument.objects.filter(session=session, continuation__isnull=False).count() == 1
