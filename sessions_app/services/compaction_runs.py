@@ -145,7 +145,7 @@ def _run(record: Compaction, fallback_reason: str) -> str:
             )
             if result != "too-large":
                 return result
-            # The fresh session would start over its own thresholds: compact this one instead.
+            # The fresh session would start at its own compact threshold: compact this one instead.
             outcome = plan(snap, record.level, summarizer=summarizer, instructions=record.instructions)
             outcome.notes.append(
                 "Not continued: the system prompt, tools and handoff would fill the fresh session past its "

@@ -215,7 +215,7 @@ def handoff_from_compaction(
     (the policy's ``auto_continue``): then the session is closed and a fresh linked one starts from
     the document, followed by the protected newest messages (a tool call waiting for its result
     among them) and whatever arrived while the summary was written. "too-large" (nothing written):
-    that fresh session would start above the policy's target. ``allow_fallback``: the model kept
+    that fresh session would start at its compact threshold (and be compacted, or continued, again). ``allow_fallback``: the model kept
     failing, the offline summarizer stands in."""
     try:
         merged, used = _summarize_all(snap, allow_fallback=allow_fallback)
@@ -267,5 +267,5 @@ def _fits_or_raise(snap: Snapshot, rendered: Handoff, carried: list[NormalizedMe
     tokenizer = engine.offline_tokenizer()
     raw = snap.fixed_tokens + tokenizer.count_message("user", continuation_prompt(rendered))
     raw += sum(tokenizer.count_message(m.role, m.content) for m in carried)
-    if calibrate(raw, snap.factor) > snap.policy.target_after * snap.window:
+    if calibrate(raw, snap.factor) >= snap.policy.compact * snap.window:
         raise _TooLarge
