@@ -215,8 +215,8 @@ def handoff_from_compaction(
     (the policy's ``auto_continue``): then the session is closed and a fresh linked one starts from
     the document, followed by the protected newest messages (a tool call waiting for its result
     among them) and whatever arrived while the summary was written. "too-large" (nothing written):
-    that fresh session would start at its compact threshold (and be compacted, or continued, again). ``allow_fallback``: the model kept
-    failing, the offline summarizer stands in."""
+    that fresh session would start at its compact threshold (and be compacted, or continued, again).
+    ``allow_fallback``: the model kept failing, the offline summarizer stands in."""
     try:
         merged, used = _summarize_all(snap, allow_fallback=allow_fallback)
     except EngineError as exc:
