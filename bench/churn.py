@@ -43,7 +43,7 @@ django.setup()
 from django.contrib.auth.models import User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from compaction.policy import PRESETS, Policy  # noqa: E402
+from compaction.policy import PRESETS  # noqa: E402
 from compaction.summarize import split_tail  # noqa: E402
 from compaction.tokens import OfflineTokenizer  # noqa: E402
 from compaction.transcripts import read_transcript  # noqa: E402
@@ -78,16 +78,12 @@ class Replay:
         )
 
 
-def policy_of(preset_name: str) -> Policy:
-    return PRESETS[preset_name]
-
-
 def only_untouchable(session: AgentSession, preset_name: str) -> bool:
     """After a run: the context holds nothing worth summarizing — only the newest turn and the
     protected recent messages (with the calls they answer), and older messages whose summary would
     free less than the policy's minimal saving. Such a run ending above the target says the window
     is too small for the policy, not that the run stopped early."""
-    policy = policy_of(preset_name)
+    policy = PRESETS[preset_name]
     factor = usage.model_info(session.model).calibration
     window = session.context_window_override or usage.model_info(session.model).context_window
     rows = Message.objects.filter(session=session, state__in=CONTEXT_STATES).order_by("seq")

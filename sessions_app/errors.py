@@ -23,9 +23,9 @@ class ServiceError(Exception):
         if code:
             self.code = code
         self.field = field
-        self.extra = extra or {}  # more keys for the JSON answer, e.g. where a closed session continues
-        # Every field at fault, when input is checked as a whole (a policy); ``field`` is the first.
-        self.errors = dict(errors) if errors else None
+        # More keys for the JSON answer: where a closed session continues; ``errors``, every field at
+        # fault when input is checked as a whole (a policy), of which ``field`` is the first.
+        self.extra: dict[str, object] = {**(extra or {}), **({"errors": dict(errors)} if errors else {})}
 
 
 class InvalidInput(ServiceError):

@@ -34,8 +34,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if exc.field:
             body["field"] = exc.field
         body.update({k: v for k, v in exc.extra.items() if k not in body})
-        if exc.errors:
-            body["errors"] = exc.errors
         return Response(body, status=exc.status)
     if isinstance(exc, MessageError):
         return Response({"detail": exc.detail, "code": exc.code}, status=status.HTTP_400_BAD_REQUEST)
