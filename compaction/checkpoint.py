@@ -3,8 +3,11 @@
 Fields, a summary's plus what a handoff needs (docs/COMPACTION.md, "Summaries and checkpoints"):
 ``objective``, ``completed``, ``in_progress``, ``pending`` (next steps), ``blockers``, ``decisions``
 (with rationale), ``files_modified`` (path + what), ``important_details`` (identifiers verbatim) and
-``last_user_request``. A summarizer produces the fields — merged with the previous checkpoint's —
-and ``merge_checkpoint`` adds the bookkeeping: version, ``compaction_info`` and ``stats``.
+``last_user_request``, and ``narrative`` (what was done and why, in prose: a model's, or Claude Code's own
+summary on import). A summarizer produces the fields — merged with the previous checkpoint's — and
+``merge_checkpoint`` adds the bookkeeping (version, ``compaction_info``, ``stats``) and ``facts``: what
+``compaction.facts`` read verbatim from the session's structure, carried beside whatever the summarizer
+wrote so that no summary can drop the user's words, the todo list, the files or the open errors.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import re
 from typing import Any
 
 from .errors import EngineError
+from .facts import has_facts, render_facts
 
 CHECKPOINT_FIELDS: tuple[str, ...] = (
     "objective",
@@ -25,8 +29,9 @@ CHECKPOINT_FIELDS: tuple[str, ...] = (
     "files_modified",
     "important_details",
     "last_user_request",
+    "narrative",
 )
-TEXT_FIELDS = ("objective", "last_user_request")
+TEXT_FIELDS = ("objective", "last_user_request", "narrative")
 LIST_FIELDS = ("completed", "in_progress", "pending", "blockers", "important_details")
 MAX_ITEMS = 200  # per list: a summary that long is not a summary
 
@@ -143,13 +148,15 @@ def merge_checkpoint(
     oldest: str | None,
     newest: str | None,
     compacted_at: str,
+    facts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The new checkpoint: the summarizer's fields (already merged with ``previous``'s content) plus
-    the bookkeeping — version + 1, what this compaction covered, running totals."""
+    """The new checkpoint: the summarizer's fields (already merged with ``previous``'s content), the
+    facts, and the bookkeeping — version + 1, what this compaction covered, running totals."""
     previous = previous or {}
     stats = previous.get("stats") or {}
     return {
         **validate_fields(fields),
+        "facts": facts if facts is not None else previous.get("facts"),
         "version": int(previous.get("version") or 0) + 1,
         "lossy": True,
         "compaction_info": {
@@ -177,6 +184,8 @@ def render_summary_text(checkpoint: dict[str, Any]) -> str:
     ]
     if checkpoint.get("objective"):
         lines.append(f"Objective: {checkpoint['objective']}")
+    if checkpoint.get("narrative"):
+        lines += ["Summary:", checkpoint["narrative"]]
 
     def section(title: str, items: list[str]) -> None:
         if items:
@@ -199,9 +208,19 @@ def render_summary_text(checkpoint: dict[str, Any]) -> str:
         [f"{f['path']}" + (f": {f['what']}" if f.get("what") else "") for f in checkpoint.get("files_modified") or []],
     )
     section("Details kept verbatim", checkpoint.get("important_details") or [])
-    if checkpoint.get("last_user_request"):
-        lines.append(f"Last user request: {checkpoint['last_user_request']}")
+    facts = checkpoint.get("facts")
+    if has_facts(facts):
+        lines += ["Recorded from the session, verbatim:", render_facts(facts)]  # type: ignore[arg-type]
+    request = checkpoint.get("last_user_request")
+    if request and not (has_facts(facts) and _quoted(request, facts)):  # type: ignore[arg-type]
+        lines.append(f"Last user request: {request}")
     return "\n".join(lines)
+
+
+def _quoted(text: str, facts: dict[str, Any]) -> bool:
+    """Whether the facts already quote ``text`` (the latest request, say), so it need not be repeated."""
+    quoted = [facts.get("first_request") or "", *(facts.get("user_messages") or [])]
+    return any(text.strip() == str(q).strip() for q in quoted)
 
 
 def _decisions(checkpoint: dict[str, Any]) -> list[dict[str, str]]:

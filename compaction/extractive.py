@@ -1,48 +1,30 @@
-"""The offline summarizer: a checkpoint built from what the messages say, without a model.
+"""The offline summarizer: a checkpoint built from what the session's structure says, without a model.
 
-Deterministic (the same messages give the same checkpoint) and within the summary budget. It
-copies rather than paraphrases: the first request is the objective, the latest one is kept
-verbatim, files come from the calls that wrote them, commands and error lines are kept as they
-were, decisions are lines a preserve pattern or a deciding phrase marks. What does not fit the
-budget goes, oldest first.
+Deterministic (the same messages give the same checkpoint) and within the summary budget. It states
+only what it can read, never a guess: the todo list's items by status (completed, in progress,
+pending), decisions only under an explicit marker, the latest request verbatim, and the paths the
+conversation mentions. Everything else an agent needs to go on (the user's words, the files changed,
+the commands and their open errors, the current work) are the checkpoint's ``facts``, which
+``plan_summarize`` carries beside any summarizer's fields (``compaction.facts``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .checkpoint import LIST_FIELDS, TEXT_FIELDS, empty_fields, render_summary_text, validate_fields
 from .context import summary_message
-from .reversible import MARK, compile_patterns, is_human_prompt, message_text, result_text
+from .facts import facts_update, person_messages
+from .paths import PATH_RE
+from .reversible import MARK, compile_patterns, message_text
 from .tokens import Tokenizer
 from .types import Msg
 
-WRITE_TOOLS = {
-    "write",
-    "edit",
-    "multiedit",
-    "notebookedit",
-    "str_replace_editor",
-    "str_replace_based_edit_tool",
-    "create_file",
-    "write_file",
-    "edit_file",
-    "apply_patch",
-    "replace",
-}
-READ_COMMANDS = {"view", "read"}  # the text editor tools' commands that change nothing
-PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file")
 ITEM_CHARS = 240
 REQUEST_CHARS = 1_500
-PATH_RE = re.compile(r"(?<![\w/.-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}\b")
-DECIDING_RE = re.compile(r"\b(decided|decision|we will use|we'll use|i'll use|chose|going with|instead of)\b", re.I)
-DONE_RE = re.compile(
-    r"\b(done|fixed|added|created|updated|implemented|passes|passed|committed|removed|resolved|completed)\b", re.I
-)
-NEXT_RE = re.compile(r"\b(next|todo|remaining|still need|need to|will now|then i'll|afterwards)\b", re.I)
-SENTENCE_RE = re.compile(r"(?<=[.!?])\s+")
+OBJECTIVE_CHARS = 300
+MAX_PATHS = 40
 # Trimmed first when over budget: the longest lists of the least essential kind.
 TRIM_ORDER = ("important_details", "completed", "blockers", "decisions", "files_modified", "in_progress", "pending")
 
@@ -56,10 +38,6 @@ def _cut(text: str, limit: int) -> str:
 def _clip(text: str, limit: int = ITEM_CHARS) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in SENTENCE_RE.split(" ".join(text.split())) if s.strip()]
 
 
 def _unique(items: Iterable[Any]) -> list[Any]:
@@ -89,86 +67,38 @@ class ExtractiveSummarizer:
         instructions: str = "",
     ) -> dict[str, Any]:
         prev = validate_fields(previous) if previous and previous.get("objective") else empty_fields()
-        prompts = [message_text(m.content).strip() for m in messages if is_human_prompt(m)]
-        prompts = [p for p in prompts if p and not p.startswith(MARK)]
-        texts = [message_text(m.content) for m in messages if m.role == "assistant"]
-        texts = [t for t in texts if t.strip()]
-        calls = [b for m in messages if isinstance(m.content, list) for b in m.content if b.get("type") == "tool_use"]
-        results = [
-            b for m in messages if isinstance(m.content, list) for b in m.content if b.get("type") == "tool_result"
-        ]
-
-        objective = prev["objective"] or (_clip(prompts[0], 400) if prompts else "")
+        facts = facts_update((previous or {}).get("facts"), messages)
+        prompts = person_messages(messages)
+        first = facts["first_request"] or (prompts[0] if prompts else "")
+        objective = prev["objective"] or (_clip(first.splitlines()[0], OBJECTIVE_CHARS) if first.strip() else "")
         if not objective:
-            objective = _clip(texts[0], 400) if texts else "Continue the session's work."
-        last_request = _cut(prompts[-1], REQUEST_CHARS) if prompts else prev["last_user_request"]
+            texts = [message_text(m.content).strip() for m in messages if m.role == "assistant"]
+            texts = [t for t in texts if t and not t.startswith(MARK)]
+            objective = _clip(texts[0], OBJECTIVE_CHARS) if texts else "Continue the session's work."
+        todos = facts["todos"]
 
-        files = {f["path"]: f for f in prev["files_modified"]}
-        for call in calls:
-            name = str(call.get("name", "")).lower()
-            args = call.get("input") or {}
-            path = next((args[k] for k in PATH_KEYS if isinstance(args.get(k), str)), None)
-            if name in WRITE_TOOLS and path and args.get("command") not in READ_COMMANDS:
-                action = args.get("command") if isinstance(args.get("command"), str) else call.get("name")
-                files.pop(path, None)  # re-insert: most recently modified last
-                files[path] = {"path": path, "what": f"{action}"}
+        def by_status(*statuses: str) -> list[str]:
+            return [_clip(t["content"]) for t in todos if str(t.get("status", "")).lower() in statuses]
 
-        commands = [
-            "$ " + _clip(str(call["input"]["command"]).splitlines()[0] if call["input"]["command"] else "", 200)
-            for call in calls
-            if isinstance(call.get("input"), dict)
-            and isinstance(call["input"].get("command"), str)
-            and str(call.get("name", "")).lower() not in WRITE_TOOLS
-        ]
-        error_lines: list[str] = []
-        for block in results:
-            lines = [line for line in result_text(block.get("content")).splitlines() if line.strip()]
-            hits = [line for line in lines if self._preserved(line) and not line.startswith(MARK)]
-            if block.get("is_error") and lines and not hits:
-                hits = lines[:1]
-            error_lines.extend(_cut(line, ITEM_CHARS) for line in hits)
-        decisions = self._decisions(messages)
-        paths = [p for t in [*prompts, *texts] for p in PATH_RE.findall(t)]
-
-        completed = [_clip(s) for t in texts for s in _sentences(t)[:2] if DONE_RE.search(s)]
-        pending = [_clip(s) for t in texts[-3:] for s in _sentences(t) if NEXT_RE.search(s)]
-        answered = bool(messages) and messages[-1].role == "assistant" and bool(texts)
-        if prompts and not answered:
-            pending.append(_clip(f"Answer the latest request: {prompts[-1]}"))
-        in_progress = [_clip(_sentences(texts[-1])[0])] if texts else []
+        pending = by_status("pending", "todo", "not_started")
         if instructions.strip():
             pending.insert(0, _clip(f"Focus (from the user): {instructions.strip()}"))
-
+        named = {f["path"] for f in facts["files_modified"]} | set(facts["files_read"])
+        mentioned = [p for m in messages for p in PATH_RE.findall(message_text(m.content)) if p not in named]
         fields = {
             "objective": objective,
-            "completed": _unique([*prev["completed"], *completed]),
-            "in_progress": _unique(in_progress),
-            "pending": _unique(pending or prev["pending"]),
-            "blockers": _unique([*prev["blockers"], *error_lines[-5:]]),
-            "decisions": _unique([*prev["decisions"], *decisions]),
-            "files_modified": list(files.values()),
-            "important_details": _unique([*prev["important_details"], *paths, *commands, *error_lines]),
-            "last_user_request": last_request,
+            # With a todo list, its items by status; without one, nothing is guessed.
+            "completed": by_status("completed", "done") if todos else prev["completed"],
+            "in_progress": by_status("in_progress", "in-progress", "active", "doing"),
+            "pending": pending if todos or instructions.strip() else prev["pending"],
+            "blockers": prev["blockers"],
+            "decisions": prev["decisions"],
+            "files_modified": [],
+            "important_details": _unique([*prev["important_details"], *mentioned])[-MAX_PATHS:],
+            "last_user_request": _cut(prompts[-1], REQUEST_CHARS) if prompts else prev["last_user_request"],
+            "narrative": prev["narrative"],
         }
         return fit_to_budget(validate_fields(fields), self.tokenizer, budget)
-
-    def _preserved(self, line: str) -> bool:
-        return any(p.search(line) for p in self.patterns)
-
-    def _decisions(self, messages: Sequence[Msg]) -> list[dict[str, str]]:
-        found = []
-        for m in messages:
-            if m.role not in ("assistant", "user"):
-                continue
-            for line in message_text(m.content).splitlines():
-                stripped = line.strip()
-                if not stripped or stripped.startswith(MARK):
-                    continue
-                marked = stripped.startswith("## Decision:") or re.match(r"^ADR-\d+", stripped)
-                if marked or (m.role == "assistant" and DECIDING_RE.search(stripped)):
-                    decision, _, why = stripped.partition(" because ")
-                    found.append({"decision": _clip(decision), "rationale": _clip(why)})
-        return found
 
 
 def fit_to_budget(checkpoint: dict[str, Any], tokenizer: Tokenizer, budget: int) -> dict[str, Any]:
@@ -176,8 +106,8 @@ def fit_to_budget(checkpoint: dict[str, Any], tokenizer: Tokenizer, budget: int)
     then shorten the texts. Keys other than the checkpoint fields pass through untouched."""
     out: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in checkpoint.items()}
 
-    def size() -> int:
-        return tokenizer.count_message("user", summary_message(render_summary_text(out))["content"])
+    def size() -> int:  # the summarizer's part: the facts have a budget of their own
+        return tokenizer.count_message("user", summary_message(render_summary_text({**out, "facts": None}))["content"])
 
     current = size()
     while current > budget:
@@ -190,7 +120,7 @@ def fit_to_budget(checkpoint: dict[str, Any], tokenizer: Tokenizer, budget: int)
         del out[longest][:drop]
         current = size()
     for name in TEXT_FIELDS:
-        limit = 600
+        limit = 1_200
         while current > budget and len(out.get(name) or "") > 40:
             out[name] = _cut(out[name], limit)
             limit //= 2

@@ -9,6 +9,8 @@ from typing import Any
 RULE = "=" * 40
 SECTIONS = (
     "CURRENT TASK",
+    "USER MESSAGES",
+    "TODO LIST",
     "COMPLETED",
     "IN PROGRESS",
     "NEXT STEPS",
@@ -57,7 +59,26 @@ def _sections(checkpoint: dict[str, Any], ctx: HandoffContext) -> dict[str, list
         f"{f.get('path', '')}: {f['what']}" if f.get("what") else str(f.get("path", ""))
         for f in checkpoint.get("files_modified") or []
     ]
+    # The facts ctxweb recorded verbatim (compaction/facts.py) complete what the summarizer wrote.
+    facts = checkpoint.get("facts") or {}
+    named = {str(f.get("path", "")) for f in checkpoint.get("files_modified") or []}
+    files += [
+        f"{f['path']} ({f.get('what') or 'modified'})"
+        for f in facts.get("files_modified") or []
+        if f["path"] not in named
+    ]
+    blockers = list(checkpoint.get("blockers") or [])
+    for error in facts.get("errors") or []:
+        blockers.append(
+            f"{error.get('run', '')} failed:\n" + "\n".join(f"    {line}" for line in error.get("lines") or [])
+        )
+    cut = int(facts.get("user_messages_cut") or 0)
+    said = [*(["(first request) " + facts["first_request"]] if facts.get("first_request") else [])]
+    said += [*([f"({cut} older messages omitted)"] if cut else []), *(facts.get("user_messages") or [])]
+    todos = [f"[{t.get('status', 'pending')}] {t.get('content', '')}" for t in facts.get("todos") or []]
     context = []
+    if facts.get("current_work"):
+        context.append(f"Current work (the newest assistant text): {facts['current_work']}")
     if checkpoint.get("last_user_request"):
         context.append(f"Last user request (verbatim): {checkpoint['last_user_request']}")
     context.append(
@@ -67,16 +88,23 @@ def _sections(checkpoint: dict[str, Any], ctx: HandoffContext) -> dict[str, list
     if checkpoint.get("important_details"):
         context.append("Details kept verbatim:")
         context.extend(f"  {d}" for d in checkpoint["important_details"])
+    if facts.get("files_read"):
+        context.append("Files read: " + ", ".join(facts["files_read"]))
+    if facts.get("commands"):
+        context.append("Commands run (last outcome):")
+        context.extend(f"  {'ok' if c.get('ok') else 'FAILED'}: {c.get('command', '')}" for c in facts["commands"])
     if ctx.recent_messages:
         context.append("Most recent messages:")
         context.extend(f"  {m}" for m in ctx.recent_messages)
     return {
         "CURRENT TASK": [f"{objective} ({_progress(checkpoint)}% complete)"],
+        "USER MESSAGES": said,
+        "TODO LIST": todos,
         "COMPLETED": checkpoint.get("completed") or [],
         "IN PROGRESS": checkpoint.get("in_progress") or [],
         "NEXT STEPS": checkpoint.get("pending") or [],
         "FILES MODIFIED": files,
-        "BLOCKING ISSUES": checkpoint.get("blockers") or [],
+        "BLOCKING ISSUES": blockers,
         "DECISIONS MADE": decisions,
         "CONTEXT FOR CONTINUATION": context,
     }

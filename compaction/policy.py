@@ -17,6 +17,12 @@ from .types import Level, Thresholds
 # The smallest summary worth writing: the header, an objective and the latest request, shortened.
 MIN_SUMMARY_TOKENS = 100
 DEFAULT_PRESERVE_PATTERNS: tuple[str, ...] = (r"^## Decision:", r"^ADR-\d+", r"error|fail|critical")
+# The newest messages no strategy touches, whatever keep_recent_messages says: the work of the last
+# minute (the latest call, its result, what the agent said of it) is what an agent goes on from.
+NEWEST_UNTOUCHED = 3
+# The facts a checkpoint carries verbatim (compaction/facts.py) may take this share of the window,
+# beside the summarizer's own budget.
+FACTS_SHARE = 0.15
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,15 @@ class Policy:
         """The summary budget: the policy's figure, capped at 10 % of the window so that the summary
         leaves room under the target for the verbatim tail."""
         return max(MIN_SUMMARY_TOKENS, min(self.summary_budget, int(context_window * 0.10)))
+
+    def facts_tokens(self, context_window: int) -> int:
+        """Room for the checkpoint's facts (the user's words, the todo list, files, open errors)."""
+        return max(MIN_SUMMARY_TOKENS, int(context_window * FACTS_SHARE))
+
+    @property
+    def protected_messages(self) -> int:
+        """The newest messages every strategy leaves as they are."""
+        return max(self.keep_recent_messages, NEWEST_UNTOUCHED)
 
     def min_saving(self, context_window: int) -> int:
         """The least a run must free to be worth it: the policy's figure, capped at 5 % of the window

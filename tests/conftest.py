@@ -14,12 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from sessions_app.selectors import usage
 from sessions_app.services import agent_sessions, keys, projects
 from tests.shared_data import SHARED_DATA
 
 REQUIRE_SERVICES = os.environ.get("CTX_REQUIRE_SERVICES") == "1"
+# Speed is measured in bench/, never asserted: a busy CI machine must not fail a property on time.
+hypothesis_settings.register_profile("ctxweb", deadline=None)
+hypothesis_settings.load_profile("ctxweb")
 ROOT = Path(__file__).resolve().parents[1]
 
 

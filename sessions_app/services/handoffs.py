@@ -13,6 +13,7 @@ from django.utils import timezone
 from compaction.checkpoint import merge_checkpoint, render_summary_text
 from compaction.context import summary_message
 from compaction.errors import EngineError
+from compaction.facts import checkpoint_facts
 from compaction.handoff import Handoff, HandoffContext, continuation_prompt, render_handoff
 from compaction.messages import NormalizedMessage, normalize_message
 from compaction.summarize import ExtractiveSummarizer, split_tail
@@ -67,6 +68,9 @@ def _summarize_all(snap: Snapshot, *, allow_fallback: bool) -> tuple[dict[str, A
         oldest=min(stamps) if stamps else None,
         newest=max(stamps) if stamps else None,
         compacted_at=timezone.now().isoformat(),
+        facts=checkpoint_facts(
+            previous, snap.messages, engine.offline_tokenizer(), policy.facts_tokens(snap.raw_window)
+        ),
     )
     return merged, used
 

@@ -67,11 +67,19 @@ def snapshot(session: AgentSession) -> Snapshot:
     rows = list(
         Message.objects.filter(session=session, state__in=CONTEXT_STATES, seq__lte=session.last_seq)
         .order_by("seq")
-        .values_list("seq", "role", "content", "tokens", "state", "created_at")
+        .values_list("seq", "role", "content", "tokens", "state", "created_at", "metadata")
     )
     messages = [
-        Msg(seq=seq, role=role, content=content, tokens=tokens, state=state, created_at=created.isoformat())
-        for seq, role, content, tokens, state, created in rows
+        Msg(
+            seq=seq,
+            role=role,
+            content=content,
+            tokens=tokens,
+            state=state,
+            created_at=created.isoformat(),
+            flags={"meta": True} if _injected(metadata) else {},
+        )
+        for seq, role, content, tokens, state, created, metadata in rows
     ]
     return Snapshot(
         session=session,
@@ -82,7 +90,15 @@ def snapshot(session: AgentSession) -> Snapshot:
         window=session.context_window_override or info.context_window,
         fixed_tokens=session.system_tokens + session.tool_tokens + DEFAULT_FRAMING.request,
         previous_checkpoint=model_context.current_checkpoint(session),
-        rows={seq: (role, content, tokens, state) for seq, role, content, tokens, state, _ in rows},
+        rows={seq: (role, content, tokens, state) for seq, role, content, tokens, state, _, _ in rows},
+    )
+
+
+def _injected(metadata: Any) -> bool:
+    """A user-role line the agent's tool wrote, not a person (Claude Code's ``isMeta`` prompts, its
+    compaction summaries): not quoted among the user's words."""
+    return isinstance(metadata, dict) and any(
+        metadata.get(flag) is True for flag in ("is_meta", "is_compact_summary", "visible_in_transcript_only")
     )
 
 

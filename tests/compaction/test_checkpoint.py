@@ -29,6 +29,7 @@ FULL = {
     "files_modified": [{"path": "importer/csv.py", "what": "new parser"}],
     "important_details": ["python manage.py import_csv data/2024.csv"],
     "last_user_request": "Make the importer resumable.",
+    "narrative": "Wrote the parser first because the format decides the rest.",
 }
 
 
@@ -43,6 +44,7 @@ def test_the_fields_are_a_summarys_plus_what_a_handoff_needs():
         "files_modified",
         "important_details",
         "last_user_request",
+        "narrative",
     )
 
 
@@ -63,6 +65,7 @@ def test_validation_returns_exactly_the_checkpoint_fields():
         "files_modified": [],
         "important_details": [],
         "last_user_request": "",
+        "narrative": "",
     }
 
 

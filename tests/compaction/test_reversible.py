@@ -323,6 +323,8 @@ def test_the_newest_tool_output_up_to_the_protected_tokens_is_untouched():
         msg(5, "user", [result("toolu_2", newest)]),
         msg(6, "assistant", "Both ran."),
         msg(7, "user", "Thanks."),
+        msg(8, "assistant", "Anything else?"),
+        msg(9, "user", "No."),
     ]
     newest_cost = TOK.count_message("user", [result("toolu_2", newest)]) - TOK.count_message("user", [])
     changes = plan(messages, keep_recent_turns=0, protect_tool_tokens=newest_cost)
@@ -339,6 +341,8 @@ def test_the_protected_tool_tokens_are_capped_at_a_fifth_of_the_window():
         msg(3, "user", [result("toolu_1", output)]),
         msg(4, "assistant", "Ran."),
         msg(5, "user", "Thanks."),
+        msg(6, "assistant", "Anything else?"),
+        msg(7, "user", "No."),
     ]
     cost = TOK.count_message("user", [result("toolu_1", output)]) - TOK.count_message("user", [])
     assert plan(messages, keep_recent_turns=0, protect_tool_tokens=10**6, window=cost * 5 + 5) == {}

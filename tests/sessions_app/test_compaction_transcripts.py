@@ -136,11 +136,11 @@ def test_compact_summarize_and_revert_on_a_real_transcript(shared_data, team, fm
         assert summarized["status"] == "succeeded", summarized
         usage = ctx("status", sid)["usage_percent"]
         if usage > 100 * Policy().target_after + 0.5:
-            # Only when the protected messages (the newest keep_recent_messages, the newest turn) alone
+            # Only when the protected messages (the newest three or more, the newest turn) alone
             # leave no room: then nothing older than them and the calls they answer is left.
             kept = Message.objects.filter(session=session, state__in=CONTEXT_STATES).order_by("seq")
             seqs = list(kept.values_list("seq", flat=True))
-            protected = min(newest_turn_start(session), seqs[-Policy().keep_recent_messages])
+            protected = min(newest_turn_start(session), seqs[-min(len(seqs), Policy().protected_messages)])
             assert kept.first().seq >= call_start(session, protected), f"{usage}% and an older message kept"
             UNDER_HALF_IMPOSSIBLE.append(path.name)
     if summarized["status"] == "succeeded":
