@@ -277,14 +277,23 @@ def checkpoint_sections(checkpoint: Checkpoint) -> list[tuple[str, list[str]]]:
         for d in data.get("decisions", [])
     ]
     files = [f.get("path", "") + (f": {f['what']}" if f.get("what") else "") for f in data.get("files_modified", [])]
+    facts: dict[str, Any] = data["facts"] if isinstance(data.get("facts"), dict) else {}
+    cut = int(facts.get("user_messages_cut") or 0)
+    said = [facts.get("first_request") or "", *(facts.get("user_messages") or [])]
+    errors = [f"{e.get('run', '')}: " + " / ".join(e.get("lines") or []) for e in facts.get("errors") or []]
     sections = [
         ("Objective", [data.get("objective", "")]),
+        ("Summary", [data.get("narrative", "")]),
+        ("User messages, verbatim" + (f" ({cut} older omitted)" if cut else ""), said),
+        ("Todo list", [f"[{t.get('status', '')}] {t.get('content', '')}" for t in facts.get("todos") or []]),
         ("Completed", data.get("completed", [])),
         ("In progress", data.get("in_progress", [])),
         ("Next steps", data.get("pending", [])),
         ("Blockers", data.get("blockers", [])),
         ("Decisions", decisions),
-        ("Files modified", files),
+        ("Files modified", files + [f.get("path", "") for f in facts.get("files_modified") or []]),
+        ("Unresolved errors", errors),
+        ("Current work", [facts.get("current_work") or ""]),
         ("Details kept verbatim", data.get("important_details", [])),
         ("Last user request", [data.get("last_user_request", "")]),
     ]

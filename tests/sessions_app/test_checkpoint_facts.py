@@ -108,7 +108,7 @@ def summarizer(request, settings):
         yield request.param
 
 
-def test_a_summary_keeps_what_the_agent_needs_to_go_on(session_of, summarizer):
+def test_a_summary_keeps_what_the_agent_needs_to_go_on(session_of, summarizer, team, client):
     session = session_of(model="claude-sonnet-4-5", context_window=1_000_000, auto_compact=False)
     append(session, working_session())
     used = usage.session_status(session)["used"]
@@ -141,3 +141,9 @@ def test_a_summary_keeps_what_the_agent_needs_to_go_on(session_of, summarizer):
         assert context["status"]["usage_percent"] <= 50.0 + 0.01
     after = model_context.session_context(session)
     assert after["messages"][-3:] == before["messages"][-3:], "the newest three messages are untouched"
+
+    # And a person reading the session page sees the same facts.
+    client.force_login(team.alice.user)
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "[in_progress] Fix the CSV reader" in page
+    assert "Also: do not touch the legacy loader." in page
