@@ -10,6 +10,7 @@ the commands and their open errors, the current work) are the checkpoint's ``fac
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -17,14 +18,14 @@ from .checkpoint import LIST_FIELDS, TEXT_FIELDS, empty_fields, render_summary_t
 from .context import summary_message
 from .facts import facts_update, person_messages
 from .paths import PATH_RE
-from .reversible import MARK, compile_patterns, message_text
+from .reversible import MARK, compile_patterns, message_text, result_text
 from .tokens import Tokenizer
 from .types import Msg
 
 ITEM_CHARS = 240
 REQUEST_CHARS = 1_500
 OBJECTIVE_CHARS = 300
-MAX_PATHS = 40
+MAX_PATHS = 60
 # Trimmed first when over budget: the longest lists of the least essential kind.
 TRIM_ORDER = ("important_details", "completed", "blockers", "decisions", "files_modified", "in_progress", "pending")
 
@@ -49,6 +50,21 @@ def _unique(items: Iterable[Any]) -> list[Any]:
             seen.add(key)
             out.append(item)
     return out
+
+
+def _said(msg: Msg) -> str:
+    """Everything a message says that may name a path: its text, its tool inputs and results."""
+    if isinstance(msg.content, str):
+        return msg.content
+    parts = []
+    for block in msg.content:
+        if block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif block.get("type") == "tool_use":
+            parts.append(json.dumps(block.get("input"), ensure_ascii=False, default=str))
+        elif block.get("type") == "tool_result":
+            parts.append(result_text(block.get("content")))
+    return "\n".join(parts)
 
 
 class ExtractiveSummarizer:
@@ -84,7 +100,7 @@ class ExtractiveSummarizer:
         if instructions.strip():
             pending.insert(0, _clip(f"Focus (from the user): {instructions.strip()}"))
         named = {f["path"] for f in facts["files_modified"]} | set(facts["files_read"])
-        mentioned = [p for m in messages for p in PATH_RE.findall(message_text(m.content)) if p not in named]
+        mentioned = [p for m in messages for p in PATH_RE.findall(_said(m)) if p not in named]
         fields = {
             "objective": objective,
             # With a todo list, its items by status; without one, nothing is guessed.
