@@ -80,6 +80,8 @@ def test_the_header_names_project_time_session_and_checkpoint(handoff):
 def test_every_section_of_the_template_appears_once_in_order(handoff):
     assert SECTIONS == (
         "CURRENT TASK",
+        "USER MESSAGES",
+        "TODO LIST",
         "COMPLETED",
         "IN PROGRESS",
         "NEXT STEPS",
@@ -186,3 +188,26 @@ def test_the_continuation_prompt_carries_the_whole_document(handoff):
     assert prompt.endswith(handoff.text)
     intro = prompt[: -len(handoff.text)]
     assert "continues an earlier one" in intro and "NEXT STEPS" in intro
+
+
+def test_the_facts_a_checkpoint_carries_are_in_the_document():
+    facts = {
+        "first_request": "Build the importer.\nStream it.",
+        "user_messages": ["Keep the API.", "Use make test."],
+        "user_messages_cut": 2,
+        "todos": [{"content": "Wire the CLI", "status": "in_progress"}],
+        "files_modified": [{"path": "importer/csv.py", "what": "Edit"}, {"path": "importer/bom.py", "what": "Write"}],
+        "files_read": ["README.md"],
+        "commands": [{"key": "bash:make test", "command": "make test", "ok": False}],
+        "errors": [{"key": "bash:make test", "run": "make test", "lines": ["UnicodeDecodeError: byte 0xef"]}],
+        "decisions": [],
+        "current_work": "Switching the reader to utf-8-sig.",
+    }
+    text = render_handoff({**CHECKPOINT, "facts": facts}, CTX).text
+    said = "\n".join(section_lines(text, "USER MESSAGES"))
+    assert "Build the importer.\nStream it." in said and "Keep the API." in said and "2 older messages" in said
+    assert section_lines(text, "TODO LIST") == ["- [in_progress] Wire the CLI"]
+    files = section_lines(text, "FILES MODIFIED")
+    assert "- importer/bom.py (Write)" in files and sum("importer/csv.py" in f for f in files) == 1
+    assert "UnicodeDecodeError: byte 0xef" in "\n".join(section_lines(text, "BLOCKING ISSUES"))
+    assert "Switching the reader to utf-8-sig." in "\n".join(section_lines(text, "CONTEXT FOR CONTINUATION"))

@@ -63,8 +63,9 @@ def test_property_a_run_keeps_its_promises(generated, preset_name, level, keep, 
     changed = {c.seq for c in run.changes}
     gone = set(run.summary.summarized_seqs) if run.summary else set()
     # Protected from every strategy, unless the protected messages alone overflow the window.
-    protected = messages[len(messages) - min(keep, len(messages)) :]
-    room = (1 - policy.output_reserve) * window - policy.summary_tokens(window)
+    protected = messages[len(messages) - min(policy.protected_messages, len(messages)) :]
+    # What the window holds beside the summary (its own part and the facts it carries).
+    room = (1 - policy.output_reserve) * window - policy.summary_tokens(window) - policy.facts_tokens(window)
     if sum(m.tokens for m in protected) <= room:
         assert not {m.seq for m in protected} & (changed | gone)
     # Reversible strategies only where asked for: the policy's, or a person's compact.
