@@ -234,10 +234,14 @@ class _Facts:
             items = _todo_items(lowered, args)
             if items is not None:
                 self.todos = items
-        elif lowered == TASK_CREATE:
+        elif lowered == TASK_CREATE and not any(t.get("call") == call_id for t in self.todos):
+            # Folding the same messages twice (a list read over a summary's kept tail, then again when
+            # those messages are summarized) must not create a task twice: items remember their call.
             subject = next((args[k] for k in ("subject", "title", "description") if isinstance(args.get(k), str)), "")
             if subject.strip():
-                self.todos.append({"id": str(len(self.todos) + 1), "content": subject.strip(), "status": "pending"})
+                numbers = [int(t["id"]) for t in self.todos if str(t.get("id", "")).isdigit()]
+                number = str(max(numbers, default=0) + 1)
+                self.todos.append({"id": number, "content": subject.strip(), "status": "pending", "call": call_id})
         elif lowered == TASK_UPDATE:
             self._task_update(args)
         editor_read = isinstance(args.get("command"), str) and args["command"] in EDITOR_READ_COMMANDS
@@ -271,8 +275,9 @@ class _Facts:
         lowered = name.lower()
         if lowered == TASK_CREATE:  # the tool numbers its tasks: take its number when it says it
             found = TASK_NUMBER.search(result_text(block.get("content")))
-            if found and self.todos and self.todos[-1].get("id") != found.group(1):
-                self.todos[-1]["id"] = found.group(1)
+            for item in self.todos:
+                if found and item.get("call") == block.get("tool_use_id"):
+                    item["id"] = found.group(1)
         if lowered in TODO_TOOLS or lowered in (TASK_CREATE, TASK_UPDATE):
             return
         failed = run_failed(block)

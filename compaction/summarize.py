@@ -181,7 +181,10 @@ def plan_summarize(
         )
     head_originals = [unpruned.get(m.seq, m) for m in head]
     fields = summarizer.summarize(head_originals, previous=previous, budget=budget, instructions=instructions)
-    facts = fit_facts(facts_update(earlier_facts, head_originals), tokenizer, facts_room)
+    # The todo list as it stands now, even when its latest write is in the kept tail: a list updated
+    # piece by piece (TaskUpdate) would otherwise be half in the checkpoint, half in the tail.
+    facts = {**facts_update(earlier_facts, head_originals), "todos": everything["todos"]}
+    facts = fit_facts(facts, tokenizer, facts_room)
     stamps = sorted(m.created_at for m in head if m.created_at)
     checkpoint = merge_checkpoint(
         previous,

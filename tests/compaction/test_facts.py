@@ -88,7 +88,10 @@ def test_the_task_tools_build_the_list_by_creates_and_updates():
         msg(8, "assistant", [call("d", "TaskUpdate", taskId="8", status="deleted")]),
         msg(9, "user", [result("d", "Deleted task #8")]),
     ]
-    assert facts_update(None, messages)["todos"] == [{"id": "7", "content": "Parse", "status": "completed"}]
+    facts = facts_update(None, messages)
+    assert [(t["id"], t["content"], t["status"]) for t in facts["todos"]] == [("7", "Parse", "completed")]
+    again = facts_update(facts, messages)
+    assert again["todos"] == facts["todos"], "folding the same messages twice creates no task twice"
 
 
 def test_codex_plans_count_as_todo_lists():
