@@ -15,6 +15,7 @@ from typing import Any
 
 from .checkpoint import LIST_FIELDS, TEXT_FIELDS, empty_fields, render_summary_text, validate_fields
 from .context import summary_message
+from .identifiers import PATH_RE
 from .reversible import MARK, compile_patterns, is_human_prompt, message_text, result_text
 from .tokens import Tokenizer
 from .types import Msg
@@ -36,7 +37,6 @@ READ_COMMANDS = {"view", "read"}  # the text editor tools' commands that change 
 PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file")
 ITEM_CHARS = 240
 REQUEST_CHARS = 1_500
-PATH_RE = re.compile(r"(?<![\w/.-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}\b")
 DECIDING_RE = re.compile(r"\b(decided|decision|we will use|we'll use|i'll use|chose|going with|instead of)\b", re.I)
 DONE_RE = re.compile(
     r"\b(done|fixed|added|created|updated|implemented|passes|passed|committed|removed|resolved|completed)\b", re.I
