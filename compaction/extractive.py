@@ -17,7 +17,7 @@ from typing import Any
 from .checkpoint import LIST_FIELDS, TEXT_FIELDS, empty_fields, render_summary_text, validate_fields
 from .context import summary_message
 from .facts import facts_update, person_messages
-from .paths import PATH_RE
+from .identifiers import PATH_RE
 from .reversible import MARK, compile_patterns, message_text, result_text
 from .tokens import Tokenizer
 from .types import Msg

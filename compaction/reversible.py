@@ -3,8 +3,9 @@
 Three strategies, each reporting tokens before and after per message:
 
 - ``tool_output``: the content of an older ``tool_result`` becomes a placeholder naming the tool,
-  the original size and that a revert restores it. The block itself stays, so every call keeps
-  its result.
+  the original size and that a revert restores it, and keeping the file paths and error lines the
+  output mentioned (capped). The block itself stays, so every call keeps its result. Long
+  arguments of older calls are cleared the same way.
 - ``duplicate``: a tool output or text identical (after whitespace normalisation) to an earlier
   one becomes a reference to the earlier seq.
 - ``verbose``: long diffs, logs, stack traces and JSON keep their head, their tail and every line
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .identifiers import ERROR_RE, file_paths
 from .policy import NESTED_QUANTIFIER, Policy
 from .tokens import Tokenizer
 from .types import Msg
@@ -32,12 +34,21 @@ MARK = "[ctxweb:"  # every placeholder starts with it, so a second compaction le
 # Below these sizes a placeholder or reference costs about what it saves.
 MIN_PRUNE_TOKENS = 40
 MIN_DUPLICATE_TOKENS = 40
+# A call's argument shorter than this (a small edit, a short script) stays whole: it says what the
+# agent did, in about what a placeholder with its paths and error lines would cost.
+MIN_ARGUMENT_TOKENS = 150
 # Verbose output: keep this many lines at each end; only bother when at least this many go.
 HEAD_LINES = 12
 TAIL_LINES = 8
 MIN_ELIDED_LINES = 20
 LONG_LINE_CHARS = 1_000  # a single line longer than this (minified JSON) is cut in the middle too
 MIN_VERBOSE_TOKENS = 400
+# A cleared text keeps the file paths it mentioned and its error lines, within these caps (a long
+# listing keeps its first paths and says how many more there were).
+MAX_PATHS = 50
+MAX_PATH_CHARS = 2_500
+MAX_ERROR_LINES = 10  # beyond the lines a preserve pattern keeps, which are all kept
+ERROR_LINE_CHARS = 200
 # Tool arguments that are identifiers (what was run, where): their first line is always kept.
 IDENTIFIER_ARGUMENTS = frozenset({"command", "cmd", "file_path", "path", "paths", "pattern", "url", "query", "glob"})
 
@@ -162,13 +173,45 @@ def condense(text: str, patterns: Sequence[re.Pattern[str]], kind: str) -> str |
 
 
 def cleared(what: str, text: str, tokens: int, patterns: Sequence[re.Pattern[str]]) -> str:
-    """The placeholder for cleared content: what it was, its size, that a revert restores it, and
-    every line a preserve pattern protects."""
+    """The placeholder for cleared content: what it was, its size, that a revert restores it, the
+    file paths it mentioned, and its error lines — every line a preserve pattern protects, verbatim,
+    and up to ``MAX_ERROR_LINES`` more that report a failure. Each kept line appears once."""
     lines = text.splitlines()
-    kept = preserved(lines, patterns)
     size = f"{tokens:,} tokens" + (f", {len(lines):,} lines" if len(lines) > 1 else "")
     head = f"{MARK} {what}cleared ({size}); revert restores]"
-    return head + ("\n" + "\n".join(kept) if kept else "")
+    kept: dict[str, None] = {}  # the lines to keep, each once, in order
+    errors = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        if any(p.search(line) for p in patterns):
+            kept[line] = None
+        elif errors < MAX_ERROR_LINES and ERROR_RE.search(line):
+            error = _cut(line.strip(), ERROR_LINE_CHARS)
+            errors += error not in kept
+            kept[error] = None
+    said = "\n".join(kept)
+    listed = _path_list([p for p in file_paths(text) if p not in said])
+    return "\n".join([head, *([listed] if listed else []), *kept])
+
+
+def _cut(line: str, limit: int) -> str:
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _path_list(paths: Sequence[str]) -> str:
+    """``paths: a/b.py, c/d.ts (+3 more)``, at most ``MAX_PATHS`` paths in ``MAX_PATH_CHARS``."""
+    shown: list[str] = []
+    chars = 0
+    for path in paths[:MAX_PATHS]:
+        chars += len(path) + 2
+        if chars > MAX_PATH_CHARS:
+            break
+        shown.append(path)
+    if not shown:
+        return ""
+    more = len(paths) - len(shown)
+    return "paths: " + ", ".join(shown) + (f" (+{more:,} more)" if more else "")
 
 
 def duplicate_reference(seq: int, what: str, *, shrunk_there: bool = False) -> str:
@@ -345,7 +388,7 @@ class _Planner:
                     out[key] = item
                     continue
                 tokens = self.tokenizer.count_text(body)
-                if tokens >= MIN_PRUNE_TOKENS:
+                if tokens >= MIN_ARGUMENT_TOKENS:
                     placeholder = cleared("", body, tokens, self.patterns)
                     new = self._record(
                         saved, "tool_output", tokens, f"{first}\n{placeholder}" if keep_first else placeholder

@@ -54,8 +54,12 @@ class Snapshot:
         return max(1, int(self.window / self.factor))
 
     def used(self, message_tokens: int, summary_tokens: int) -> int:
-        """Calibrated ``used`` of STATUS for the given raw message and summary totals."""
-        return calibrate(self.fixed_tokens + message_tokens + summary_tokens, self.factor)
+        """Calibrated ``used`` of STATUS for the given raw message and summary totals. Each part is
+        calibrated on its own and the parts added, as STATUS does: rounding the total once could be a
+        token off, and a run's saving would then differ from what STATUS shows."""
+        system, tools = self.session.system_tokens, self.session.tool_tokens
+        parts = (system, tools, self.fixed_tokens - system - tools + message_tokens, summary_tokens)
+        return sum(calibrate(part, self.factor) for part in parts)
 
     def fraction(self, message_tokens: int, summary_tokens: int) -> float:
         return self.used(message_tokens, summary_tokens) / self.window if self.window else 1.0
