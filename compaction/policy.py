@@ -33,9 +33,12 @@ class Policy:
     handoff: float = 0.95
     # Share of the window kept free for the model's reply (the `kai` preset keeps 15 %).
     output_reserve: float = 0.10
-    # Never compact the newest N user turns, nor the newest T tokens of tool output.
+    # Never compact the newest N user turns, nor the newest T tokens of tool output (OpenCode's rule
+    # protects 40,000). 0 by default: a cleared output keeps its paths and error lines and a revert
+    # restores it, so the newest turns suffice, as the newest tool uses do for Anthropic's
+    # clear_tool_uses — and compaction saves at least what that saves (docs/BENCHMARKS.md).
     keep_recent_turns: int = 2
-    protect_tool_tokens: int = 40_000
+    protect_tool_tokens: int = 0
     # A run brings usage down to target_after (hysteresis: the next run is a real step away).
     target_after: float = 0.50
     # At the compact level, reversible strategies run before any summary (`gsd` and `kai` only summarize).

@@ -122,7 +122,9 @@ class CompactionPolicy(models.Model):
     handoff = models.FloatField(default=0.95)
     output_reserve = models.FloatField(default=0.10, help_text="Share of the window kept for the reply.")
     keep_recent_turns = models.PositiveIntegerField(default=2)
-    protect_tool_tokens = models.PositiveIntegerField(default=40_000)
+    protect_tool_tokens = models.PositiveIntegerField(
+        default=0, help_text="The newest tokens of tool output no strategy clears (OpenCode protects 40,000)."
+    )
     target_after = models.FloatField(default=0.50, help_text="Share of the window a run brings usage down to.")
     reversible_first = models.BooleanField(
         default=True, help_text="At the compact level, run the reversible strategies before summarizing anything."

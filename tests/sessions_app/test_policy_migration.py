@@ -39,3 +39,16 @@ def test_named_presets_move_and_edits_stay(team):
     assert (untouched.keep_recent_messages, untouched.tail_fraction, untouched.reversible_first) == (0, 0.30, False)
     assert (edited.keep_recent_messages, edited.tail_fraction) == (40, 0.45)  # edited while the label stayed
     assert brain.keep_recent_messages == 10 and brain.auto_continue is True
+
+
+def test_policies_that_follow_a_preset_drop_the_old_tool_output_protection(team):
+    step_0011 = importlib.import_module("sessions_app.migrations.0011_protect_tool_tokens_zero")
+    following = policy_with(team, preset="default", protect_tool_tokens=40_000)
+    own_number = policy_with(team, preset="adk", protect_tool_tokens=12_000)
+    custom = policy_with(team, preset="custom", protect_tool_tokens=40_000)
+    step_0011.follow_the_presets(django_apps, None)
+    for policy in (following, own_number, custom):
+        policy.refresh_from_db()
+    assert following.protect_tool_tokens == 0
+    assert projects.preset_label(following) == "default"
+    assert own_number.protect_tool_tokens == 12_000 and custom.protect_tool_tokens == 40_000
