@@ -3,8 +3,9 @@
 Fields, a summary's plus what a handoff needs (docs/COMPACTION.md, "Summaries and checkpoints"):
 ``objective``, ``completed``, ``in_progress``, ``pending`` (next steps), ``blockers``, ``decisions``
 (with rationale), ``files_modified`` (path + what), ``important_details`` (identifiers verbatim) and
-``last_user_request``. A summarizer produces the fields — merged with the previous checkpoint's —
-and ``merge_checkpoint`` adds the bookkeeping: version, ``compaction_info`` and ``stats``.
+``last_user_request``; ``narrative`` (optional) is a summary in prose: Claude Code's own, verbatim, when
+a recorded transcript holds one. A summarizer produces the fields — merged with the previous
+checkpoint's — and ``merge_checkpoint`` adds the bookkeeping: version, ``compaction_info`` and ``stats``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ CHECKPOINT_FIELDS: tuple[str, ...] = (
     "files_modified",
     "important_details",
     "last_user_request",
+    "narrative",
 )
-TEXT_FIELDS = ("objective", "last_user_request")
+TEXT_FIELDS = ("objective", "last_user_request", "narrative")
 LIST_FIELDS = ("completed", "in_progress", "pending", "blockers", "important_details")
 MAX_ITEMS = 200  # per list: a summary that long is not a summary
 
@@ -177,6 +179,8 @@ def render_summary_text(checkpoint: dict[str, Any]) -> str:
     ]
     if checkpoint.get("objective"):
         lines.append(f"Objective: {checkpoint['objective']}")
+    if checkpoint.get("narrative"):
+        lines.append(f"Summary:\n{checkpoint['narrative']}")
 
     def section(title: str, items: list[str]) -> None:
         if items:

@@ -279,6 +279,7 @@ def checkpoint_sections(checkpoint: Checkpoint) -> list[tuple[str, list[str]]]:
     files = [f.get("path", "") + (f": {f['what']}" if f.get("what") else "") for f in data.get("files_modified", [])]
     sections = [
         ("Objective", [data.get("objective", "")]),
+        ("Summary", [data.get("narrative", "")]),
         ("Completed", data.get("completed", [])),
         ("In progress", data.get("in_progress", [])),
         ("Next steps", data.get("pending", [])),
