@@ -652,6 +652,8 @@ def claude_code_lines(draw: Any, session: str) -> list[str]:
         tool_id = draw(tool_ids)
         if kind == "prompt":
             event["message"] = {"role": "user", "content": draw(contents)}
+            if draw(st.integers(0, 3)) == 0:  # Claude Code's own summary, after a compact boundary or not
+                event["isCompactSummary"] = draw(sometimes(st.just(True), HOSTILE, 4))
         elif kind == "response":
             event["type"] = "assistant"
             event["requestId"] = draw(text(3))

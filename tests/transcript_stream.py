@@ -72,9 +72,13 @@ class Writer:
     def progress(self) -> None:
         self.event("progress", None, data={"type": "hook_progress"})
 
-    def boundary(self, summary: str) -> None:
-        self.event("system", None, subtype="compact_boundary", content="Conversation compacted")
-        self.event("user", {"role": "user", "content": summary}, isCompactSummary=True)
+    def boundary(self, summary: Any = None, *, side: bool = False, marker: bool = True) -> None:
+        """Claude Code's own compaction: the marker line, then (unless ``summary`` is None) its summary."""
+        if marker:
+            meta = {"trigger": "auto", "preTokens": 1000 + self.n}
+            self.event("system", None, side=side, subtype="compact_boundary", content="Compacted", compactMetadata=meta)
+        if summary is not None:
+            self.event("user", {"role": "user", "content": summary}, side=side, isCompactSummary=True)
 
     def text(self) -> str:
         return "".join(self.lines)
@@ -95,7 +99,8 @@ STEP = st.one_of(
     st.tuples(st.just("parallel"), st.integers(1, 4), st.booleans(), st.booleans()),  # tools, thinking, closing text
     st.tuples(st.just("sequential"), st.integers(1, 3)),
     st.tuples(st.just("sidechain"), st.integers(1, 2)),
-    st.tuples(st.just("boundary"), WORDS),
+    st.tuples(st.just("boundary"), WORDS, st.booleans()),  # summary words, in a sub-agent
+    st.tuples(st.just("odd_boundary"), st.sampled_from(["alone", "twice", "summary_only", "blocks", "image", "empty"])),
     st.tuples(st.just("repeat"), st.integers(0, 50)),
     st.tuples(st.just("junk"), st.sampled_from(["{not json", "[1, 2]", '{"type": "user"}', '"just a string"'])),
     st.tuples(st.just("hostile"), st.sampled_from(["surrogate", "deep", "timestamp", "nan", "nul"])),
@@ -133,6 +138,23 @@ def hostile_line(w: Writer, kind: str, i: int) -> None:
     w.raw(text.replace("\\ud83d", "\\ud83d").replace("\\x00", "\\u0000"))
 
 
+def odd_boundary(w: Writer, kind: str) -> None:
+    """What a hostile or cut file may hold around a compaction: none of it may fail or half-apply."""
+    if kind == "alone":  # a marker whose summary never came
+        w.boundary(None)
+    elif kind == "twice":  # two markers in a row, one summary
+        w.boundary(None)
+        w.boundary("Summary after two markers")
+    elif kind == "summary_only":  # a summary without its marker: an ordinary message
+        w.boundary("A summary nobody marked", marker=False)
+    elif kind == "blocks":  # the summary as text blocks
+        w.boundary([text_block("Summary in"), text_block("two blocks")])
+    elif kind == "image":  # a summary that holds no text: the marker changes nothing
+        w.boundary([{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}])
+    elif kind == "empty":
+        w.boundary("")
+
+
 def build(steps: list[tuple], session: str) -> str:
     """A transcript from generated steps; every tool call gets its result, as Claude Code writes them."""
     w = Writer(session)
@@ -164,8 +186,14 @@ def build(steps: list[tuple], session: str) -> str:
                 w.block(f"{mid}_s{k}", tool_block(f"toolu_{i}_s{k}", "look"), side=True)
                 w.result(f"toolu_{i}_s{k}", "seen", side=True)
             w.block(f"{mid}_send", text_block("Sub-task done."), side=True)
+        elif kind == "boundary" and step[2]:
+            w.prompt(f"Sub-task {i}", side=True)
+            w.boundary(f"Sub-agent summary: {step[1]}", side=True)
+            w.block(f"{mid}_after", text_block("Sub-task goes on."), side=True)
         elif kind == "boundary":
             w.boundary(f"Summary: {step[1]}")
+        elif kind == "odd_boundary":
+            odd_boundary(w, step[1])
         elif kind == "repeat" and w.lines:
             w.raw(w.lines[step[1] % len(w.lines)])  # a line written twice (same uuid): skipped as a duplicate
         elif kind == "junk":
@@ -223,6 +251,39 @@ def rows(session: Any) -> list[tuple]:
         .order_by("seq")
         .values_list("seq", "role", "content", "tokens", "client_id", "state", "metadata", "created_at")
     )
+
+
+def compactions(session: Any) -> list[tuple]:
+    """The session's compaction history as a streamed and an imported session must share it: each
+    record, its backups (by message seq) and its checkpoints; not the times."""
+    from sessions_app.models import Compaction
+
+    order: dict[int, int] = {}
+    out = []
+    for n, record in enumerate(Compaction.objects.filter(session=session).order_by("id")):
+        order[record.pk] = n
+        backups = [
+            (b.message.seq, b.content, b.tokens, b.tokens_exact, b.state, order.get(b.previous_compaction_id))
+            for b in record.backups.select_related("message").order_by("message__seq")
+        ]
+        checkpoints = list(
+            record.checkpoints.order_by("version").values_list(
+                "version", "reason", "data", "upto_seq", "tokens", "lossy", "reverted"
+            )
+        )
+        fields = (record.level, record.status, record.trigger, record.upto_seq, record.tokens_before)
+        out.append((*fields, record.tokens_after, record.items, record.notes, backups, checkpoints))
+    return out
+
+
+def usage_of(session: Any) -> dict[str, Any]:
+    """STATUS figures (not the ones that say when something happened)."""
+    from sessions_app.selectors.usage import session_status
+
+    session.refresh_from_db()
+    status: dict[str, Any] = dict(session_status(session))
+    keys = ("model", "used", "messages", "summary", "level", "compacted", "message_count", "active_messages")
+    return {k: status[k] for k in keys}
 
 
 def contexts(session: Any) -> tuple[Any, Any]:

@@ -56,6 +56,8 @@ class Conversation:
     messages: list[Message] = field(default_factory=list)
     usage_points: list[UsagePoint] = field(default_factory=list)
     segment_starts: list[int] = field(default_factory=list)
+    # segment start -> what the compaction marker said of itself (Claude Code: trigger, pre_tokens)
+    boundary_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
     sidechain: bool = False
     external_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)  # small facts about the source (agent id, reward…)

@@ -30,7 +30,9 @@ Rules, chosen so that feeding a file in any chunking gives exactly what reading 
   first message line is a sidechain line is itself a sub-agent's file (``agent-*.jsonl``): that
   chain is its ``main`` conversation, with ``metadata["agent_id"]``.
 - **Usage.** Every distinct response carrying ``usage`` gives a ``UsagePoint`` at its message's
-  index; ``system`` lines with ``subtype: "compact_boundary"`` start a new segment.
+  index; ``system`` lines with ``subtype: "compact_boundary"`` start a new segment (``segment_starts``:
+  the index of the next message, which is Claude Code's summary, flagged ``is_compact_summary``, when
+  the file is whole; ``boundary_facts``: the marker's ``trigger`` and ``pre_tokens``).
 """
 
 from __future__ import annotations
@@ -213,8 +215,10 @@ class ClaudeCodeReader:
             bounded = self._chat_of_chain.get(chain)
             if bounded is not None:
                 self._close(bounded, out)
-                if len(bounded.conv.messages) not in bounded.conv.segment_starts:
-                    bounded.conv.segment_starts.append(len(bounded.conv.messages))
+                start = len(bounded.conv.messages)
+                if start not in bounded.conv.segment_starts:
+                    bounded.conv.segment_starts.append(start)
+                bounded.conv.boundary_facts[start] = _boundary_facts(event)
 
     def _timestamp(self, event: dict[str, Any]) -> str | None:
         """The line's time, or (when it has none that can be stored) the time of the line before it:
@@ -387,6 +391,20 @@ def _line_facts(event: dict[str, Any]) -> dict[str, Any]:
         value = nonempty_str(event.get(source))
         if value is not None:
             facts[name] = value
+    return facts
+
+
+def _boundary_facts(event: dict[str, Any]) -> dict[str, Any]:
+    """What a compact boundary says of itself: Claude Code's trigger (auto / manual) and its own count
+    of the context before (``compactMetadata``); only the values of the expected kinds."""
+    meta = event.get("compactMetadata")
+    if not isinstance(meta, dict):
+        return {}
+    facts: dict[str, Any] = {}
+    if (trigger := nonempty_str(meta.get("trigger"))) is not None:
+        facts["trigger"] = trigger[:50]
+    if isinstance(pre := meta.get("preTokens"), int) and not isinstance(pre, bool) and pre >= 0:
+        facts["pre_tokens"] = pre
     return facts
 
 

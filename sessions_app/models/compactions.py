@@ -30,7 +30,12 @@ class Compaction(models.Model):
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="compactions")
     level = models.CharField(max_length=10, choices=level_choices())
     status = models.CharField(max_length=10, choices=CompactionStatus.choices, default=CompactionStatus.QUEUED)
-    trigger = models.CharField(max_length=10, choices=[("auto", "Automatic"), ("manual", "Manual")], default="auto")
+    # "transcript": the agent compacted its own context and its transcript recorded it (services.boundaries).
+    trigger = models.CharField(
+        max_length=10,
+        choices=[("auto", "Automatic"), ("manual", "Manual"), ("transcript", "From the transcript")],
+        default="auto",
+    )
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     instructions = models.TextField(blank=True)
     upto_seq = models.PositiveIntegerField(null=True, blank=True, help_text="Messages up to this seq were planned.")

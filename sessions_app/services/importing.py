@@ -83,7 +83,9 @@ def _store(
         auto_compact=auto_compact,
         metadata=metadata,
     )
-    stored = recorded.append(session=session, candidates=messages, source="import")
+    stored = recorded.conversation_append(
+        session=session, conversation=conversation, candidates=messages, start=0, source="import"
+    )
     session.refresh_from_db()
     return session, stored
 

@@ -6,6 +6,9 @@ uploads). Nobody can fix such a file, so nothing in it may stop the rest from be
 - a message that still can't be stored is skipped and recorded (``IngestRejection``, the session's
   STATUS warnings, Django admin), and the ones after it are stored;
 - a tool result whose call was skipped becomes text, as an import turns orphaned results into text;
+- a compaction the agent made itself (Claude Code's compact boundary and its summary) is applied
+  where the transcript records it (``services.boundaries``): what came before leaves the context,
+  the summary becomes the checkpoint;
 - a response that grew after it was stored (its lines kept arriving after an upload marked final)
   gets its new blocks appended to it (``message_extend``), so its context reads as if it had
   arrived whole.
@@ -29,7 +32,7 @@ from compaction.transcripts import Conversation
 from sessions_app import engine
 from sessions_app.errors import InvalidInput
 from sessions_app.models import AgentSession, IngestRejection, Message, MessageState, ToolUse
-from sessions_app.services import agent_sessions, ingest
+from sessions_app.services import agent_sessions, boundaries, ingest
 
 NAME_MAX, MODEL_MAX, EXTERNAL_ID_MAX = (agent_sessions.SESSION_TEXT_LIMITS[f] for f in ("name", "model", "external_id"))
 
@@ -98,6 +101,26 @@ def model_name(value: Any) -> str | None:
 
 
 # ----------------------------------------------------------------------------- storing
+
+
+def conversation_append(
+    *, session: AgentSession, conversation: Conversation, candidates: Sequence[Candidate], start: int, source: str
+) -> Stored:
+    """Store ``candidates[start:]`` (the conversation's, from ``candidates(conversation)``) in order.
+    Where the transcript records a compaction, the messages up to its summary are stored, then the
+    compaction is applied, then the rest follows: so a file read in any number of pieces ends as
+    when read whole."""
+    stored = Stored()
+    found = boundaries.boundaries_of(conversation, [c.message for c in candidates])
+    position = start
+    for index in sorted(i for i in found if i >= start):
+        part = append(session=session, candidates=candidates[position : index + 1], source=source)
+        stored.created, stored.rejected = stored.created + part.created, stored.rejected + part.rejected
+        boundaries.boundary_apply(session=session, boundary=found[index])
+        position = index + 1
+    part = append(session=session, candidates=candidates[position:], source=source)
+    stored.created, stored.rejected = stored.created + part.created, stored.rejected + part.rejected
+    return stored
 
 
 def append(*, session: AgentSession, candidates: Sequence[Candidate], source: str) -> Stored:

@@ -24,6 +24,9 @@ reader ``ctx import`` uses and appends, in order, the messages beyond those it a
   cache loses the text, the next upload answers ``expected_offset: 0`` and the uploader, who has
   the file, sends it again from the top; nothing is appended until the server again holds at least
   what it had (checked against the SHA-256), so that resend stores nothing twice either.
+- **Claude Code's own compactions** (a compact boundary and its summary) are applied once the
+  summary message is stored (``services.boundaries``), whichever upload brings it: each message is
+  appended once, so each boundary applies once, at the same message as in an import.
 - **Sub-agents** (sidechain conversations) get sessions of their own, named and identified as
   ``ctx import`` names them (``<name> · sub-agent <n>``, external id ``<external id>:sidechain-<n>``).
 - **Model.** The session follows the model the transcript names (the last one, as import takes),
@@ -228,8 +231,12 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
             _grow(target, messages[grown["index"]], grown, read)
         elif grown is not None:
             growing[key] = grown  # still open: it may grow yet
+        # The model first: a compaction the transcript records is measured as an import measures it.
+        _follow_model(target, conversation.model, key, state)
         done = emitted.get(key, 0)
-        stored = recorded.append(session=target, candidates=messages[done:], source=SOURCE)
+        stored = recorded.conversation_append(
+            session=target, conversation=conversation, candidates=messages, start=done, source=SOURCE
+        )
         read.created, read.rejected = read.created + stored.created, read.rejected + stored.rejected
         if stored.created:
             read.appended_to.add(target.pk)
@@ -237,7 +244,6 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
         cut = reader.cut_open.get(key)
         if cut is not None and (message := messages[cut].message) is not None and message.client_id:
             growing[key] = {"index": cut, "client_id": message.client_id, "blocks": _block_count(message)}
-        _follow_model(target, conversation.model, key, state)
     return read
 
 

@@ -271,6 +271,23 @@ def test_the_summary_text_is_labelled_and_says_it_is_lossy():
     assert lines[-1] == "Last user request: Make the importer resumable."
 
 
+def test_a_narrative_is_rendered_verbatim_right_after_the_objective():
+    story = "Analysis:\n1. The user asked for a CSV importer.\n\nSummary:\n- parser done, CLI next"
+    checkpoint = validate_fields({**FULL, "narrative": f"  {story}\n"})
+    assert checkpoint["narrative"] == story
+    lines = render_summary_text(checkpoint).splitlines()
+    at, told = lines.index("Objective: Ship the CSV importer"), story.splitlines()
+    assert lines[at + 1 : at + 2 + len(told)] == ["Summary:", *told]
+    assert lines[at + 2 + len(told)] == "Completed:"
+
+
+def test_a_narrative_is_optional_and_must_be_text():
+    assert validate_fields({"objective": "x"})["narrative"] == ""
+    assert "Summary:" not in render_summary_text(validate_fields({"objective": "x", "narrative": None}))
+    with pytest.raises(CheckpointError, match="'narrative' must be a string"):
+        validate_fields({"objective": "x", "narrative": ["not", "text"]})
+
+
 def test_empty_sections_are_left_out():
     text = render_summary_text(validate_fields({"objective": "Only this", "files_modified": ["a.py"]}))
     assert "Completed:" not in text and "Blockers:" not in text and "Decisions:" not in text

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction.extractive import ExtractiveSummarizer
+from compaction.facts import facts_update, fit_facts, render_facts
 from compaction.policy import PRESETS, Policy
 from compaction.runs import plan_run
 from compaction.summarize import split_tail
@@ -65,7 +66,10 @@ def test_property_a_run_keeps_its_promises(generated, preset_name, level, keep, 
     # Protected from every strategy, unless the protected messages alone overflow the window.
     protected = messages[len(messages) - min(policy.protected_messages, len(messages)) :]
     # What the window holds beside the summary (its own part and the facts it carries).
-    room = (1 - policy.output_reserve) * window - policy.summary_tokens(window) - policy.facts_tokens(window)
+    facts = fit_facts(facts_update(None, messages), TOK, policy.facts_tokens(window))
+    room = (
+        (1 - policy.output_reserve) * window - policy.summary_tokens(window) - TOK.count_text(render_facts(facts)) - 4
+    )
     if sum(m.tokens for m in protected) <= room:
         assert not {m.seq for m in protected} & (changed | gone)
     # Reversible strategies only where asked for: the policy's, or a person's compact.

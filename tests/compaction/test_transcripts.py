@@ -436,6 +436,7 @@ def test_metadata_flags_usage_points_and_compaction_boundary() -> None:
     assert conv.messages[0]["metadata"]["is_meta"] is True
     assert "is_meta" not in conv.messages[1]["metadata"]
     assert conv.segment_starts == [3]
+    assert conv.boundary_facts == {3: {"trigger": "auto", "pre_tokens": 100}}
     assert conv.messages[3]["metadata"]["is_compact_summary"] is True
     assert conv.usage_points == [UsagePoint(2, 100, 5, "req-msg_A"), UsagePoint(4, 50, 6, "req-msg_B")]
     assert conv.messages[5]["metadata"]["is_api_error"] is True
@@ -526,6 +527,31 @@ def test_feed_returns_only_messages_that_are_final() -> None:
     main = reader.conversations[0]
     assert main.segment_starts == [5]
     assert main.messages[5]["client_id"] == "m7"
+
+
+@pytest.mark.parametrize(
+    ("meta", "facts"),
+    [
+        (None, {}),
+        ("auto", {}),
+        ({"trigger": "manual", "preTokens": 142431, "postTokens": 9000}, {"trigger": "manual", "pre_tokens": 142431}),
+        ({"trigger": 7, "preTokens": "many"}, {}),
+        ({"trigger": "", "preTokens": -1}, {}),
+        ({"trigger": "auto", "preTokens": True}, {"trigger": "auto"}),
+    ],
+)
+def test_a_boundary_keeps_only_what_its_marker_says_plainly(meta: Any, facts: dict[str, Any]) -> None:
+    marker = {"compactMetadata": meta} if meta is not None else {}
+    lines = [
+        user("u1", "go"),
+        _line("system", "b1", "u1", subtype="compact_boundary", **marker),
+        _line("system", "b2", "b1", subtype="compact_boundary", compactMetadata={"trigger": "auto"}),
+        user("u2", "summary", "b2", isCompactSummary=True),
+    ]
+    conv = read_transcript("\n".join(lines[:2] + lines[3:]), "claude-code").main
+    assert (conv.segment_starts, conv.boundary_facts) == ([1], {1: facts})
+    twice = read_transcript("\n".join(lines), "claude-code").main  # two markers in a row: one start, the latest's facts
+    assert (twice.segment_starts, twice.boundary_facts) == ([1], {1: {"trigger": "auto"}})
 
 
 def test_feed_accepts_a_whole_text_chunk() -> None:

@@ -120,7 +120,9 @@ def test_compact_summarize_and_revert_on_a_real_transcript(shared_data, team, fm
     if compacted["status"] == "succeeded":
         messages_before = before["status"]["messages"]
         saved = messages_before - after_compact["status"]["messages"]
-        assert saved == compacted["saved_tokens"] > 0
+        # The record calibrates the whole context, STATUS each part: once a summary is in the context
+        # (a file with Claude Code's own compaction), the two may round a token apart.
+        assert abs(saved - compacted["saved_tokens"]) <= 1 and compacted["saved_tokens"] > 0
     else:
         assert compacted["status"] == "skipped" and after_compact == before
         saved = 0

@@ -1,7 +1,8 @@
 """Transcript sync, as a property: whatever the cut of a Claude Code transcript into uploads (whole
 lines in any grouping, ``final`` on any of them, repeated ranges, the hook firing twice), the
-sessions it makes equal a one-shot import of the file — rows, sub-agents and both contexts — and no
-upload is ever refused. Over every shared Claude Code transcript and over generated files with
+sessions it makes equal a one-shot import of the file — rows, sub-agents, both contexts, the
+compactions Claude Code recorded (with their backups and checkpoints) and STATUS — and no upload is
+ever refused. Over every shared Claude Code transcript and over generated files with
 parallel tool calls interleaved with their results, thinking blocks, sub-agents, compact boundaries,
 repeated and unreadable lines."""
 
@@ -20,7 +21,7 @@ from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession
 from sessions_app.services import importing, projects, transcript_sync
 from tests.shared_data import SHARED_DATA
-from tests.transcript_stream import STEP, Upload, build, contexts, random_plan, rows
+from tests.transcript_stream import STEP, Upload, build, compactions, contexts, random_plan, rows, usage_of
 
 pytestmark = pytest.mark.django_db
 
@@ -78,6 +79,8 @@ def assert_stream_equals_import(user: Any, data: bytes, plan: list[Upload], tag:
         main = AgentSession.objects.get(project=streamed_project, external_id="cc-stream")
         assert rows(main) == rows(reference.session)
         assert contexts(main) == contexts(reference.session)
+        assert compactions(main) == compactions(reference.session)
+        assert usage_of(main) == usage_of(reference.session)
         sides = list(AgentSession.objects.filter(project=streamed_project).exclude(pk=main.pk).order_by("external_id"))
         assert [s.external_id for s in sides] == sorted(f"cc-stream:{s.metadata['conversation']}" for s in sides)
         by_key = {s.metadata["conversation"]: s for s in sides}
@@ -85,6 +88,8 @@ def assert_stream_equals_import(user: Any, data: bytes, plan: list[Upload], tag:
         for side in reference.sidechains:
             assert rows(by_key[side.metadata["conversation"]]) == rows(side)
             assert contexts(by_key[side.metadata["conversation"]]) == contexts(side)
+            assert compactions(by_key[side.metadata["conversation"]]) == compactions(side)
+            assert usage_of(by_key[side.metadata["conversation"]]) == usage_of(side)
     finally:
         for session in AgentSession.objects.filter(project=streamed_project):
             if key := transcript_sync.cache_key(session):
@@ -98,6 +103,43 @@ def test_any_chunking_of_a_generated_transcript_equals_its_import(owner, steps, 
     rng = random.Random(seed)
     plan = random_plan(data, rng, max_lines=rng.choice([1, 2, 4]), p_final=rng.choice([0.2, 0.5, 1.0]))
     assert_stream_equals_import(owner, data, plan, f"{seed}")
+
+
+# Claude Code compacting itself: twice in the main conversation (once while tool calls were open),
+# once in a sub-agent, and the odd shapes around a boundary a cut or hostile file may hold.
+BOUNDARIES = [
+    ("parallel", 2, True, True),
+    ("boundary", "first", False),
+    ("prompt", "go on"),
+    ("sequential", 2),
+    ("odd_boundary", "alone"),
+    ("parallel", 3, False, False),
+    ("boundary", "second", False),
+    ("boundary", "in a sub-agent", True),
+    ("odd_boundary", "twice"),
+    ("odd_boundary", "summary_only"),
+    ("odd_boundary", "image"),
+    ("prompt", "last"),
+    ("parallel", 1, False, True),
+]
+
+
+def test_the_file_with_boundaries_compacts_where_claude_code_did(owner):
+    data = build(BOUNDARIES, "cc-stream").encode()
+    result = importing.session_import(
+        user=owner, project=_project(owner, "boundaries"), transcript=read_transcript(data, "claude-code")
+    )
+    assert [c[2] for c in compactions(result.session)] == ["transcript"] * 3  # first, second, after two markers
+    (side,) = result.sidechains
+    assert [c[2] for c in compactions(side)] == ["transcript"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), max_lines=st.sampled_from([1, 2, 3, 5, 8]), p_final=st.sampled_from([0, 0.3, 1]))
+def test_any_chunking_of_a_file_with_compact_boundaries_equals_its_import(owner, seed, max_lines, p_final):
+    data = build(BOUNDARIES, "cc-stream").encode()
+    plan = random_plan(data, random.Random(seed), max_lines=max_lines, p_final=p_final)
+    assert_stream_equals_import(owner, data, plan, f"boundaries-{seed}")
 
 
 def test_final_in_the_middle_of_parallel_tool_calls_is_not_a_wedge(owner):
