@@ -27,6 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from compaction.checkpoint import merge_checkpoint, render_summary_text
+from compaction.facts import checkpoint_facts
 from compaction.messages import NormalizedMessage
 from compaction.reversible import message_text
 from compaction.summarize import summary_tokens_of
@@ -45,7 +46,7 @@ from sessions_app.models import (
     MessageState,
 )
 from sessions_app.selectors import model_context, usage
-from sessions_app.services import ingest
+from sessions_app.services import ingest, planning
 
 TRIGGER = "transcript"
 OBJECTIVE_CHARS = 2_000  # the first request is copied verbatim up to this; a pasted file is not an objective
@@ -96,7 +97,12 @@ def boundary_apply(*, session: AgentSession, boundary: Boundary) -> Compaction |
         policy = usage.policy_for(locked)
         before = usage.session_usage(locked, policy=policy).used
         previous = model_context.current_checkpoint(locked)
-        data = _checkpoint_data(previous, rows, boundary, compacted_at=row.created_at.isoformat())
+        facts_budget = policy.facts_tokens(
+            max(1, int((locked.context_window_override or info.context_window) / info.calibration))
+        )
+        data = _checkpoint_data(
+            previous, rows, boundary, compacted_at=row.created_at.isoformat(), facts_budget=facts_budget
+        )
         summary_tokens = summary_tokens_of(data["summary_text"], offline_tokenizer())
         now = timezone.now()
         record = Compaction.objects.create(
@@ -169,10 +175,12 @@ def _stored_summary(session: AgentSession, summary: NormalizedMessage) -> Messag
 
 
 def _checkpoint_data(
-    previous: Checkpoint | None, rows: list[Message], boundary: Boundary, *, compacted_at: str
+    previous: Checkpoint | None, rows: list[Message], boundary: Boundary, *, compacted_at: str, facts_budget: int
 ) -> dict[str, Any]:
     """Claude's summary supersedes the previous checkpoint (it was written from a context that held
-    it); the objective carries over, else it is the first request a person typed."""
+    it); the objective carries over, else it is the first request a person typed. The facts of what
+    it covers are recorded for ctxweb's own later summaries (the first request stays the first) but
+    not shown: the model saw Claude's summary alone, and usage stays what Claude had."""
     objective = (previous.data.get("objective") if previous is not None else None) or _first_request(rows)
     if not objective:
         objective = next((line.strip() for line in boundary.narrative.splitlines() if line.strip()), "(not recorded)")
@@ -185,13 +193,19 @@ def _checkpoint_data(
         oldest=stamps[0] if stamps else None,
         newest=stamps[-1] if stamps else None,
         compacted_at=compacted_at,
+        facts=checkpoint_facts(
+            previous.data if previous is not None else None,
+            [planning.engine_message(r) for r in covered],
+            offline_tokenizer(),
+            facts_budget,
+        ),
     )
     data["source"] = {
         "kind": "compact_boundary",
         "trigger": boundary.trigger,
         "pre_tokens": boundary.pre_tokens,
     }
-    data["summary_text"] = render_summary_text(data)
+    data["summary_text"] = render_summary_text({**data, "facts": None})
     return data
 
 

@@ -98,6 +98,19 @@ def snapshot(session: AgentSession) -> Snapshot:
     )
 
 
+def engine_message(row: Message) -> Msg:
+    """A stored message as the engine sees it."""
+    return Msg(
+        seq=row.seq,
+        role=row.role,
+        content=row.content,
+        tokens=row.tokens,
+        state=row.state,
+        created_at=row.created_at.isoformat(),
+        flags={"meta": True} if _injected(row.metadata) else {},
+    )
+
+
 def _injected(metadata: Any) -> bool:
     """A user-role line the agent's tool wrote, not a person (Claude Code's ``isMeta`` prompts, its
     compaction summaries): not quoted among the user's words."""
