@@ -296,7 +296,8 @@ class _Planner:
         saved: dict[str, int] = {}
         if isinstance(msg.content, str):
             earlier = self._remember(msg.content, msg.seq)
-            new = self._text(msg.content, earlier, saved, touchable, "message")
+            # What a person wrote stays verbatim: the user's words are what an agent goes on from.
+            new = self._text(msg.content, earlier, saved, touchable and msg.role != "user", "message")
             content: str | list[dict[str, Any]] = new if new is not None else msg.content
         else:
             blocks = []
@@ -364,7 +365,7 @@ class _Planner:
         if kind == "text":
             text = str(block.get("text", ""))
             earlier = self._remember(text, msg.seq)
-            shorter = self._text(text, earlier, saved, touchable, "text")
+            shorter = self._text(text, earlier, saved, touchable and msg.role != "user", "text")
             return {**block, "text": shorter} if shorter is not None else block
         if kind == "tool_use" and touchable:
             changed = self._tool_input(block.get("input"), saved)

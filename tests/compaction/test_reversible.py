@@ -554,3 +554,19 @@ def test_property_pruning_keeps_protected_content_preserved_lines_and_tool_pairs
     before_request, after_request = to_anthropic_messages(as_dicts(messages)), to_anthropic_messages(as_dicts(after))
     all_ids = {b["id"] for m in messages if isinstance(m.content, list) for b in m.content if b["type"] == "tool_use"}
     assert paired_ids(after_request) == paired_ids(before_request) == all_ids
+
+
+def test_what_a_person_wrote_is_never_condensed_or_made_a_reference():
+    pasted = "Here is the log:\n" + "\n".join(log_lines(80))
+    messages = [
+        msg(1, "user", pasted),
+        msg(2, "assistant", "Looking."),
+        msg(3, "user", [{"type": "text", "text": pasted}]),
+        msg(4, "assistant", "Same log again; " + "\n".join(log_lines(80))),
+        msg(5, "user", "Thanks."),
+        msg(6, "assistant", "Anything else?"),
+        msg(7, "user", "No."),
+    ]
+    changes = plan(messages, keep_recent_turns=0)
+    assert 1 not in changes and 3 not in changes, "the user's words stay verbatim"
+    assert 4 in changes, "an assistant's long log is still condensed"

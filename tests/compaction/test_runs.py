@@ -63,14 +63,16 @@ def test_property_a_run_keeps_its_promises(generated, preset_name, level, keep, 
     )
     changed = {c.seq for c in run.changes}
     gone = set(run.summary.summarized_seqs) if run.summary else set()
-    # Protected from every strategy, unless the protected messages alone overflow the window.
+    # Protected from every strategy, unless the protected messages alone overflow the window
     protected = messages[len(messages) - min(policy.protected_messages, len(messages)) :]
     # What the window holds beside the summary (its own part and the facts it carries).
     facts = fit_facts(facts_update(None, messages), TOK, policy.facts_tokens(window))
     room = (
         (1 - policy.output_reserve) * window - policy.summary_tokens(window) - TOK.count_text(render_facts(facts)) - 4
     )
-    if sum(m.tokens for m in protected) <= room:
+    # (with the calls their results answer and the last user message, which a tail always keeps)
+    needed = messages[split_tail(messages, policy, context_window=window, minimal=True) :]
+    if sum(m.tokens for m in needed) <= room:
         assert not {m.seq for m in protected} & (changed | gone)
     # Reversible strategies only where asked for: the policy's, or a person's compact.
     if (manual and level != Level.COMPACT) or (not manual and not policy.reversible_first):
