@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Sequence
 from typing import Any
 
 from .types import Level, Thresholds
@@ -17,8 +18,8 @@ from .types import Level, Thresholds
 # The smallest summary worth writing: the header, an objective and the latest request, shortened.
 MIN_SUMMARY_TOKENS = 100
 DEFAULT_PRESERVE_PATTERNS: tuple[str, ...] = (r"^## Decision:", r"^ADR-\d+", r"error|fail|critical")
-# The newest messages no strategy touches, whatever keep_recent_messages says: the work of the last
-# minute (the latest call, its result, what the agent said of it) is what an agent goes on from.
+# The newest turns no strategy touches, whatever keep_recent_messages says: the work of the last
+# minute (the latest call, its results, what the agent said of it) is what an agent goes on from.
 NEWEST_UNTOUCHED = 3
 # The facts a checkpoint carries verbatim (compaction/facts.py) may take this share of the window,
 # beside the summarizer's own budget.
@@ -75,10 +76,20 @@ class Policy:
         """Room for the checkpoint's facts (the user's words, the todo list, files, open errors)."""
         return max(MIN_SUMMARY_TOKENS, int(context_window * FACTS_SHARE))
 
-    @property
-    def protected_messages(self) -> int:
-        """The newest messages every strategy leaves as they are."""
-        return max(self.keep_recent_messages, NEWEST_UNTOUCHED)
+    def protected_count(self, roles: Sequence[str]) -> int:
+        """How many of the newest messages (given by their roles, oldest first) every strategy leaves
+        as they are: ``keep_recent_messages``, and never fewer than the newest ``NEWEST_UNTOUCHED``
+        turns as a model sees them — consecutive tool results (stored one message each) are one turn."""
+        turns, count, previous = 0, 0, None
+        for role in reversed(roles):
+            side = "assistant" if role == "assistant" else "user"
+            if side != previous:
+                if turns == NEWEST_UNTOUCHED:
+                    break
+                turns += 1
+                previous = side
+            count += 1
+        return max(self.keep_recent_messages, count)
 
     def min_saving(self, context_window: int) -> int:
         """The least a run must free to be worth it: the policy's figure, capped at 5 % of the window

@@ -11,7 +11,8 @@ Three strategies, each reporting tokens before and after per message:
 - ``verbose``: long diffs, logs, stack traces and JSON keep their head, their tail and every line
   that matches a preserve pattern.
 
-What is never touched: the newest ``policy.protected_messages`` messages, the newest
+What is never touched: the newest ``policy.protected_count`` messages (the three newest turns at
+least), the newest
 ``keep_recent_turns`` user turns and everything after them, the newest ``protected_tool_tokens``
 of tool output, and the last message a person typed. Lines
 matching a preserve pattern survive every strategy verbatim.
@@ -246,7 +247,8 @@ class _Planner:
         turns = [i for i, m in enumerate(self.messages) if m.role in ("user", "tool")]
         keep = self.policy.keep_recent_turns
         start = len(self.messages) if keep <= 0 else (turns[-keep] if len(turns) >= keep else 0)
-        start = min(start, max(0, len(self.messages) - self.policy.protected_messages))
+        untouched = self.policy.protected_count([m.role for m in self.messages])
+        start = min(start, max(0, len(self.messages) - untouched))
         protected = {m.seq for m in self.messages[start:]}
         if turns:
             protected.add(self.messages[turns[-1]].seq)  # the last user message stays verbatim

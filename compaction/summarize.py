@@ -84,7 +84,7 @@ def split_tail(
     """Index of the first tail message: the newest messages that fit ``tail_fraction`` of the window
     and ``limit`` (the tokens left for them under the run's target), contiguous from the end.
 
-    Never fewer than ``policy.protected_messages``: those are protected from every strategy, so they stay
+    Never fewer than ``policy.protected_count``: those are protected from every strategy, so they stay
     even when they alone pass the limit — unless they would pass ``hard_limit`` (the room left in
     the window itself): a session that can't be sent helps nobody, so then the tail keeps only the
     newest messages that fit it. Always: the last user message stays, and a tool result never loses
@@ -117,7 +117,7 @@ def split_tail(
             start = min(callers)
         return start
 
-    floor = min(n, policy.protected_messages)
+    floor = min(n, policy.protected_count([m.role for m in messages]))
     count = min(n, max(fitting, floor))
     start = start_for(count)
     # Pulling in a call (or the last user message) can push the tail past its budget: give back

@@ -129,3 +129,14 @@ def test_preserve_patterns_that_would_crash_or_backtrack_are_refused():
         assert "preserve_patterns" in validate({**base, "preserve_patterns": [pattern]}), pattern
     for pattern in (r"^## Decision:", r"^ADR-\d+", "error|fail|critical", "(foo)+", r"\(a+\)+"):
         assert "preserve_patterns" not in validate({**base, "preserve_patterns": [pattern]}), pattern
+
+
+def test_the_newest_three_turns_are_protected_as_a_model_sees_turns():
+    """Parallel tool results are stored one message each but are one turn to the model."""
+    policy = Policy(keep_recent_messages=0)
+    assert policy.protected_count(["user", "assistant", "user", "assistant"]) == 3
+    parallel = ["user", "assistant", "user", "user", "user", "assistant"]
+    assert policy.protected_count(parallel) == 5, "the three results are one turn"
+    assert policy.protected_count(["user", "tool", "tool"]) == 3
+    assert policy.protected_count([]) == 0
+    assert Policy(keep_recent_messages=10).protected_count(parallel) == 10

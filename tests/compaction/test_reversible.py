@@ -375,6 +375,8 @@ def test_a_second_compaction_leaves_a_cleared_command_alone():
         msg(3, "user", [result("toolu_1", "ok")]),
         msg(4, "user", "Next."),
         msg(5, "assistant", "Sure."),
+        msg(6, "user", "Go on."),
+        msg(7, "assistant", "Going."),
     ]
     policy = Policy(keep_recent_turns=1, protect_tool_tokens=0, keep_recent_messages=0)
     first = plan_compact(messages, policy, context_window=WINDOW, tokenizer=TOK)

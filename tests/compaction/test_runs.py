@@ -64,7 +64,7 @@ def test_property_a_run_keeps_its_promises(generated, preset_name, level, keep, 
     changed = {c.seq for c in run.changes}
     gone = set(run.summary.summarized_seqs) if run.summary else set()
     # Protected from every strategy, unless the protected messages alone overflow the window
-    protected = messages[len(messages) - min(policy.protected_messages, len(messages)) :]
+    protected = messages[len(messages) - min(policy.protected_count([m.role for m in messages]), len(messages)) :]
     # What the window holds beside the summary (its own part and the facts it carries).
     facts = fit_facts(facts_update(None, messages), TOK, policy.facts_tokens(window))
     room = (

@@ -17,7 +17,7 @@ from compaction.checkpoint import CHECKPOINT_FIELDS, CheckpointError, render_sum
 from compaction.context import summary_message
 from compaction.errors import EngineError, ProviderError
 from compaction.extractive import ExtractiveSummarizer, fit_to_budget
-from compaction.policy import NEWEST_UNTOUCHED, Policy
+from compaction.policy import Policy
 from compaction.summarize import AnthropicSummarizer, plan_summarize, split_tail
 from compaction.tokens import OfflineTokenizer
 from compaction.types import Msg
@@ -102,8 +102,9 @@ def test_a_minimal_tail_keeps_only_the_recent_messages_and_what_they_need():
     ]
     policy = Policy(keep_recent_messages=2)
     assert split_tail(messages, policy, context_window=WINDOW) == 0
-    assert split_tail(messages, policy, context_window=WINDOW, minimal=True) == 2
-    assert split_tail(messages, Policy(keep_recent_messages=0), context_window=WINDOW, minimal=True) == 2
+    # The three newest turns: "Done.", the result, and the two assistant messages before it (one turn).
+    assert split_tail(messages, policy, context_window=WINDOW, minimal=True) == 1
+    assert split_tail(messages, Policy(keep_recent_messages=0), context_window=WINDOW, minimal=True) == 1
 
 
 def test_no_result_in_the_tail_loses_its_call_to_the_head():
@@ -155,7 +156,7 @@ def test_property_the_tail_keeps_its_rules(messages, fraction, keep, window, min
     start = split_tail(messages, policy, context_window=window, minimal=minimal)
     head, tail = messages[:start], messages[start:]
     assert 0 <= start <= len(messages)
-    protected = max(keep, NEWEST_UNTOUCHED)
+    protected = policy.protected_count([m.role for m in messages])
     assert len(tail) >= min(len(messages), protected)
     last_user = max(i for i, m in enumerate(messages) if m.role in ("user", "tool"))
     assert start <= last_user

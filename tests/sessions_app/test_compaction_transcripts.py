@@ -142,7 +142,8 @@ def test_compact_summarize_and_revert_on_a_real_transcript(shared_data, team, fm
             # leave no room: then nothing older than them and the calls they answer is left.
             kept = Message.objects.filter(session=session, state__in=CONTEXT_STATES).order_by("seq")
             seqs = list(kept.values_list("seq", flat=True))
-            protected = min(newest_turn_start(session), seqs[-min(len(seqs), Policy().protected_messages)])
+            roles = list(kept.values_list("role", flat=True))
+            protected = min(newest_turn_start(session), seqs[-min(len(seqs), Policy().protected_count(roles))])
             assert kept.first().seq >= call_start(session, protected), f"{usage}% and an older message kept"
             UNDER_HALF_IMPOSSIBLE.append(path.name)
     if summarized["status"] == "succeeded":
