@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import asdict, dataclass, field, fields
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .types import Level, Thresholds
