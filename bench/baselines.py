@@ -13,6 +13,17 @@ list of Anthropic content blocks (``text``, ``tool_use {id, name, input}``, ``to
   back from the newest message, the tool outputs after the second-newest user turn are never looked
   at; the newest 40,000 tokens of tool output before it are protected; older outputs are cleared,
   but only when they add up to more than 20,000 tokens.
+- ``opencode_compact``: what OpenCode's model sees right after its compaction (sst/opencode,
+  ``session/compaction.ts`` ``process``/``select`` and ``message-v2.ts`` ``filterCompacted``): the
+  compaction marker (rendered as the user asking "What did we do so far?"), the summary as an
+  assistant message, the newest whole user turns that fit its tail budget (a quarter of the usable
+  window, clamped to 2,000–15,000 tokens; the oldest kept turn may be cut at an assistant message),
+  after the prune above, then the synthetic "Continue if you have next steps…" of an automatic
+  compaction. Everything older is gone.
+- ``claude_code_compact``: Claude Code's rule as issue 14 states it: after an automatic compaction
+  the context is the summary alone, in one user message with the header and closing instruction
+  Claude Code writes (as its ``isCompactSummary`` lines show); nothing is kept verbatim. (Claude
+  Code also re-attaches the todo list and recently read files; the issue's rule leaves them out.)
 - ``retention``: the share of the original's file paths, error lines and decision lines still
   present verbatim afterwards.
 """
@@ -21,7 +32,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from compaction.tokens import OfflineTokenizer
@@ -33,12 +45,32 @@ OPENCODE_PLACEHOLDER = "[Old tool result content cleared]"
 PRUNE_PROTECT = 40_000  # tokens of the newest tool output OpenCode never prunes
 PRUNE_MINIMUM = 20_000  # OpenCode prunes only when it would clear more than this
 OPENCODE_PROTECTED_TOOLS = frozenset({"skill"})  # outputs OpenCode never prunes
+OPENCODE_MARKER = "What did we do so far?"
+OPENCODE_CONTINUE = (
+    "Continue if you have next steps, or stop and ask for clarification if you are unsure how to proceed."
+)
+OPENCODE_TAIL_SHARE = 0.25  # of the usable window, for the newest turns kept after a summary
+OPENCODE_TAIL_MIN, OPENCODE_TAIL_MAX = 2_000, 15_000
+CLAUDE_CODE_SUMMARY_HEAD = (
+    "This session is being continued from a previous conversation that ran out of context. "
+    "The summary below covers the earlier portion of the conversation.\n\n"
+)
+CLAUDE_CODE_SUMMARY_TAIL = (
+    "\n\nPlease continue the conversation from where we left off without asking the user any further "
+    "questions. Continue with the last task that you were asked to work on."
+)
 
 PATH_RE = re.compile(r"(?:[\w.-]+/)+[\w.-]+\.\w{1,8}")
 ERROR_RE = re.compile(r"error|fail|critical|exception|traceback", re.IGNORECASE)
 DECISION_RE = re.compile(r"^## Decision:|^ADR-\d+")
 
 _TOKENIZER = OfflineTokenizer()
+
+
+@lru_cache(maxsize=65_536)
+def _count_text(text: str) -> int:
+    """Tokens of a tool output; cached, as a benchmark prunes the same history at every step."""
+    return _TOKENIZER.count_text(text)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -138,7 +170,7 @@ def opencode_prune(messages: Sequence[Message]) -> list[Message]:
             text = _result_text(block.get("content"))
             if text == OPENCODE_PLACEHOLDER:  # pruned before: everything older was too
                 return _prune(messages, marked, pruned)
-            estimate = _TOKENIZER.count_text(text)
+            estimate = _count_text(text)
             total += estimate
             if total <= PRUNE_PROTECT:
                 continue
@@ -151,6 +183,60 @@ def _prune(messages: Sequence[Message], marked: list[tuple[int, int]], pruned: i
     if pruned <= PRUNE_MINIMUM:
         return _replace_results(messages, {})
     return _replace_results(messages, dict.fromkeys(marked, OPENCODE_PLACEHOLDER))
+
+
+def opencode_compact(
+    messages: Sequence[Message],
+    summary: str,
+    *,
+    usable: int,
+    count: Callable[[Message], int] | None = None,
+) -> list[Message]:
+    """OpenCode's context right after an automatic compaction of ``messages`` into ``summary``:
+    marker, summary, the kept tail (pruned), the synthetic continue prompt. ``usable``: the window
+    less the output reserve; ``count``: a message's tokens, in the unit of ``usable``."""
+    count = count or (lambda m: _TOKENIZER.count_message(m["role"], m["content"]))
+    pruned = opencode_prune(messages)
+    budget = min(OPENCODE_TAIL_MAX, max(OPENCODE_TAIL_MIN, int(usable * OPENCODE_TAIL_SHARE)))
+    start = _opencode_tail_start(pruned, budget, count)
+    tail = pruned[start:] if start is not None else []
+    return [
+        {"role": "user", "content": OPENCODE_MARKER},
+        {"role": "assistant", "content": summary},
+        *tail,
+        {"role": "user", "content": OPENCODE_CONTINUE},
+    ]
+
+
+def _opencode_tail_start(messages: Sequence[Message], budget: int, count: Callable[[Message], int]) -> int | None:
+    """OpenCode's ``select``: from the newest user turn back, keep whole turns while they fit the
+    budget; the first that does not fit is cut at the earliest assistant message from which the rest
+    fits. None when nothing is kept — also when everything fits (then all of it is summarized)."""
+    starts = [i for i, m in enumerate(messages) if is_person_turn(m)]
+    keep: int | None = None
+    total = 0
+    for n in range(len(starts) - 1, -1, -1):
+        start, end = starts[n], starts[n + 1] if n + 1 < len(starts) else len(messages)
+        size = sum(count(m) for m in messages[start:end])
+        if total + size <= budget:
+            total += size
+            keep = start
+            continue
+        # Inside a turn OpenCode cuts between its messages; a call and its result are one of them.
+        for cut in range(start + 1, end):
+            if messages[cut].get("role") == "assistant" and sum(count(m) for m in messages[cut:end]) <= budget - total:
+                keep = cut
+                break
+        break
+    return keep or None
+
+
+# ----------------------------------------------------------------------------- Claude Code
+
+
+def claude_code_compact(summary: str) -> list[Message]:
+    """Claude Code's context right after an automatic compaction: the summary alone."""
+    return [{"role": "user", "content": CLAUDE_CODE_SUMMARY_HEAD + summary + CLAUDE_CODE_SUMMARY_TAIL}]
 
 
 # ----------------------------------------------------------------------------- retention

@@ -23,37 +23,26 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
-os.environ.pop("REDIS_URL", None)  # tasks run in-process: each run completes before the next append
-os.environ.pop("ANTHROPIC_API_KEY", None)
-_DB_DIR = tempfile.mkdtemp(prefix="ctx-churn-")
-os.environ.setdefault("DATABASE_URL", f"sqlite:///{_DB_DIR}/churn.sqlite3")
-os.environ.setdefault("CTX_LOG_LEVEL", "WARNING")
 
-import django  # noqa: E402
+from bench._replay import SHARED, bench_user, calibrated_size, new_compactions, session_new  # sets Django up
 
-django.setup()
+# isort: split
+from django.contrib.auth.models import User
 
-from django.contrib.auth.models import User  # noqa: E402
-from django.core.management import call_command  # noqa: E402
+from compaction.policy import PRESETS
+from compaction.summarize import split_tail
+from compaction.transcripts import read_transcript
+from compaction.types import Msg
+from sessions_app import tasks
+from sessions_app.models import CONTEXT_STATES, AgentSession, Message, SessionStatus
+from sessions_app.selectors import usage
+from sessions_app.services import recorded
 
-from compaction.policy import PRESETS  # noqa: E402
-from compaction.summarize import split_tail  # noqa: E402
-from compaction.tokens import OfflineTokenizer  # noqa: E402
-from compaction.transcripts import read_transcript  # noqa: E402
-from compaction.types import Msg  # noqa: E402
-from sessions_app import tasks  # noqa: E402
-from sessions_app.models import CONTEXT_STATES, AgentSession, Compaction, Message, SessionStatus  # noqa: E402
-from sessions_app.selectors import usage  # noqa: E402
-from sessions_app.services import agent_sessions, projects, recorded  # noqa: E402
-
-SHARED = Path(os.environ.get("CTX_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 MIN_WINDOW = 2_000  # below this a third of a transcript is too small to say anything
 
 
@@ -102,20 +91,16 @@ def replay(path: Path, preset_name: str, user: User, divisor: int, fixed_window:
         return None
     candidates = recorded.candidates(main)
     model = recorded.model_name(main.model) or "claude-sonnet-4-5"
-    factor = usage.model_info(model).calibration
-    tokenizer = OfflineTokenizer()
-    size = sum(
-        round(tokenizer.count_message(c.message.role, c.message.content) * factor)
-        for c in candidates
-        if c.message is not None
-    )
-    window = fixed_window or size // divisor
+    window = fixed_window or calibrated_size(candidates, model) // divisor
     if window < MIN_WINDOW:
         return None
-    project = projects.project_create(user=user, name=f"{preset_name} · {path.stem}")
-    projects.policy_apply_preset(policy=project.policy, preset_name=preset_name)
-    session = agent_sessions.session_create(
-        user=user, project=project, name=path.stem, model=model, context_window=window
+    project, session = session_new(
+        user=user,
+        project_name=f"{preset_name} · {path.stem}",
+        preset_name=preset_name,
+        name=path.stem,
+        model=model,
+        window=window,
     )
     result = Replay(path.name, window)
     started = time.perf_counter()
@@ -130,8 +115,7 @@ def replay(path: Path, preset_name: str, user: User, divisor: int, fixed_window:
         current = usage.session_usage(session)
         result.max_percent = max(result.max_percent, current.usage_percent)
         tasks.after_append(session.pk)
-        for record in Compaction.objects.filter(session__project=project).exclude(pk__in=seen).order_by("pk"):
-            seen.add(record.pk)
+        for record in new_compactions(project, seen):
             after = (record.tokens_after or 0) / window * 100
             result.runs.append((record.level, record.status, round(after, 1)))
             result.checkpoints += any(item.get("strategy") == "checkpoint" for item in record.items or [])
@@ -157,8 +141,7 @@ def main() -> int:
     parser.add_argument("--window", type=int, default=0, help="one window for every session instead")
     parser.add_argument("files", nargs="*", type=Path)
     args = parser.parse_args()
-    call_command("migrate", verbosity=0)
-    user, _ = User.objects.get_or_create(username="churn")
+    user = bench_user("churn")
     files = args.files or sorted((SHARED / "claude_code").glob("*.jsonl"))
     failures = 0
     size = f"{args.window:,} tokens" if args.window else f"transcript size ÷ {args.divisor}"
