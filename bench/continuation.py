@@ -74,11 +74,12 @@ from bench.baselines import anthropic_clear_tool_uses, claude_code_compact, open
 from bench.probes import Message, Score
 from compaction import context as engine_context
 from compaction.checkpoint import render_summary_text
+from compaction.facts import facts_update, render_facts
 from compaction.messages import tool_result_ids, tool_use_ids
 from compaction.policy import PRESETS, Policy
 from compaction.tokens import DEFAULT_FRAMING, calibrate
 from compaction.transcripts import read_transcript
-from compaction.types import Level
+from compaction.types import Level, Msg
 from sessions_app import tasks
 from sessions_app.models import AgentSession, Checkpoint, CompactionStatus, SessionStatus
 from sessions_app.selectors import model_context, usage
@@ -173,6 +174,29 @@ def turn_sizes(messages: Sequence[Message], tokens: Sequence[int], newest: int =
                 start, moved = earliest, True
         sizes.append(prefix[i + 1] - prefix[start])
     return sizes
+
+
+INJECTED = ("is_meta", "is_compact_summary", "visible_in_transcript_only")
+
+
+def _engine_message(i: int, message: Message) -> Msg:
+    metadata = message.get("metadata") or {}
+    injected = any(metadata.get(flag) is True for flag in INJECTED)
+    return Msg(i, message["role"], message["content"], 0, flags={"meta": True} if injected else {})
+
+
+def facts_sizes(messages: Sequence[Message]) -> list[int]:
+    """Per message, the tokens of the facts a checkpoint made right after it would carry (the
+    user's words, the todo list, files, open errors: ``compaction/facts.py``), counted whole."""
+    sizes, facts = [], None
+    for i, message in enumerate(messages):
+        facts = facts_update(facts, [_engine_message(i, message)])
+        sizes.append(TOKENIZER.count_text(render_facts(facts)) + 4)
+    return sizes
+
+
+def facts_size(messages: Sequence[Message]) -> int:
+    return facts_sizes(messages)[-1] if messages else 0
 
 
 def window_floor(turn: int, policy: Policy, factor: float) -> int:
@@ -293,7 +317,7 @@ def replay_once(source: Source, window: int, user: User, tag: str, with_baseline
             replay.summaries += made is not None
             status = after["anthropic"]["status"]
             used = status["used"] / status["context_window"]
-            turn = turn_sizes(history, [count(m) for m in history])[-1]
+            turn = turn_sizes(history, [count(m) for m in history])[-1] + facts_size(history)
             replay.need = max(replay.need, window_floor(turn, policy, factor))
             facts = probes.facts_of(history)
             views = {fmt: probes.view(after[fmt]["messages"], fmt) for fmt in FORMATS}
@@ -364,8 +388,10 @@ def replay_session(source: Source, user: User, tag: str, with_baselines: bool, s
     sent = [c.message for c in source.candidates if c.message is not None]
     factor = usage.model_info(source.model).calibration
     tokens = [TOKENIZER.count_message(m.role, m.content) for m in sent]
+    as_sent: list[Message] = [{"role": m.role, "content": m.content, "metadata": m.metadata} for m in sent]
+    carried = facts_sizes(as_sent)
     floor = window_floor(
-        max(turn_sizes([{"role": m.role, "content": m.content} for m in sent], tokens), default=0), policy, factor
+        max((t + f for t, f in zip(turn_sizes(as_sent, tokens), carried, strict=True)), default=0), policy, factor
     )
     size = calibrated_size(source.candidates, source.model)
     window = start or max(1, size // 3)

@@ -163,7 +163,13 @@ def plan_summarize(
     # Room for the facts: what all the messages would give is about what the head will (the
     # head's own are cut to it below, so the total stays under the target).
     everything = facts_update(earlier_facts, [unpruned.get(m.seq, m) for m in messages])
-    fitted = fit_facts(everything, tokenizer, policy.facts_tokens(context_window))
+    # The facts may take their share of the window, or more: all the room under the target that
+    # the protected newest turns leave. The user's words go before older verbatim messages do.
+    protected = sum(
+        m.tokens for m in messages[split_tail(messages, policy, context_window=context_window, minimal=True) :]
+    )
+    facts_budget = max(policy.facts_tokens(context_window), int(target - fixed_tokens - budget - protected))
+    fitted = fit_facts(everything, tokenizer, facts_budget)
     facts_room = tokenizer.count_text(render_facts(fitted)) + 4  # the facts' label and line breaks
     limit = target - budget - facts_room - fixed_tokens
     hard = (1 - policy.output_reserve) * context_window - budget - facts_room - fixed_tokens
