@@ -382,8 +382,11 @@ def fit_facts(facts: dict[str, Any], tokenizer: Tokenizer, budget: int) -> dict[
         current = size()
     for name, floor in (("errors", 1), ("decisions", 0), ("user_messages", 0)):
         current = _drop_oldest(out, name, floor, current, budget, size)
-    while current > budget and len(out.get("first_request") or "") > FIRST_REQUEST_FLOOR:
-        out["first_request"] = _cut(out["first_request"], max(FIRST_REQUEST_FLOOR, len(out["first_request"]) // 2))
+    # A long first request is cut last, and not below FIRST_REQUEST_FLOOR characters or half the
+    # budget (about four characters a token), whichever is less: a tiny window can't hold a pasted spec.
+    floor = min(FIRST_REQUEST_FLOOR, budget * 2)
+    while current > budget and len(out.get("first_request") or "") > floor:
+        out["first_request"] = _cut(out["first_request"], max(floor, len(out["first_request"]) // 2))
         current = size()
     if current > budget and out.get("files_modified"):
         keep = max(1, len(out["files_modified"]) // 2)
