@@ -22,8 +22,10 @@ Window rule: at a compaction point the window must leave room under the policy's
 run may touch, or probes 5 and 7 fail by construction. What must stay after message i is its *newest
 turn*: the three newest turns (those probe 5 asks for; a turn is a run of messages of one side, as
 the Anthropic format merges them), the calls their results answer (and the messages between) and the
-last user message; it has room in window W when ``target_after × W ≥ turn + summary budget(W) +
-request framing``, counted as the service plans a run. The first replay uses a third of the
+last user message — and the facts a checkpoint made there would carry (``compaction/facts.py``: the
+user's words, the todo list, files, open errors, counted whole); it has room in window W when
+``target_after × W ≥ turn + facts + summary budget(W) + request framing``, counted as the service
+plans a run. The first replay uses a third of the
 session's calibrated size (as churn). A replay with a compaction point lacking room is followed by
 one at the smallest window with room at those points; one with room everywhere but fewer than two
 summaries (runs that wrote a checkpoint) by a smaller one: 60 % of its window, or halfway down to
