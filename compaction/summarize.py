@@ -32,7 +32,7 @@ from .errors import EngineError, provider_error_from
 from .extractive import ExtractiveSummarizer, fit_to_budget
 from .facts import facts_update, fit_facts, render_facts
 from .messages import tool_result_ids, tool_use_ids
-from .policy import Policy
+from .policy import MIN_SUMMARY_TOKENS, Policy
 from .reversible import result_text
 from .tokens import Tokenizer
 from .types import Msg
@@ -163,12 +163,12 @@ def plan_summarize(
     # Room for the facts: what all the messages would give is about what the head will (the
     # head's own are cut to it below, so the total stays under the target).
     everything = facts_update(earlier_facts, [unpruned.get(m.seq, m) for m in messages])
-    # The facts may take their share of the window, or more: all the room under the target that
-    # the protected newest turns leave. The user's words go before older verbatim messages do.
+    # The facts may take all the room under the target that the protected newest turns leave: the
+    # user's words go before older verbatim messages do, and never past the target.
     protected = sum(
         m.tokens for m in messages[split_tail(messages, policy, context_window=context_window, minimal=True) :]
     )
-    facts_budget = max(policy.facts_tokens(context_window), int(target - fixed_tokens - budget - protected))
+    facts_budget = max(MIN_SUMMARY_TOKENS, int(target - fixed_tokens - budget - protected))
     fitted = fit_facts(everything, tokenizer, facts_budget)
     facts_room = tokenizer.count_text(render_facts(fitted)) + 4  # the facts' label and line breaks
     limit = target - budget - facts_room - fixed_tokens
@@ -187,9 +187,14 @@ def plan_summarize(
         )
     head_originals = [unpruned.get(m.seq, m) for m in head]
     fields = summarizer.summarize(head_originals, previous=previous, budget=budget, instructions=instructions)
-    # The todo list as it stands now, even when its latest write is in the kept tail: a list updated
-    # piece by piece (TaskUpdate) would otherwise be half in the checkpoint, half in the tail.
-    facts = {**facts_update(earlier_facts, head_originals), "todos": everything["todos"]}
+    # The todo list, the open errors and the current work as they stand now, even when what last
+    # changed them is in the kept tail: a list updated piece by piece (TaskUpdate) would otherwise be
+    # half in the checkpoint, half in the tail, and an error fixed in the tail is no longer open. (So
+    # the head's facts are never larger than the room counted for them above.)
+    facts = {
+        **facts_update(earlier_facts, head_originals),
+        **{name: everything[name] for name in ("todos", "errors", "current_work")},
+    }
     facts = fit_facts(facts, tokenizer, facts_room)
     stamps = sorted(m.created_at for m in head if m.created_at)
     checkpoint = merge_checkpoint(

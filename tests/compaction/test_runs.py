@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from compaction.extractive import ExtractiveSummarizer
 from compaction.facts import facts_update, fit_facts, render_facts
-from compaction.policy import PRESETS, Policy
+from compaction.policy import MIN_SUMMARY_TOKENS, PRESETS, Policy
 from compaction.runs import plan_run
 from compaction.summarize import split_tail
 from compaction.tokens import OfflineTokenizer
@@ -66,12 +66,13 @@ def test_property_a_run_keeps_its_promises(generated, preset_name, level, keep, 
     # Protected from every strategy, unless the protected messages alone overflow the window
     protected = messages[len(messages) - min(policy.protected_count([m.role for m in messages]), len(messages)) :]
     # What the window holds beside the summary (its own part and the facts it carries).
-    facts = fit_facts(facts_update(None, messages), TOK, policy.facts_tokens(window))
+    needed = messages[split_tail(messages, policy, context_window=window, minimal=True) :]
+    room_for_facts = target * window - policy.summary_tokens(window) - sum(m.tokens for m in needed)
+    facts = fit_facts(facts_update(None, messages), TOK, max(MIN_SUMMARY_TOKENS, int(room_for_facts)))
     room = (
         (1 - policy.output_reserve) * window - policy.summary_tokens(window) - TOK.count_text(render_facts(facts)) - 4
     )
     # (with the calls their results answer and the last user message, which a tail always keeps)
-    needed = messages[split_tail(messages, policy, context_window=window, minimal=True) :]
     if sum(m.tokens for m in needed) <= room:
         assert not {m.seq for m in protected} & (changed | gone)
     # Reversible strategies only where asked for: the policy's, or a person's compact.
