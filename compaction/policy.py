@@ -21,8 +21,8 @@ DEFAULT_PRESERVE_PATTERNS: tuple[str, ...] = (r"^## Decision:", r"^ADR-\d+", r"e
 # The newest turns no strategy touches, whatever keep_recent_messages says: the work of the last
 # minute (the latest call, its results, what the agent said of it) is what an agent goes on from.
 NEWEST_UNTOUCHED = 3
-# The facts a checkpoint carries verbatim (compaction/facts.py) may take this share of the window,
-# beside the summarizer's own budget.
+# The facts a handoff's or an imported compaction's checkpoint carries verbatim (compaction/facts.py)
+# may take this share of the window; a summary gives them the room the protected newest turns leave.
 FACTS_SHARE = 0.15
 
 
