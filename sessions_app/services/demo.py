@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from compaction.messages import normalize_message
-from sessions_app.models import AgentSession, Project
-from sessions_app.services import agent_sessions, ingest, projects
+from sessions_app.models import AgentSession, Project, SessionStatus
+from sessions_app.services import agent_sessions, auto, compaction_runs, ingest, projects
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
@@ -65,6 +65,35 @@ def _coding_turns(n: int) -> list[dict]:
     return turns
 
 
+def _nightly_session(user, project: Project) -> AgentSession:
+    """A session with automatic compaction on, appended a few turns at a time the way an agent sends
+    them; each compaction its appends set off runs before the next ones (in this process, as the
+    embedded mode does), so its chart shows the context growing and dropping at each level."""
+    nightly = agent_sessions.session_create(
+        user=user,
+        project=project,
+        name="Nightly agent (auto-compacted)",
+        model="claude-sonnet-4-5",
+        context_window=12_000,
+        tools=_TOOLS,
+        system_prompt="You are a careful coding agent. Explain decisions briefly.",
+    )
+    turns = [normalize_message(t) for t in _coding_turns(40)]
+    for start in range(0, len(turns), _NIGHTLY_STEP):
+        ingest.message_append(session=nightly, messages=turns[start : start + _NIGHTLY_STEP])
+        follow = auto.after_append(nightly.pk)
+        if follow.compaction_id is not None:
+            compaction_runs.compaction_run(follow.compaction_id)
+        nightly.refresh_from_db()
+        if nightly.status != SessionStatus.ACTIVE:
+            break
+    return nightly
+
+
+# Messages per append of the nightly session: small enough that compactions fall between appends.
+_NIGHTLY_STEP = 6
+
+
 @dataclass
 class DemoResult:
     username: str
@@ -117,17 +146,5 @@ def demo_load() -> DemoResult:
         ingest.message_append(session=session, messages=[normalize_message(t) for t in turns])
         session.refresh_from_db()
         sessions.append(session)
-    # One with automatic compaction on: crossing the thresholds compacts it once this commits (in-process
-    # in the embedded mode, by a worker otherwise), so its history shows a compaction and a checkpoint.
-    nightly = agent_sessions.session_create(
-        user=user,
-        project=project,
-        name="Nightly agent (auto-compacted)",
-        model="claude-sonnet-4-5",
-        context_window=12_000,
-        tools=_TOOLS,
-        system_prompt="You are a careful coding agent. Explain decisions briefly.",
-    )
-    ingest.message_append(session=nightly, messages=[normalize_message(t) for t in _coding_turns(24)])
-    sessions.append(nightly)
+    sessions.append(_nightly_session(user, project))
     return DemoResult(DEMO_USER, DEMO_PASSWORD, project, sessions, created=True)
