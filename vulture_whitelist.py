@@ -67,3 +67,16 @@ _.cache_key
 _.continue_session
 _.long
 _.hidden
+
+# sessions_app/web/charts.py Chart and Marker: geometry the session chart's template draws by name.
+_.y_before
+_.y_after
+_.plot_left
+_.plot_right
+_.plot_top
+_.plot_width
+_.plot_bottom
+_.y_ticks
+_.x_ticks
+_.rows_step
+_.last_used

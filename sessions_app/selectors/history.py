@@ -2,7 +2,7 @@
 message, with each compaction's drop and each handoff placed where it happened.
 
 Built from stored figures only (nothing is re-tokenized): every message's offline count as it was
-appended (a compacted message's original count comes from its oldest backup), scaled by the model's
+appended (a compacted message's original count comes from the oldest compaction that changed it), scaled by the model's
 calibration like STATUS, plus the system prompt and tool definitions. A succeeded compaction takes
 its own saving (``tokens_before - tokens_after``, the figures it recorded) off the line after the
 last message stored when it finished; a reverted one gave its saving back, so it draws no drop. The
@@ -49,6 +49,7 @@ class SessionHistory:
     reserved_output: int
     thresholds: ThresholdFractions  # fractions of the window, as in STATUS
     base: int  # the system prompt and the tools
+    now: int  # where the line ends: after the last message and any compaction that followed it
     points: list[HistoryPoint]
     events: list[HistoryEvent]
     # Input tokens this session's model calls carried: each assistant message answered a request
@@ -68,7 +69,7 @@ class SessionHistory:
 def session_history(session: AgentSession) -> SessionHistory:
     factor = model_info(session.model).calibration
     current = session_usage(session)
-    originals = _original_tokens(session)
+    originals = _original_tokens(session, factor)
     rows = list(
         Message.objects.filter(session=session).order_by("seq").values_list("seq", "role", "tokens", "received_at")
     )
@@ -102,6 +103,7 @@ def session_history(session: AgentSession) -> SessionHistory:
         raw += originals.get(seq, tokens)
         points.append(HistoryPoint(seq=seq, role=role, at=at, used=max(line(), 0)))
     place(rows[-1][0] if rows else 0)
+    now = max(line(), 0) if rows else 0
     return SessionHistory(
         session_id=session.pk,
         model=session.model,
@@ -109,6 +111,7 @@ def session_history(session: AgentSession) -> SessionHistory:
         reserved_output=current.reserved_output,
         thresholds=current.thresholds.as_dict(),
         base=base,
+        now=now,
         points=points,
         events=events,
         context_sent=sent,
@@ -150,17 +153,31 @@ def _events(session: AgentSession, received: list[tuple[datetime, int]]) -> list
     return found
 
 
-def _original_tokens(session: AgentSession) -> dict[int, int]:
-    """Each message's raw count as appended: the oldest backup holds it for a message a compaction
-    changed (a later compaction backs up the already-changed content)."""
-    originals: dict[int, int] = {}
-    rows = (
-        MessageBackup.objects.filter(compaction__session=session)
-        .order_by("compaction_id", "id")
-        .values_list("message__seq", "tokens")
+def _original_tokens(session: AgentSession, factor: float) -> dict[int, int]:
+    """Each changed message's raw count as appended, from the oldest compaction that changed it: its
+    backup while the revert window keeps one (a later compaction backs up already-changed content),
+    else that compaction's recorded item (calibrated when recorded, so divided back by the factor)."""
+    backups: dict[int, dict[int, int]] = {}
+    rows = MessageBackup.objects.filter(compaction__session=session).values_list(
+        "compaction_id", "message__seq", "tokens"
     )
-    for seq, tokens in rows:
-        originals.setdefault(seq, tokens)
+    for compaction_id, seq, tokens in rows:
+        backups.setdefault(compaction_id, {})[seq] = tokens
+    originals: dict[int, int] = {}
+    compactions = session.compactions.filter(
+        status__in=[CompactionStatus.SUCCEEDED, CompactionStatus.REVERTED]
+    ).order_by("pk")
+    for compaction_id, items in compactions.values_list("pk", "items"):
+        recorded: dict[int, int] = {}
+        for item in items if isinstance(items, list) else []:
+            seq, before = item.get("seq"), item.get("tokens_before")
+            if isinstance(seq, int) and isinstance(before, int):
+                # Several strategies may touch one message; the first saw it whole, with the most tokens.
+                recorded[seq] = max(recorded.get(seq, 0), before)
+        kept = backups.get(compaction_id, {})
+        for seq in kept.keys() | recorded.keys():
+            if seq not in originals:
+                originals[seq] = kept[seq] if seq in kept else round(recorded[seq] / (factor or 1))
     return originals
 
 
@@ -172,3 +189,33 @@ def _seq_at(received: list[tuple[datetime, int]], moment: datetime) -> int:
             break
         seq = candidate
     return seq
+
+
+def history_payload(history: SessionHistory) -> dict[str, object]:
+    """The history as JSON (the API's answer and ``ctx status --history --json``)."""
+    return {
+        "session": history.session_id,
+        "model": history.model,
+        "context_window": history.context_window,
+        "reserved_output": history.reserved_output,
+        "thresholds": dict(history.thresholds),
+        "threshold_tokens": history.threshold_tokens(),
+        "base": history.base,
+        "now": history.now,
+        "context_sent": history.context_sent,
+        "points": [{"seq": p.seq, "role": p.role, "at": p.at.isoformat(), "used": p.used} for p in history.points],
+        "events": [
+            {
+                "kind": e.kind,
+                "after_seq": e.after_seq,
+                "at": e.at.isoformat(),
+                "level": e.level,
+                "before": e.before,
+                "after": e.after,
+                "compaction": e.compaction_id,
+                "handoff": e.handoff_id,
+                "trigger": e.trigger,
+            }
+            for e in history.events
+        ],
+    }

@@ -22,6 +22,8 @@ from sessions_app.models import (
 )
 from sessions_app.selectors import access, usage
 from sessions_app.selectors.compactions import newest_revertible_id, revert_refusal, strategy_totals
+from sessions_app.selectors.history import session_history
+from sessions_app.web.charts import session_chart
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -145,10 +147,13 @@ def live_panel(session: AgentSession, user: User, *, version: str | None = None)
     """What the live part of the session page shows (polled every 2 s): usage and compactions."""
     status = usage.session_status(session)
     busy = session.compactions.filter(status__in=ACTIVE_COMPACTION_STATUSES).exists()
+    history = session_history(session)
     return {
         "session": session,
         "status": status,
         "bar": breakdown(status),
+        "history": history,
+        "chart": session_chart(history),
         "compactions": compaction_rows(session, busy=busy),
         "running": busy,
         "can_write": can_write(user, session.project_id) and session.status == "active",

@@ -15,8 +15,10 @@ from compaction.messages import MessageError
 from compaction.usage import render_bar
 from sessions_app import tasks
 from sessions_app.errors import ServiceError
+from sessions_app.management.history_text import render_history
 from sessions_app.models import AgentSession
 from sessions_app.selectors import access, compactions, count_cache, model_context, usage
+from sessions_app.selectors.history import history_payload, session_history
 from sessions_app.services import (
     compaction_runs,
     counting,
@@ -53,6 +55,7 @@ class Command(BaseCommand):
 
         p = sub.add_parser("status", help="a session's context breakdown")
         p.add_argument("session", help="id or external id")
+        p.add_argument("--history", action="store_true", help="context used over the session's life, with compactions")
         p.add_argument("--json", action="store_true")
 
         p = sub.add_parser("count", help="count an Anthropic count_tokens body (or a list of them) from stdin")
@@ -173,6 +176,10 @@ class Command(BaseCommand):
 
     def do_status(self, options: dict[str, Any]) -> None:
         session = access.session_find(options["session"])
+        if options["history"]:
+            history = session_history(session)
+            self.emit(options, history_payload(history), render_history(history))
+            return
         self.emit(options, usage.session_status(session), self.bar(session))
 
     def do_count(self, options: dict[str, Any]) -> None:

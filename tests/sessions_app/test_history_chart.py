@@ -1,0 +1,78 @@
+"""The session chart's geometry over generated histories (no database): everything inside the plot,
+one marker per event, labels that don't print over each other, a table that keeps every event."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sessions_app.management.history_text import render_history
+from sessions_app.selectors.history import HistoryEvent, HistoryPoint, SessionHistory
+from sessions_app.web import charts
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@st.composite
+def histories(draw) -> SessionHistory:
+    window = draw(st.integers(min_value=1, max_value=2_000_000))
+    used = draw(st.lists(st.integers(min_value=0, max_value=3 * window), min_size=0, max_size=3000))
+    points = [HistoryPoint(seq=i + 1, role="user", at=AT, used=u) for i, u in enumerate(used)]
+    events = []
+    for seq in sorted(draw(st.lists(st.integers(min_value=0, max_value=len(points)), max_size=6))):
+        before = draw(st.integers(min_value=0, max_value=3 * window))
+        kind = draw(st.sampled_from(["compaction", "handoff"]))
+        after = draw(st.integers(min_value=0, max_value=before)) if kind == "compaction" else before
+        events.append(HistoryEvent(kind, seq, AT, "compact" if kind == "compaction" else "handoff", before, after, 1))
+    low = draw(st.floats(min_value=0.05, max_value=1.0))
+    return SessionHistory(
+        session_id=1,
+        model="m",
+        context_window=window,
+        reserved_output=draw(st.integers(min_value=0, max_value=window)),
+        thresholds={"remind": low * 0.6, "compact": low * 0.7, "summarize": low * 0.85, "handoff": low * 0.95},
+        base=0,
+        now=used[-1] if used else 0,
+        points=points,
+        events=events,
+        context_sent=0,
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(history=histories())
+def test_chart_geometry_holds_for_any_history(history):
+    chart = charts.session_chart(history)
+    if not history.points:
+        assert chart is None
+        return
+    assert chart is not None
+    numbers = [float(n) for n in chart.line.replace("M", " ").replace("L", " ").replace(",", " ").split()]
+    xs, ys = numbers[0::2], numbers[1::2]
+    assert all(chart.plot_left <= x <= chart.plot_right for x in xs)
+    assert all(chart.plot_top <= y <= chart.plot_bottom for y in ys)
+    assert xs == sorted(xs)  # the line never goes back in time
+    drops = [e for e in history.events if e.kind == "compaction"]
+    assert len(chart.markers) == len(drops) and len(chart.handoffs) == len(history.events) - len(drops)
+    labels = sorted(r.label_y for r in chart.rules)
+    assert all(b - a >= 11 for a, b in itertools.pairwise(labels))
+    assert {r.name for r in chart.rules} == {"window", "remind", "compact", "summarize", "handoff"}
+    assert all(chart.plot_top <= r.y <= chart.plot_bottom for r in chart.rules)
+    # The table: the first and the last message, every message an event follows, evenly thinned.
+    seqs = [r.seq for r in chart.rows]
+    assert seqs[0] == history.points[0].seq and seqs[-1] == history.points[-1].seq
+    assert {e.after_seq for e in history.events if e.after_seq} <= set(seqs)
+    assert len(chart.rows) <= charts.TABLE_ROWS + len(history.events) + 1
+    assert chart.rows_step == 1 or len(history.points) > charts.TABLE_ROWS
+    text = render_history(history)
+    assert text.count("after message") == len(history.events)
+
+
+@given(st.integers(min_value=1, max_value=10**12))
+def test_the_axis_ends_on_a_round_figure_at_or_above_the_value(value):
+    top = charts._nice_ceiling(value)
+    assert value <= top <= 2 * value
+    assert charts._ticks(top)[-1] == top
