@@ -5,7 +5,7 @@ Built from stored figures only (nothing is re-tokenized): every message's offlin
 appended (a compacted message's original count comes from the oldest compaction that changed it), scaled by the model's
 calibration like STATUS, plus the system prompt and tool definitions. A succeeded compaction takes
 its own saving (``tokens_before - tokens_after``, the figures it recorded) off the line after the
-last message stored when it finished; a reverted one gave its saving back, so it draws no drop. The
+last message stored when it finished (one read from a transcript: where the transcript put it); a reverted one gave its saving back, so it draws no drop. The
 figures are estimates: an exact count replaces only the present value in STATUS, never the past.
 """
 
@@ -132,10 +132,13 @@ def _events(session: AgentSession, received: list[tuple[datetime, int]]) -> list
     for pk, level, trigger, finished, upto, before, after in compactions:
         if finished is None or before is None or after is None:  # the query excludes them; for the type checker
             continue
+        # A compaction the agent recorded in its transcript happened where the transcript says, however
+        # late ctxweb read it (an import reads it after every message); ctxweb's own, when it finished.
+        placed = upto or 0 if trigger == "transcript" else max(_seq_at(received, finished), upto or 0)
         found.append(
             HistoryEvent(
                 kind="compaction",
-                after_seq=max(_seq_at(received, finished), upto or 0),
+                after_seq=placed,
                 at=finished,
                 level=level,
                 before=before,

@@ -20,6 +20,7 @@ from sessions_app.selectors import usage
 from sessions_app.selectors.history import SessionHistory, history_payload, session_history
 from sessions_app.services import agent_sessions, retention
 from tests.sessions_app.compaction_helpers import agent_rounds, append
+from tests.shared_data import SHARED_DATA
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +54,10 @@ def assert_consistent(session: AgentSession, history: SessionHistory) -> None:
         # The drop is exactly the saving the compaction recorded; where it starts may differ from the
         # recorded figure by the rounding of calibrated sums.
         assert event.before - event.after == record.tokens_before - record.tokens_after
-        assert abs(event.before - record.tokens_before) <= 2 + len(succeeded)
+        if record.trigger == "transcript":  # the agent's own compaction, where its transcript put it
+            assert event.after_seq == record.upto_seq
+        else:
+            assert abs(event.before - record.tokens_before) <= 2 + len(succeeded)
     assert [p.seq for p in history.points] == list(session.messages.order_by("seq").values_list("seq", flat=True))
     # Between two events the line only grows: a message never takes tokens away.
     cut = {e.after_seq for e in history.events if e.kind == "compaction"}
@@ -107,6 +111,24 @@ def test_history_reads_the_same_once_the_backups_are_gone(busy, api_as, team):
     changed = Compaction.objects.get(session=busy).items
     assert all(abs(a - b) <= len(changed) for a, b in zip(after, before, strict=True))
     assert after[-1] == before[-1]
+
+
+@pytest.mark.data
+@pytest.mark.parametrize(
+    "path",
+    sorted((SHARED_DATA / "claude_code").glob("*.jsonl")) or [SHARED_DATA / "missing.jsonl"],
+    ids=lambda p: p.name,
+)
+def test_every_shared_transcript_imports_to_a_consistent_history(shared_data, team, path):
+    """Claude Code's own compactions (compact boundaries) drop the line where they happened, not at
+    the end of the import that read them."""
+    out = io.StringIO()
+    call_command("ctx", "import", str(path), "--format", "claude-code", "--project", "Alpha", "--json", stdout=out)
+    session = AgentSession.objects.get(pk=json.loads(out.getvalue())["session"])
+    history = session_history(session)
+    assert_consistent(session, history)
+    for sidechain in AgentSession.objects.filter(parent=session):
+        assert_consistent(sidechain, session_history(sidechain))
 
 
 def test_a_handoff_is_placed_after_the_last_message(busy, api_as, team):
