@@ -2,21 +2,24 @@
 message, with each compaction's drop and each handoff placed where it happened.
 
 Built from stored figures only (nothing is re-tokenized): every message's offline count as it was
-appended (a compacted message's original count comes from the oldest compaction that changed it), scaled by the model's
-calibration like STATUS, plus the system prompt and tool definitions. A succeeded compaction takes
-its own saving (``tokens_before - tokens_after``, the figures it recorded) off the line after the
-last message stored when it finished (one read from a transcript: where the transcript put it); a reverted one gave its saving back, so it draws no drop. The
-figures are estimates: an exact count replaces only the present value in STATUS, never the past.
+appended (a compacted message's original count comes from the oldest compaction that changed it),
+scaled by the model's calibration like STATUS, plus the system prompt and tool definitions. A
+succeeded compaction takes its own saving (``tokens_before - tokens_after``, the figures it recorded)
+off the line after the last message stored when it finished (one read from a transcript: where the
+transcript put it); a reverted one gave its saving back, so it draws no drop. The figures are
+estimates: an exact count replaces only the present value in STATUS, never the past.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from compaction.status import ThresholdFractions
 from compaction.tokens import DEFAULT_FRAMING, calibrate
-from sessions_app.models import AgentSession, CompactionStatus, HandoffDocument, Message, MessageBackup
+from sessions_app.models import AgentSession, Compaction, CompactionStatus, HandoffDocument, Message, MessageBackup
 from sessions_app.selectors.usage import model_info, session_usage
 
 
@@ -67,14 +70,56 @@ class SessionHistory:
 
 
 def session_history(session: AgentSession) -> SessionHistory:
+    return _history(session, _stored([session.pk])[session.pk])
+
+
+def context_sent_by_session(sessions: Sequence[AgentSession]) -> dict[int, int]:
+    """Each session's ``context_sent``, for many sessions in four queries however many they are (the
+    project dashboard's cost). Give sessions loaded with ``select_related("project__policy")``."""
+    stored = _stored([s.pk for s in sessions])
+    return {s.pk: _history(s, stored[s.pk]).context_sent for s in sessions}
+
+
+@dataclass
+class _Stored:
+    """What a history is built from, read in bulk: messages, backups, compactions, handoffs."""
+
+    messages: list[tuple[int, str, int, datetime]] = field(default_factory=list)  # seq, role, tokens, received
+    backups: dict[int, dict[int, int]] = field(default_factory=dict)  # compaction -> seq -> raw tokens
+    # pk, level, trigger, status, finished_at, upto_seq, tokens_before, tokens_after, items
+    compactions: list[tuple[Any, ...]] = field(default_factory=list)
+    handoffs: list[tuple[int, datetime]] = field(default_factory=list)
+
+
+def _stored(session_ids: list[int]) -> dict[int, _Stored]:
+    found = {pk: _Stored() for pk in session_ids}
+    messages = Message.objects.filter(session_id__in=session_ids).order_by("session_id", "seq")
+    for sid, seq, role, tokens, at in messages.values_list("session_id", "seq", "role", "tokens", "received_at"):
+        found[sid].messages.append((seq, role, tokens, at))
+    backups = MessageBackup.objects.filter(compaction__session_id__in=session_ids)
+    for sid, cid, seq, tokens in backups.values_list(
+        "compaction__session_id", "compaction_id", "message__seq", "tokens"
+    ):
+        found[sid].backups.setdefault(cid, {})[seq] = tokens
+    compactions = Compaction.objects.filter(
+        session_id__in=session_ids, status__in=[CompactionStatus.SUCCEEDED, CompactionStatus.REVERTED]
+    ).order_by("pk")
+    fields = ("level", "trigger", "status", "finished_at", "upto_seq", "tokens_before", "tokens_after", "items")
+    for sid, pk, *rest in compactions.values_list("session_id", "pk", *fields):
+        found[sid].compactions.append((pk, *rest))
+    handoffs = HandoffDocument.objects.filter(session_id__in=session_ids).order_by("pk")
+    for sid, pk, created in handoffs.values_list("session_id", "pk", "created_at"):
+        found[sid].handoffs.append((pk, created))
+    return found
+
+
+def _history(session: AgentSession, stored: _Stored) -> SessionHistory:
     factor = model_info(session.model).calibration
     current = session_usage(session)
-    originals = _original_tokens(session, factor)
-    rows = list(
-        Message.objects.filter(session=session).order_by("seq").values_list("seq", "role", "tokens", "received_at")
-    )
+    originals = _original_tokens(stored, factor)
+    rows = stored.messages
     received = [(at, seq) for seq, _role, _tokens, at in rows]
-    pending = _events(session, received)
+    pending = _events(stored, received)
     base = calibrate(session.system_tokens, factor) + calibrate(session.tool_tokens, factor)
     raw, drop, sent = 0, 0, 0
     points: list[HistoryPoint] = []
@@ -118,19 +163,12 @@ def session_history(session: AgentSession) -> SessionHistory:
     )
 
 
-def _events(session: AgentSession, received: list[tuple[datetime, int]]) -> list[HistoryEvent]:
+def _events(stored: _Stored, received: list[tuple[datetime, int]]) -> list[HistoryEvent]:
     """Succeeded compactions (with their recorded saving in ``before``/``after``) and handoff
     documents, each placed after the newest message stored when it finished, in that order."""
     found: list[HistoryEvent] = []
-    compactions = (
-        session.compactions.filter(status=CompactionStatus.SUCCEEDED, finished_at__isnull=False)
-        .exclude(tokens_before__isnull=True)
-        .exclude(tokens_after__isnull=True)
-        .order_by("pk")
-        .values_list("pk", "level", "trigger", "finished_at", "upto_seq", "tokens_before", "tokens_after")
-    )
-    for pk, level, trigger, finished, upto, before, after in compactions:
-        if finished is None or before is None or after is None:  # the query excludes them; for the type checker
+    for pk, level, trigger, status, finished, upto, before, after, _items in stored.compactions:
+        if status != CompactionStatus.SUCCEEDED or finished is None or before is None or after is None:
             continue
         # A compaction the agent recorded in its transcript happened where the transcript says, however
         # late ctxweb read it (an import reads it after every message); ctxweb's own, when it finished.
@@ -147,7 +185,7 @@ def _events(session: AgentSession, received: list[tuple[datetime, int]]) -> list
                 trigger=trigger,
             )
         )
-    for pk, created in HandoffDocument.objects.filter(session=session).values_list("pk", "created_at"):
+    for pk, created in stored.handoffs:
         seq = _seq_at(received, created)
         found.append(
             HistoryEvent(kind="handoff", after_seq=seq, at=created, level="handoff", before=0, after=0, handoff_id=pk)
@@ -156,28 +194,19 @@ def _events(session: AgentSession, received: list[tuple[datetime, int]]) -> list
     return found
 
 
-def _original_tokens(session: AgentSession, factor: float) -> dict[int, int]:
+def _original_tokens(stored: _Stored, factor: float) -> dict[int, int]:
     """Each changed message's raw count as appended, from the oldest compaction that changed it: its
     backup while the revert window keeps one (a later compaction backs up already-changed content),
     else that compaction's recorded item (calibrated when recorded, so divided back by the factor)."""
-    backups: dict[int, dict[int, int]] = {}
-    rows = MessageBackup.objects.filter(compaction__session=session).values_list(
-        "compaction_id", "message__seq", "tokens"
-    )
-    for compaction_id, seq, tokens in rows:
-        backups.setdefault(compaction_id, {})[seq] = tokens
     originals: dict[int, int] = {}
-    compactions = session.compactions.filter(
-        status__in=[CompactionStatus.SUCCEEDED, CompactionStatus.REVERTED]
-    ).order_by("pk")
-    for compaction_id, items in compactions.values_list("pk", "items"):
+    for compaction_id, *_rest, items in stored.compactions:
         recorded: dict[int, int] = {}
         for item in items if isinstance(items, list) else []:
             seq, before = item.get("seq"), item.get("tokens_before")
             if isinstance(seq, int) and isinstance(before, int):
                 # Several strategies may touch one message; the first saw it whole, with the most tokens.
                 recorded[seq] = max(recorded.get(seq, 0), before)
-        kept = backups.get(compaction_id, {})
+        kept = stored.backups.get(compaction_id, {})
         for seq in kept.keys() | recorded.keys():
             if seq not in originals:
                 originals[seq] = kept[seq] if seq in kept else round(recorded[seq] / (factor or 1))
