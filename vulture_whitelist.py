@@ -80,3 +80,19 @@ _.y_ticks
 _.x_ticks
 _.rows_step
 _.last_used
+
+# sessions_app/web/dashboard_chart.py Bar and DailyChart: geometry the dashboard's template draws by name.
+_.ingested_y
+_.ingested_h
+_.saved_x
+_.saved_y
+_.saved_h
+_.show_label
+_.ticks
+_.total_ingested
+_.total_saved
+
+# ModelProfile.input_price_per_mtok: read by name in selectors/dashboard.py's values_list; edited in admin
+# (ModelProfileAdmin.list_editable, a Django admin option).
+_.input_price_per_mtok
+_.list_editable

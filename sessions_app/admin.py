@@ -90,8 +90,10 @@ class ModelProfileAdmin(admin.ModelAdmin):
         "max_output_tokens",
         "calibration_factor",
         "calibration_samples",
+        "input_price_per_mtok",
         "updated_at",
     ]
+    list_editable = ["input_price_per_mtok"]
     list_filter = ["provider"]
     search_fields = ["name"]
 

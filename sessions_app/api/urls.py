@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import compaction_views as cv
+from . import dashboard_views as dv
 from . import history_views as hv
 from . import policy_views as pv
 from . import transcript_views as tv
@@ -11,6 +12,7 @@ app_name = "api"
 urlpatterns = [
     path("projects/", views.ProjectListCreateApi.as_view(), name="projects"),
     path("projects/<int:project_id>/", views.ProjectDetailApi.as_view(), name="project"),
+    path("projects/<int:project_id>/dashboard/", dv.ProjectDashboardApi.as_view(), name="project-dashboard"),
     path("projects/<int:project_id>/policy/", pv.ProjectPolicyApi.as_view(), name="project-policy"),
     path("sessions/", views.SessionListCreateApi.as_view(), name="sessions"),
     path("sessions/import/", views.SessionImportApi.as_view(), name="session-import"),

@@ -3,10 +3,12 @@ model profiles (windows and calibration) admins edit."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 
 from compaction import model_catalog
@@ -93,6 +95,16 @@ class ModelProfile(models.Model):
         default=1.0, help_text="Exact ÷ offline estimate; scales every offline count shown for this model."
     )
     calibration_samples = models.PositiveIntegerField(default=0)
+    input_price_per_mtok = models.DecimalField(
+        "input price ($/Mtok)",
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text="US dollars per million input tokens; the project dashboard's estimated cost of the context "
+        "sent. Empty: not priced (the dashboard counts those sessions apart).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

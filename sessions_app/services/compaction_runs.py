@@ -35,7 +35,7 @@ from sessions_app.models import (
     MessageState,
     SessionStatus,
 )
-from sessions_app.selectors import model_context
+from sessions_app.selectors import model_context, usage
 from sessions_app.services.compaction_records import (
     MAX_ATTEMPTS,
     LostClaim,
@@ -84,6 +84,19 @@ def compaction_request(
             code="compaction_in_progress",
         ) from None
     return record
+
+
+def compaction_retry(*, session: AgentSession, user: User | None) -> Compaction:
+    """Try again what failed (the dashboard's Retry): the level of the session's newest failed
+    compaction, else the one its usage calls for (at least ``compact``), queued as a manual run by
+    ``user``. It succeeding lifts an automatic-compaction pause, like any manual run that succeeds."""
+    failed = session.compactions.filter(status=CompactionStatus.FAILED).order_by("-pk").first()
+    if failed is not None:
+        level = failed.level
+    else:
+        current = usage.session_usage(session).level.value
+        level = current if current in ("compact", "summarize", "handoff") else "compact"
+    return compaction_request(session=session, level=level, user=user)
 
 
 # ----------------------------------------------------------------------------- running

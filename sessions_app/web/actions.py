@@ -104,3 +104,18 @@ def handoff_create(request: AuthenticatedHttpRequest, session_id: int) -> HttpRe
         return _back(document.continuation_id)
     messages.success(request, f"Handoff {document.pk} written.")
     return _back(session.pk, "#handoffs")
+
+
+@login_required
+@require_POST
+def session_retry(request: AuthenticatedHttpRequest, session_id: int) -> HttpResponse:
+    """The dashboard's Retry: run again what failed (members and admins)."""
+    session = session_for(request, session_id, min_role=Role.MEMBER)
+    try:
+        record = compaction_runs.compaction_retry(session=session, user=request.user)
+        tasks.compaction_send(record.pk)
+    except ServiceError as exc:
+        messages.error(request, f"{session}: {exc.detail}")
+    else:
+        messages.success(request, f"{session}: {record.level} compaction {record.pk} queued.")
+    return redirect(reverse("web:project", args=[session.project_id]) + "#dashboard")

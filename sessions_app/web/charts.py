@@ -91,7 +91,7 @@ def session_chart(history: SessionHistory) -> Chart | None:
     window = history.context_window
     thresholds = history.threshold_tokens()
     peak = max(max(p.used for p in points), max((e.before for e in history.events), default=0))
-    top = _nice_ceiling(max(window, peak))
+    top = nice_ceiling(max(window, peak))
     last = len(points) - 1
     index = {p.seq: i for i, p in enumerate(points)}
 
@@ -132,7 +132,7 @@ def session_chart(history: SessionHistory) -> Chart | None:
             title = f"Handoff document {event.handoff_id} written after message {event.after_seq}"
             handoffs.append(Marker(event, x, TOP, TOP + PLOT_H, TOP + 9, title))
 
-    rules = [Rule("window", window, y_of(window), f"window {_short(window)}")]
+    rules = [Rule("window", window, y_of(window), f"window {short_tokens(window)}")]
     rules += [
         Rule(name, tokens, y_of(tokens), f"{name} {round(100 * tokens / window)}%")
         for name, tokens in thresholds.items()
@@ -154,7 +154,7 @@ def session_chart(history: SessionHistory) -> Chart | None:
         rules=_spread_labels(rules),
         reserve_top=reserve_top,
         reserve_height=reserve_height,
-        y_ticks=[Tick(y_of(v), _short(v)) for v in _ticks(top)],
+        y_ticks=[Tick(y_of(v), short_tokens(v)) for v in axis_ticks(top)],
         x_ticks=_x_ticks(points[0].seq, points[-1].seq, x_of, [p.seq for p in points]),
         markers=markers,
         handoffs=handoffs,
@@ -240,7 +240,7 @@ def _rows(history: SessionHistory) -> list[TableRow]:
     ]
 
 
-def _nice_ceiling(value: int) -> int:
+def nice_ceiling(value: int) -> int:
     """The smallest round figure (1, 1.2, 1.5, 2, … × 10^k) at or above ``value``: the y axis ends on
     it, close enough above the window that the line has the room."""
     if value <= 0:
@@ -252,7 +252,7 @@ def _nice_ceiling(value: int) -> int:
     return 10 * magnitude  # unreachable: factor 10 always qualifies
 
 
-def _ticks(top: int) -> list[int]:
+def axis_ticks(top: int) -> list[int]:
     step = top / 4 if top >= 4 else 1
     return sorted({round(step * k) for k in range(5) if step * k <= top})
 
@@ -264,7 +264,7 @@ def _x_ticks(first: int, last: int, x_of: Callable[[int], float], seqs: list[int
     return [Tick(x_of(seq), str(seq)) for seq in sorted(chosen)]
 
 
-def _short(tokens: int) -> str:
+def short_tokens(tokens: int) -> str:
     for unit, size in (("M", 1_000_000), ("k", 1000)):
         if tokens >= size:
             value = tokens / size

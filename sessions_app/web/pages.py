@@ -18,12 +18,14 @@ from sessions_app.models import (
     Checkpoint,
     HandoffDocument,
     Message,
+    Project,
     Role,
 )
-from sessions_app.selectors import access, usage
+from sessions_app.selectors import access, dashboard, usage
 from sessions_app.selectors.compactions import newest_revertible_id, revert_refusal, strategy_totals
 from sessions_app.selectors.history import session_history
 from sessions_app.web.charts import session_chart
+from sessions_app.web.dashboard_chart import daily_chart
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -81,6 +83,21 @@ def session_rows(sessions: Iterable[AgentSession], *, level: str | None = None) 
             }
         )
     return rows
+
+
+def dashboard_panel(project: Project, user: User) -> dict[str, Any]:
+    """The dashboard above a project's sessions (``selectors.dashboard``) with its chart's geometry."""
+    board = dashboard.project_dashboard(project=project)
+    return {
+        "dashboard": board,
+        "daily": daily_chart(board.days),
+        "compaction_levels": list(board.compactions),
+        # Outcomes down, levels across: the narrow card holds three level columns, not four outcome ones.
+        "compaction_rows": [
+            (o, [(level, board.compactions[level][o]) for level in board.compactions]) for o in dashboard.OUTCOMES
+        ],
+        "can_write": can_write(user, project.pk),
+    }
 
 
 # ----------------------------------------------------------------------------- session page

@@ -29,6 +29,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/compactions/preview/", actions.compaction_preview, name="compaction-preview"),
     path("sessions/<int:session_id>/compactions/", actions.compaction_run, name="compaction-run"),
     path("sessions/<int:session_id>/handoff/", actions.handoff_create, name="handoff-create"),
+    path("sessions/<int:session_id>/retry/", actions.session_retry, name="session-retry"),
     path("compactions/<int:compaction_id>/revert/", actions.compaction_revert, name="compaction-revert"),
     path("messages/<int:message_id>/", views.message_detail, name="message"),
     path("messages/<int:message_id>/original/", views.message_original, name="message-original"),

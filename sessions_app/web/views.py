@@ -85,6 +85,7 @@ def project_detail(request: AuthenticatedHttpRequest, project_id: int) -> HttpRe
             "filters": filters,
             "query": query.urlencode(),
             "is_admin": pages.is_admin(request.user, project.pk),
+            **pages.dashboard_panel(project, request.user),
         },
     )
 

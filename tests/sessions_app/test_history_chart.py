@@ -59,7 +59,7 @@ def test_chart_geometry_holds_for_any_history(history):
     assert xs == sorted(xs)  # the line never goes back in time
     assert len(xs) <= max(2 * charts.PLOT_W, len(history.points) + len(history.events)) * 2
     # However thinned, the line still reaches the highest and the lowest message.
-    top = charts._nice_ceiling(max(history.context_window, chart.peak))
+    top = charts.nice_ceiling(max(history.context_window, chart.peak))
     seqs = {p.seq for p in history.points}
     vertices = [p.used for p in history.points]
     vertices += [e.after for e in history.events if e.kind == "compaction" and e.after_seq in seqs]
@@ -85,9 +85,9 @@ def test_chart_geometry_holds_for_any_history(history):
 
 @given(st.integers(min_value=1, max_value=10**12))
 def test_the_axis_ends_on_a_round_figure_at_or_above_the_value(value):
-    top = charts._nice_ceiling(value)
+    top = charts.nice_ceiling(value)
     assert value <= top <= 2 * value
-    assert charts._ticks(top)[-1] == top
+    assert charts.axis_ticks(top)[-1] == top
 
 
 @given(
@@ -114,7 +114,7 @@ def test_a_long_session_is_thinned_to_the_same_picture(seed, size):
     vertices = chart.line[1:].split(" L")
     assert len(vertices) <= 4 * (charts.PLOT_W + 1) < size * 4
     ys = [float(v.split(",")[1]) for v in vertices]
-    top = charts._nice_ceiling(max(used))
+    top = charts.nice_ceiling(max(used))
     assert abs(min(ys) - (charts.TOP + charts.PLOT_H * (1 - max(used) / top))) < 0.06
     assert abs(max(ys) - (charts.TOP + charts.PLOT_H * (1 - min(used) / top))) < 0.06
     assert vertices[0].startswith(f"{charts.LEFT:.1f},") and vertices[-1].startswith(

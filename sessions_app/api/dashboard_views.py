@@ -1,0 +1,81 @@
+"""A project at a glance: the numbers of the dashboard above its sessions."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from sessions_app.api.auth import AuthenticatedRequest
+from sessions_app.errors import InvalidInput
+from sessions_app.selectors import access
+from sessions_app.selectors.dashboard import COMPACTION_LEVELS, LEVELS, OUTCOMES, dashboard_payload, project_dashboard
+
+_COUNTS = inline_serializer("OutcomeCounts", {o: serializers.IntegerField() for o in OUTCOMES})
+
+DASHBOARD_SCHEMA = inline_serializer(
+    "ProjectDashboard",
+    {
+        "since": serializers.DateField(),
+        "levels": inline_serializer("LevelCounts", {level: serializers.IntegerField() for level in LEVELS}),
+        "closest": inline_serializer(
+            "ClosestSession",
+            {
+                "session": serializers.IntegerField(),
+                "name": serializers.CharField(),
+                "used": serializers.IntegerField(),
+                "context_window": serializers.IntegerField(),
+                "usage_percent": serializers.FloatField(),
+                "level": serializers.CharField(),
+            },
+            many=True,
+        ),
+        "days": inline_serializer(
+            "DashboardDay",
+            {
+                "day": serializers.DateField(),
+                "ingested": serializers.IntegerField(),
+                "saved": serializers.IntegerField(),
+            },
+            many=True,
+        ),
+        "compactions": inline_serializer("CompactionsByLevel", {lv: _COUNTS for lv in COMPACTION_LEVELS}),
+        "trouble": inline_serializer(
+            "TroubledSession",
+            {
+                "session": serializers.IntegerField(),
+                "name": serializers.CharField(),
+                "paused": serializers.BooleanField(),
+                "level": serializers.CharField(),
+                "error": serializers.CharField(),
+                "at": serializers.DateTimeField(allow_null=True),
+            },
+            many=True,
+        ),
+        "cost": inline_serializer(
+            "ContextCost",
+            {
+                "dollars": serializers.DecimalField(max_digits=20, decimal_places=2),
+                "tokens_priced": serializers.IntegerField(),
+                "sessions_priced": serializers.IntegerField(),
+                "tokens_unpriced": serializers.IntegerField(),
+                "sessions_unpriced": serializers.IntegerField(),
+                "unpriced_models": serializers.ListField(child=serializers.CharField()),
+            },
+        ),
+    },
+)
+
+
+class ProjectDashboardApi(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("days", int, description="how many days back, 1 to 90 (default 14)")],
+        responses=DASHBOARD_SCHEMA,
+    )
+    def get(self, request: AuthenticatedRequest, project_id: int) -> Response:
+        project = access.project_get_for(request.user, project_id)
+        raw = request.query_params.get("days", "14")
+        if not raw.isdigit() or not 1 <= int(raw) <= 90:
+            raise InvalidInput("days is a whole number from 1 to 90.", code="invalid_days")
+        return Response(dashboard_payload(project_dashboard(project=project, days=int(raw))))

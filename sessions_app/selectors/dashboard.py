@@ -1,0 +1,266 @@
+"""A project at a glance (the dashboard above its sessions): levels, the sessions closest to their
+window, tokens ingested and saved per day, compactions by level and outcome, what failed or is
+paused, and what the context sent to the models cost. A bounded number of queries however many
+sessions the project holds; nothing is re-tokenized."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from compaction.tokens import calibrate
+from compaction.types import Level
+from sessions_app.models import (
+    AgentSession,
+    Compaction,
+    CompactionStatus,
+    Message,
+    ModelProfile,
+    Project,
+    SessionStatus,
+)
+from sessions_app.selectors.history import context_sent_by_session
+from sessions_app.selectors.usage import model_info, session_usage
+
+LEVELS = [level.value for level in Level]
+OUTCOMES = ["succeeded", "failed", "reverted", "in_progress"]  # in progress: queued or running
+COMPACTION_LEVELS = ["compact", "summarize", "handoff"]  # what a compaction runs at (the levels past remind)
+CLOSEST = 5
+TROUBLE_LIMIT = 20
+_SENT_CACHE_SECONDS = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class SessionUse:
+    session: AgentSession
+    used: int
+    context_window: int
+    usage_percent: float
+    level: str
+
+    @property
+    def width(self) -> float:  # of its usage bar
+        return min(100.0, self.usage_percent)
+
+
+@dataclass(frozen=True)
+class Day:
+    day: date
+    ingested: int  # tokens of the messages received that day (calibrated like STATUS)
+    saved: int  # tokens compactions that finished that day took off (reverted ones excluded)
+
+
+@dataclass(frozen=True)
+class Trouble:
+    session: AgentSession
+    paused: bool
+    level: str  # of the newest compaction ("" when there is none)
+    error: str
+    at: datetime | None
+
+
+@dataclass(frozen=True)
+class Cost:
+    dollars: Decimal
+    tokens_priced: int
+    sessions_priced: int
+    tokens_unpriced: int
+    sessions_unpriced: int
+    unpriced_models: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ProjectDashboard:
+    levels: dict[str, int]  # active sessions by level, every level present
+    closest: list[SessionUse]  # the active sessions closest to their window, first the closest
+    days: list[Day]  # the last ``days`` days, oldest first, days without anything at 0
+    compactions: dict[str, dict[str, int]]  # level -> outcome -> count, over the same days
+    trouble: list[Trouble]  # paused sessions, or whose newest compaction failed
+    cost: Cost
+    since: date
+
+
+def project_dashboard(*, project: Project, days: int = 14, now: datetime | None = None) -> ProjectDashboard:
+    now = now or timezone.now()
+    today = timezone.localdate(now)
+    since = today - timedelta(days=days - 1)
+    start = timezone.make_aware(datetime.combine(since, datetime.min.time()))
+    sessions = list(
+        AgentSession.objects.filter(project=project)
+        .select_related("project", "project__policy")
+        .defer("tools", "system_prompt", "metadata")
+    )
+    active = [s for s in sessions if s.status == SessionStatus.ACTIVE]
+    uses = [_use(s) for s in active]
+    levels = {level: 0 for level in LEVELS}
+    for use in uses:
+        levels[use.level] += 1
+    closest = sorted((u for u in uses if u.used), key=lambda u: (-u.usage_percent, u.session.pk))[:CLOSEST]
+    return ProjectDashboard(
+        levels=levels,
+        closest=closest,
+        days=_days(project, since, today, start),
+        compactions=_compactions(project, start),
+        trouble=_trouble(project),
+        cost=_cost(sessions),
+        since=since,
+    )
+
+
+def _use(session: AgentSession) -> SessionUse:
+    current = session_usage(session)
+    return SessionUse(session, current.used, current.context_window, current.usage_percent, current.level.value)
+
+
+def _days(project: Project, since: date, today: date, start: datetime) -> list[Day]:
+    ingested: dict[date, int] = {}
+    raw = (
+        Message.objects.filter(session__project=project, received_at__gte=start)
+        .annotate(day=TruncDate("received_at", tzinfo=timezone.get_current_timezone()))
+        .values("day", "session__model")
+        .annotate(tokens=Sum("tokens"))
+    )
+    for row in raw:
+        factor = model_info(row["session__model"]).calibration
+        ingested[row["day"]] = ingested.get(row["day"], 0) + calibrate(row["tokens"] or 0, factor)
+    saved = {
+        row["day"]: row["saved"] or 0
+        for row in Compaction.objects.filter(
+            session__project=project, status=CompactionStatus.SUCCEEDED, finished_at__gte=start
+        )
+        .exclude(tokens_before__isnull=True)
+        .exclude(tokens_after__isnull=True)
+        .annotate(day=TruncDate("finished_at", tzinfo=timezone.get_current_timezone()))
+        .values("day")
+        .annotate(saved=Sum(F("tokens_before") - F("tokens_after")))
+    }
+    span = (today - since).days + 1
+    return [
+        Day(day, ingested.get(day, 0), max(saved.get(day, 0), 0))
+        for day in (since + timedelta(days=n) for n in range(span))
+    ]
+
+
+def _compactions(project: Project, start: datetime) -> dict[str, dict[str, int]]:
+    table = {level: {outcome: 0 for outcome in OUTCOMES} for level in COMPACTION_LEVELS}
+    rows = (
+        Compaction.objects.filter(session__project=project, created_at__gte=start)
+        .values("level", "status")
+        .annotate(n=Count("pk"))
+    )
+    for row in rows:
+        outcome = row["status"] if row["status"] in OUTCOMES else "in_progress"
+        counts = table.setdefault(row["level"], {o: 0 for o in OUTCOMES})
+        counts[outcome] += row["n"]
+    return table
+
+
+def _trouble(project: Project) -> list[Trouble]:
+    newest = Compaction.objects.filter(session=OuterRef("pk")).order_by("-pk")
+    rows = (
+        AgentSession.objects.filter(project=project, status=SessionStatus.ACTIVE)
+        .annotate(
+            last_status=Subquery(newest.values("status")[:1]),
+            last_level=Subquery(newest.values("level")[:1]),
+            last_error=Subquery(newest.values("error")[:1]),
+            last_at=Subquery(newest.values("finished_at")[:1]),
+        )
+        .filter(Q(auto_paused=True) | Q(last_status=CompactionStatus.FAILED))
+        .select_related("project", "project__policy")
+        .defer("tools", "system_prompt", "metadata")
+        .order_by("-last_activity_at", "-pk")[:TROUBLE_LIMIT]
+    )
+    return [
+        Trouble(
+            session=row,
+            paused=row.auto_paused,
+            level=row.last_level or "",
+            error=(row.last_error or "") if row.last_status == CompactionStatus.FAILED else "",
+            at=row.last_at,
+        )
+        for row in rows
+    ]
+
+
+def _cost(sessions: list[AgentSession]) -> Cost:
+    """``context_sent`` of every session (the input tokens its model calls carried) at its model's
+    input price. A session's figure is cached until it changes (a message, a compaction, a revert),
+    so a dashboard reads only the sessions that moved since it was last drawn."""
+    prices = dict(
+        ModelProfile.objects.filter(input_price_per_mtok__isnull=False).values_list("name", "input_price_per_mtok")
+    )
+    keys = {s.pk: _sent_key(s) for s in sessions}
+    known: dict[str, int] = cache.get_many(list(keys.values()))
+    missing = [s for s in sessions if keys[s.pk] not in known]
+    fresh = context_sent_by_session(missing) if missing else {}
+    cache.set_many({keys[pk]: sent for pk, sent in fresh.items()}, _SENT_CACHE_SECONDS)
+    dollars, priced, priced_n, unpriced, unpriced_n = Decimal(0), 0, 0, 0, 0
+    unpriced_models: set[str] = set()
+    for session in sessions:
+        sent = fresh[session.pk] if session.pk in fresh else known[keys[session.pk]]
+        price = prices.get(model_info(session.model).name)
+        if price is None:
+            unpriced, unpriced_n = unpriced + sent, unpriced_n + 1
+            unpriced_models.add(session.model)
+        else:
+            dollars += Decimal(sent) * price / Decimal(1_000_000)
+            priced, priced_n = priced + sent, priced_n + 1
+    return Cost(dollars.quantize(Decimal("0.01")), priced, priced_n, unpriced, unpriced_n, sorted(unpriced_models))
+
+
+def _sent_key(session: AgentSession) -> str:
+    # Whatever changes the session's history changes one of these (a compaction or revert changes
+    # its message and summary totals; a new calibration, the factor).
+    factor = model_info(session.model).calibration
+    return (
+        f"ctxweb:sent:{session.pk}:{session.last_seq}:{session.message_tokens}:{session.summary_tokens}:"
+        f"{session.system_tokens}:{session.tool_tokens}:{session.model}:{factor}"
+    )
+
+
+def dashboard_payload(board: ProjectDashboard) -> dict[str, Any]:
+    """The dashboard as JSON (``GET /projects/{id}/dashboard/``): the numbers the page shows."""
+    cost = board.cost
+    return {
+        "since": board.since.isoformat(),
+        "levels": board.levels,
+        "closest": [
+            {
+                "session": u.session.pk,
+                "name": u.session.name,
+                "used": u.used,
+                "context_window": u.context_window,
+                "usage_percent": u.usage_percent,
+                "level": u.level,
+            }
+            for u in board.closest
+        ],
+        "days": [{"day": d.day.isoformat(), "ingested": d.ingested, "saved": d.saved} for d in board.days],
+        "compactions": board.compactions,
+        "trouble": [
+            {
+                "session": t.session.pk,
+                "name": t.session.name,
+                "paused": t.paused,
+                "level": t.level,
+                "error": t.error,
+                "at": t.at.isoformat() if t.at else None,
+            }
+            for t in board.trouble
+        ],
+        "cost": {
+            "dollars": str(cost.dollars),
+            "tokens_priced": cost.tokens_priced,
+            "sessions_priced": cost.sessions_priced,
+            "tokens_unpriced": cost.tokens_unpriced,
+            "sessions_unpriced": cost.sessions_unpriced,
+            "unpriced_models": cost.unpriced_models,
+        },
+    }
