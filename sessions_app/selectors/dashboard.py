@@ -219,9 +219,10 @@ def _sent_key(session: AgentSession) -> str:
     # Whatever changes the session's history changes one of these (a compaction or revert changes
     # its message and summary totals; a new calibration, the factor).
     factor = model_info(session.model).calibration
+    # (created_at: a database rebuilt with the same ids never reads another's figures.)
     return (
-        f"ctxweb:sent:{session.pk}:{session.last_seq}:{session.message_tokens}:{session.summary_tokens}:"
-        f"{session.system_tokens}:{session.tool_tokens}:{session.model}:{factor}"
+        f"ctxweb:sent:{session.pk}:{session.created_at.timestamp()}:{session.last_seq}:{session.message_tokens}:"
+        f"{session.summary_tokens}:{session.system_tokens}:{session.tool_tokens}:{session.model}:{factor}"
     )
 
 

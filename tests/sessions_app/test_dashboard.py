@@ -1,0 +1,200 @@
+"""The project dashboard (``selectors.dashboard``, the project page, its API): every figure equals
+what the rows say when summed another way, Retry is for members only, and the page's queries don't
+grow with the number of sessions."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from compaction.tokens import calibrate
+from sessions_app.models import AgentSession, Compaction, Message, ModelProfile
+from sessions_app.selectors import usage
+from sessions_app.selectors.dashboard import dashboard_payload, project_dashboard
+from sessions_app.selectors.history import session_history
+from sessions_app.services import agent_sessions, compaction_records, compaction_runs
+from tests.sessions_app.compaction_helpers import agent_rounds, append
+
+pytestmark = pytest.mark.django_db
+
+
+def make(team, name: str, rounds: int, *, model: str = "claude-sonnet-4-5", window: int = 30_000) -> AgentSession:
+    session = agent_sessions.session_create(
+        user=team.alice.user, project=team.project, name=name, model=model, context_window=window, auto_compact=False
+    )
+    if rounds:
+        append(session, agent_rounds(rounds, seed=len(name), output_lines=60))
+    session.refresh_from_db()
+    return session
+
+
+def compact(api, session, level="compact") -> dict:
+    response = api.post(f"/api/v1/sessions/{session.pk}/compactions/", {"level": level})
+    assert response.status_code == 202, response.content
+    return response.json()
+
+
+def test_per_day_figures_are_the_rows_summed_by_local_day(team, api_as):
+    api = api_as(team.bob)
+    busy, other = make(team, "busy", 20), make(team, "other", 6, model="gpt-4o")
+    three_days_ago = timezone.now() - timedelta(days=3)
+    Message.objects.filter(session=other).update(received_at=three_days_ago)
+    kept = compact(api, busy)
+    Compaction.objects.filter(pk=kept["id"]).update(finished_at=three_days_ago)
+    append(busy, agent_rounds(6, start=20, seed=9, output_lines=60))
+    undone = compact(api, busy)
+    assert api.post(f"/api/v1/compactions/{undone['id']}/revert/").status_code == 200
+    old = Message.objects.create(
+        session=other, seq=999, role="user", content="ancient", tokens=50, created_at=timezone.now()
+    )
+    Message.objects.filter(pk=old.pk).update(received_at=timezone.now() - timedelta(days=30))
+
+    board = project_dashboard(project=team.project, days=14)
+    expected_in: Counter = Counter()
+    for row in Message.objects.filter(session__project=team.project).select_related("session"):
+        day = timezone.localdate(row.received_at)
+        expected_in[(day, row.session.model)] += row.tokens
+    ingested: Counter = Counter()
+    for (day, model), raw in expected_in.items():
+        ingested[day] += calibrate(raw, usage.model_info(model).calibration)
+    assert len(board.days) == 14 and board.days[-1].day == timezone.localdate()
+    assert [d.day for d in board.days] == sorted({d.day for d in board.days})
+    for day in board.days:
+        assert day.ingested == ingested.get(day.day, 0), day
+    # The thirty-day-old message is outside the window; nothing else is.
+    assert sum(d.ingested for d in board.days) == sum(v for k, v in ingested.items() if k >= board.since)
+    record = Compaction.objects.get(pk=kept["id"])
+    saved = {d.day: d.saved for d in board.days}
+    assert saved[timezone.localdate(three_days_ago)] == record.tokens_before - record.tokens_after > 0
+    assert saved[timezone.localdate()] == 0  # the compaction of today was reverted
+    assert board.compactions["compact"]["succeeded"] == 1 and board.compactions["compact"]["reverted"] == 1
+
+
+def test_levels_and_closest_are_status_of_the_active_sessions(team):
+    sessions = [make(team, f"s{n}", rounds) for n, rounds in enumerate([0, 3, 10, 16, 22])]
+    closed = make(team, "closed", 25)
+    AgentSession.objects.filter(pk=closed.pk).update(status="archived")
+    board = project_dashboard(project=team.project)
+    statuses = {s.pk: usage.session_status(s) for s in sessions}
+    assert board.levels == {
+        level: sum(1 for st in statuses.values() if st["level"] == level)
+        for level in ("ok", "remind", "compact", "summarize", "handoff")
+    }
+    ranked = sorted((s for s in sessions if statuses[s.pk]["used"]), key=lambda s: -statuses[s.pk]["usage_percent"])
+    assert [u.session.pk for u in board.closest] == [s.pk for s in ranked[:5]]
+    assert all(u.usage_percent == statuses[u.session.pk]["usage_percent"] for u in board.closest)
+    assert closed.pk not in {u.session.pk for u in board.closest}
+
+
+def test_cost_is_context_sent_at_each_models_price_and_follows_new_messages(team, api_as):
+    cache.clear()
+    ModelProfile.objects.filter(name="claude-sonnet-4-5").update(input_price_per_mtok=Decimal("3"))
+    usage.forget_model_profiles()
+    priced = [make(team, "a", 8), make(team, "b", 12)]
+    unpriced = make(team, "c", 5, model="someones-own-model")
+    compact(api_as(team.bob), priced[1])
+
+    def expected() -> Decimal:
+        sent = sum(session_history(s).context_sent for s in priced)
+        return (Decimal(sent) * Decimal(3) / Decimal(1_000_000)).quantize(Decimal("0.01"))
+
+    cost = project_dashboard(project=team.project).cost
+    assert cost.dollars == expected() > 0
+    assert cost.tokens_priced == sum(session_history(s).context_sent for s in priced)
+    assert (cost.sessions_priced, cost.sessions_unpriced) == (2, 1)
+    assert cost.tokens_unpriced == session_history(unpriced).context_sent > 0
+    assert cost.unpriced_models == ["someones-own-model"]
+    # Cached per session until it changes: a new message moves the figure.
+    append(priced[0], agent_rounds(4, start=8, seed=5, output_lines=60))
+    priced[0].refresh_from_db()
+    assert project_dashboard(project=team.project).cost.dollars == expected() > cost.dollars
+
+
+def failing(session: AgentSession, times: int) -> None:
+    for _ in range(times):
+        record = compaction_runs.compaction_request(session=session, level="summarize", user=None, trigger="auto")
+        compaction_records.compaction_fail(record.pk, "summarizer: 529 overloaded")
+
+
+def test_failed_and_paused_sessions_are_listed_and_members_may_retry(team, client):
+    paused, failed, fine = make(team, "paused", 22), make(team, "failed", 22), make(team, "fine", 22)
+    failing(paused, 3)
+    failing(failed, 1)
+    paused.refresh_from_db()
+    assert paused.auto_paused
+    board = project_dashboard(project=team.project)
+    trouble = {t.session.pk: t for t in board.trouble}
+    assert set(trouble) == {paused.pk, failed.pk}
+    assert trouble[paused.pk].paused and not trouble[failed.pk].paused
+    assert trouble[failed.pk].error == "summarizer: 529 overloaded" and trouble[failed.pk].level == "summarize"
+    assert fine.pk not in trouble
+
+    client.force_login(team.carol.user)  # a viewer: no button, and the server refuses
+    page = client.get(f"/projects/{team.project.pk}/").content.decode()
+    assert f'action="/sessions/{paused.pk}/retry/"' not in page and "summarizer: 529 overloaded" in page
+    count = Compaction.objects.count()
+    assert client.post(f"/sessions/{paused.pk}/retry/").status_code == 403
+    assert Compaction.objects.count() == count
+    client.force_login(team.mallory.user)
+    assert client.post(f"/sessions/{paused.pk}/retry/").status_code == 404
+    assert Compaction.objects.count() == count
+
+    client.force_login(team.bob.user)  # a member: the button, and the retry runs (in-process here)
+    assert f'action="/sessions/{paused.pk}/retry/"' in client.get(f"/projects/{team.project.pk}/").content.decode()
+    response = client.post(f"/sessions/{paused.pk}/retry/")
+    assert response.status_code == 302 and response["Location"].endswith(f"/projects/{team.project.pk}/#dashboard")
+    retried = Compaction.objects.filter(session=paused).order_by("-pk").first()
+    assert (retried.level, retried.trigger, retried.status) == ("summarize", "manual", "succeeded")
+    assert retried.requested_by == team.bob.user
+    paused.refresh_from_db()
+    assert not paused.auto_paused
+    assert paused.pk not in {t.session.pk for t in project_dashboard(project=team.project).trouble}
+
+
+def test_the_project_page_reads_the_same_number_of_rows_whatever_the_sessions(team, client):
+    client.force_login(team.alice.user)
+
+    def queries() -> int:
+        cache.clear()  # cold: every session's cost is worked out again
+        usage.forget_model_profiles()
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get(f"/projects/{team.project.pk}/").status_code == 200
+        return len(ctx.captured_queries)
+
+    for n in range(3):
+        make(team, f"few{n}", 2)
+    few = queries()
+    for n in range(27):
+        make(team, f"many{n}", 2)
+    assert queries() == few
+
+
+def test_api_answers_the_page_numbers_to_members_only(team, api_as, client):
+    make(team, "a", 10)
+    expected = json.loads(json.dumps(dashboard_payload(project_dashboard(project=team.project))))
+    for persona in (team.alice, team.bob, team.carol):
+        response = api_as(persona).get(f"/api/v1/projects/{team.project.pk}/dashboard/")
+        assert response.status_code == 200 and response.json() == expected
+    assert api_as(team.mallory).get(f"/api/v1/projects/{team.project.pk}/dashboard/").status_code == 404
+    for bad in ("0", "91", "x", "-1", "1.5"):
+        response = api_as(team.alice).get(f"/api/v1/projects/{team.project.pk}/dashboard/?days={bad}")
+        assert (response.status_code, response.json()["code"]) == (400, "invalid_days")
+    assert len(api_as(team.alice).get(f"/api/v1/projects/{team.project.pk}/dashboard/?days=3").json()["days"]) == 3
+    client.force_login(team.carol.user)
+    html = client.get(f"/projects/{team.project.pk}/").content.decode()
+    assert '<title id="daily-title">' in html and '<desc id="daily-desc">' in html
+    drawn = re.findall(r'<g class="day" data-day="([\d-]+)" data-ingested="(\d+)" data-saved="(\d+)">', html)
+    assert drawn == [(d["day"], str(d["ingested"]), str(d["saved"])) for d in expected["days"]]
+    listed = re.findall(r'<tr data-day="([\d-]+)"><td>[\d-]+</td><td>(\d+)</td><td>(\d+)</td></tr>', html)
+    assert listed == drawn
+    for level, n in expected["levels"].items():
+        assert re.search(rf'<li data-level="{level}">.*?<strong class="count">{n}</strong>', html)
