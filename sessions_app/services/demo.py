@@ -10,6 +10,7 @@ from django.db import transaction
 from compaction.messages import normalize_message
 from sessions_app.models import AgentSession, Project, SessionStatus
 from sessions_app.services import agent_sessions, auto, compaction_runs, ingest, projects
+from sessions_app.services.compaction_records import MAX_FAILURES, compaction_fail
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
@@ -90,6 +91,26 @@ def _nightly_session(user, project: Project) -> AgentSession:
     return nightly
 
 
+def _paused_session(user, project: Project) -> AgentSession:
+    """A session whose summaries kept failing until automatic compaction paused: what the dashboard's
+    "Failed or paused" list and its Retry button are for. The failures are made up (no model ran)."""
+    paused = agent_sessions.session_create(
+        user=user,
+        project=project,
+        name="Paused agent (summaries failing)",
+        model="claude-sonnet-4-5",
+        context_window=10_000,
+        tools=_TOOLS,
+        system_prompt="You are a careful coding agent. Explain decisions briefly.",
+    )
+    ingest.message_append(session=paused, messages=[normalize_message(t) for t in _coding_turns(12)])
+    for _ in range(MAX_FAILURES):
+        record = compaction_runs.compaction_request(session=paused, level="summarize", user=None, trigger="auto")
+        compaction_fail(record.pk, "Anthropic API error 529: overloaded (a made-up failure of the demo)")
+    paused.refresh_from_db()
+    return paused
+
+
 # Messages per append of the nightly session: small enough that compactions fall between appends.
 _NIGHTLY_STEP = 6
 
@@ -147,4 +168,5 @@ def demo_load() -> DemoResult:
         session.refresh_from_db()
         sessions.append(session)
     sessions.append(_nightly_session(user, project))
+    sessions.append(_paused_session(user, project))
     return DemoResult(DEMO_USER, DEMO_PASSWORD, project, sessions, created=True)
