@@ -96,3 +96,10 @@ _.total_saved
 # (ModelProfileAdmin.list_editable, a Django admin option).
 _.input_price_per_mtok
 _.list_editable
+
+# sessions_app/models/webhooks.py WebhookDelivery: columns written through queryset .update(**fields)
+# and filters by name (services/webhook_delivery.py), read by the API's serializer and the page.
+_.next_attempt_at
+_.claimed_at
+_.last_status_code
+_.delivered_at

@@ -203,6 +203,14 @@ CTX_PENDING_WARNING_SECONDS = env.int("CTX_PENDING_WARNING_SECONDS", default=60)
 # How long the Claude Code hook's raw transcript stays in the cache between uploads (7 days).
 CTX_TRANSCRIPT_CACHE_SECONDS = env.int("CTX_TRANSCRIPT_CACHE_SECONDS", default=7 * 24 * 3600)
 
+# Webhooks (docs/WEBHOOKS.md): attempts per delivery, the first retry's delay (doubling after), the
+# request timeout, and whether a webhook may call a private, loopback or link-local address (off in
+# production: a project admin must not reach the internal network through ctxweb; on with DEBUG).
+CTX_WEBHOOK_MAX_ATTEMPTS = env.int("CTX_WEBHOOK_MAX_ATTEMPTS", default=6)
+CTX_WEBHOOK_BACKOFF_SECONDS = env.float("CTX_WEBHOOK_BACKOFF_SECONDS", default=10.0)
+CTX_WEBHOOK_TIMEOUT_SECONDS = env.float("CTX_WEBHOOK_TIMEOUT_SECONDS", default=5.0)
+CTX_WEBHOOK_ALLOW_PRIVATE = env.bool("CTX_WEBHOOK_ALLOW_PRIVATE", default=DEBUG)
+
 # Rate limits ("N/second|minute|hour|day"; empty: none). 429 with Retry-After when exceeded.
 CTX_RATE_LIMIT_KEY = env.str("CTX_RATE_LIMIT_KEY", default="1200/minute")
 CTX_RATE_LIMIT_USER = env.str("CTX_RATE_LIMIT_USER", default="3000/minute")

@@ -19,7 +19,7 @@ from django.db import transaction
 
 from compaction.errors import EngineError, ProviderError
 from sessions_app.models import AgentSession, Project
-from sessions_app.services import auto, compaction_records, compaction_runs, counting, retention
+from sessions_app.services import auto, compaction_records, compaction_runs, counting, retention, webhook_delivery
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,15 @@ def after_append(*sessions: AgentSession | int) -> bool:
             compaction_send(follow.compaction_id)
         if follow.count_in is not None:
             transaction.on_commit(partial(send, count_exact_tokens, follow.session_id, countdown=follow.count_in))
+    webhooks_send()
     return queued
+
+
+def webhooks_send() -> None:
+    """The step after anything that may have recorded webhook events (an append, a compaction, a
+    revert, a handoff, "send test"): the due deliveries go to the workers once the caller commits.
+    Beat runs the same every minute, for whatever a caller missed or a broker outage kept back."""
+    transaction.on_commit(lambda: send(send_due_webhooks))
 
 
 def after_policy_change(project: Project) -> None:
@@ -63,6 +71,7 @@ def after_policy_change(project: Project) -> None:
     threshold get a compaction now (``services.auto.project_reevaluate``), sent to the workers."""
     for compaction_id in auto.project_reevaluate(project):
         compaction_send(compaction_id)
+    webhooks_send()
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -94,6 +103,8 @@ def run_compaction(self: Task, compaction_id: int) -> str:
             # The model stayed unavailable: summarize offline rather than not at all (STATUS warns).
             return compaction_runs.compaction_run(compaction_id, fallback_reason=str(exc))
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+    finally:
+        webhooks_send()  # succeeded, failed, paused: whatever the run recorded
 
 
 @shared_task(ignore_result=True)
@@ -112,3 +123,20 @@ def expire_compaction_backups() -> dict[str, Any]:
 def prune() -> dict[str, Any]:
     """Daily: archive inactive sessions, purge expired backups, trim context documents."""
     return retention.prune_run()
+
+
+@shared_task(ignore_result=True)
+def send_due_webhooks() -> int:
+    """Every minute, and after events: each due webhook delivery to a worker of its own; how many."""
+    return sum(send(deliver_webhook, pk) for pk in webhook_delivery.deliveries_due())
+
+
+@shared_task(ignore_result=True)
+def deliver_webhook(delivery_id: int) -> str:
+    """Idempotent: a delivery another worker claimed, or not due yet, is left alone. A failed attempt
+    comes back after its backoff (in the embedded mode, where a countdown would run at once, beat's
+    absence leaves it to the next event's send or `ctx webhooks`)."""
+    outcome = webhook_delivery.delivery_attempt(delivery_id)
+    if outcome.result == "retry" and not settings.CELERY_TASK_ALWAYS_EAGER:
+        send(deliver_webhook, delivery_id, countdown=outcome.retry_in)
+    return outcome.result

@@ -59,7 +59,9 @@ class CompactionRevertApi(APIView):
     @extend_schema(request=None, responses=s.CompactionOut)
     def post(self, request: AuthenticatedRequest, compaction_id: str) -> Response:
         record = access.compaction_get_for(request.user, compaction_id, min_role=Role.MEMBER)
-        return Response(s.CompactionOut(reverting.compaction_revert(compaction=record)).data)
+        reverted = reverting.compaction_revert(compaction=record)
+        tasks.webhooks_send()
+        return Response(s.CompactionOut(reverted).data)
 
 
 class SessionCheckpointsApi(APIView):
@@ -90,6 +92,7 @@ class SessionHandoffApi(APIView):
         session = access.session_get_for(request.user, session_id, min_role=Role.MEMBER)
         data = _valid(s.HandoffIn, request.data or {})
         document = handoffs.handoff_create(session=session, user=request.user, continue_=data["continue"])
+        tasks.webhooks_send()
         if document.continuation_id:
             tasks.after_append(document.continuation_id)
         return Response(s.HandoffOut(document).data, status=201)

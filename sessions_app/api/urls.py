@@ -6,6 +6,7 @@ from . import history_views as hv
 from . import policy_views as pv
 from . import transcript_views as tv
 from . import views
+from . import webhook_views as wv
 
 app_name = "api"
 
@@ -14,6 +15,10 @@ urlpatterns = [
     path("projects/<int:project_id>/", views.ProjectDetailApi.as_view(), name="project"),
     path("projects/<int:project_id>/dashboard/", dv.ProjectDashboardApi.as_view(), name="project-dashboard"),
     path("projects/<int:project_id>/policy/", pv.ProjectPolicyApi.as_view(), name="project-policy"),
+    path("projects/<int:project_id>/webhooks/", wv.ProjectWebhooksApi.as_view(), name="project-webhooks"),
+    path("webhooks/<str:webhook_id>/", wv.WebhookDetailApi.as_view(), name="webhook"),
+    path("webhooks/<str:webhook_id>/test/", wv.WebhookTestApi.as_view(), name="webhook-test"),
+    path("webhooks/<str:webhook_id>/deliveries/", wv.WebhookDeliveriesApi.as_view(), name="webhook-deliveries"),
     path("sessions/", views.SessionListCreateApi.as_view(), name="sessions"),
     path("sessions/import/", views.SessionImportApi.as_view(), name="session-import"),
     path("sessions/transcript/", tv.SessionTranscriptApi.as_view(), name="session-transcript"),

@@ -22,12 +22,22 @@ from sessions_app.models.sessions import (
     SessionStatus,
     ToolUse,
 )
+from sessions_app.models.webhooks import (
+    TEST_EVENT,
+    DeliveryStatus,
+    Webhook,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEvent,
+    WebhookFormat,
+)
 
 __all__ = [
     "ACTIVE_COMPACTION_STATUSES",
     "CONTEXT_STATES",
     "FALLBACK_NOTE",
     "ROLE_RANK",
+    "TEST_EVENT",
     "AgentSession",
     "ApiKey",
     "ArchiveEntry",
@@ -36,6 +46,7 @@ __all__ = [
     "Compaction",
     "CompactionPolicy",
     "CompactionStatus",
+    "DeliveryStatus",
     "HandoffDocument",
     "IngestRejection",
     "Membership",
@@ -47,4 +58,9 @@ __all__ = [
     "Role",
     "SessionStatus",
     "ToolUse",
+    "Webhook",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookEvent",
+    "WebhookFormat",
 ]

@@ -49,6 +49,9 @@ class AgentSession(models.Model):
 
     compaction_failures = models.PositiveIntegerField(default=0)
     auto_paused = models.BooleanField(default=False)
+    # The level last seen (webhooks' "level changed" compares against it); empty until the first change
+    # of totals is seen, so sessions from before it existed don't all announce a change at once.
+    level = models.CharField(max_length=10, blank=True, default="")
     # Lines or messages of a recorded transcript that could not be stored (IngestRejection has each).
     rejected_count = models.PositiveIntegerField(default=0)
     rejected_reason = models.CharField(max_length=500, blank=True, help_text="Why the latest one was skipped.")

@@ -21,6 +21,7 @@ from sessions_app.models import (
     Message,
     Project,
     Role,
+    Webhook,
 )
 
 if TYPE_CHECKING:
@@ -209,3 +210,10 @@ def apikey_get_for(user: User, pk: Any) -> ApiKey:
     if found is None:
         raise NotFound("API key not found.")
     return found
+
+
+def webhook_get_for(user: User, webhook_id: Any, *, min_role: Role = Role.ADMIN) -> Webhook:
+    """A webhook of one of the user's projects; its secret makes it the project admins' alone."""
+    key = as_pk(webhook_id)
+    row = None if key is None else Webhook.objects.select_related("project").filter(pk=key).first()
+    return _require(row, role_in(user, row.project_id) if row else None, min_role, "Webhook")

@@ -26,6 +26,7 @@ from sessions_app.models import (
     SessionStatus,
 )
 from sessions_app.selectors import usage
+from sessions_app.services.webhook_events import session_level_note
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ def after_append(session: AgentSession | int) -> FollowUp:
         if found is None:
             return FollowUp(session)
         session = found
+    session_level_note(session)
     record = auto_queue(session)
     count_in = None
     if settings.ANTHROPIC_API_KEY:
@@ -101,6 +103,7 @@ def project_reevaluate(project: Project) -> list[int]:
     sessions = AgentSession.objects.filter(project=project, status=SessionStatus.ACTIVE)
     queued = []
     for session in sessions.select_related("project", "project__policy").order_by("pk"):
+        session_level_note(session)
         record = auto_queue(session)
         if record is not None:
             queued.append(record.pk)

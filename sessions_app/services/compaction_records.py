@@ -18,6 +18,7 @@ from sessions_app.models import (
     CompactionStatus,
     SessionStatus,
 )
+from sessions_app.services import webhook_events
 
 # Three failures in a row pause automatic compaction for a session until a manual one succeeds.
 MAX_FAILURES = 3
@@ -56,9 +57,11 @@ def compaction_fail(compaction_id: int, error: str) -> None:
         record.finished_at = timezone.now()
         record.save(update_fields=["status", "error", "finished_at"])
         session.compaction_failures += 1
+        paused_now = session.compaction_failures >= MAX_FAILURES and not session.auto_paused
         if session.compaction_failures >= MAX_FAILURES:
             session.auto_paused = True
         session.save(update_fields=["compaction_failures", "auto_paused", "updated_at"])
+        webhook_events.compaction_failed(session, record, paused_now=paused_now)
 
 
 class LostClaim(Exception):

@@ -36,6 +36,7 @@ from sessions_app.models import (
     SessionStatus,
 )
 from sessions_app.selectors import model_context, usage
+from sessions_app.services import webhook_events
 from sessions_app.services.compaction_records import (
     MAX_ATTEMPTS,
     LostClaim,
@@ -224,6 +225,7 @@ def apply(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
         current.finished_at = now
         current.revertible_until = now + timedelta(hours=policy.revert_hours)
         current.save()
+        webhook_events.compaction_succeeded(session, current)
     return "succeeded"
 
 

@@ -32,7 +32,7 @@ from sessions_app.models import (
     SessionStatus,
 )
 from sessions_app.selectors import model_context, usage
-from sessions_app.services import agent_sessions, ingest
+from sessions_app.services import agent_sessions, ingest, webhook_events
 from sessions_app.services.compaction_records import compaction_fail, lock_running
 from sessions_app.services.planning import Outcome, Snapshot, snapshot
 
@@ -148,6 +148,7 @@ def handoff_create(*, session: AgentSession, user: User | None, continue_: bool 
         if continue_:
             document.continuation = _continue(locked, rendered, user, carried=_carried(locked, snap))
             document.save(update_fields=["continuation"])
+        webhook_events.handoff_written(locked, document)
     return document
 
 
@@ -200,6 +201,7 @@ def handoff_auto_document(record: Compaction) -> HandoffDocument:
         if current.status == CompactionStatus.SKIPPED:
             current.status, current.error = CompactionStatus.SUCCEEDED, ""
         current.save(update_fields=["items", "status", "error"])
+        webhook_events.handoff_written(locked, document)
     return document
 
 
@@ -247,6 +249,8 @@ def handoff_from_compaction(
             current.finished_at = now
             current.revertible_until = None  # nothing changed, nothing to revert
             current.save()
+            webhook_events.handoff_written(session, document)
+            webhook_events.compaction_succeeded(session, current)
             session.compaction_failures = 0
             session.save(update_fields=["compaction_failures", "updated_at"])
     except _TooLarge:

@@ -10,6 +10,7 @@ from django.utils import timezone
 from sessions_app.models import CONTEXT_STATES, AgentSession, Compaction, CompactionStatus, Message
 from sessions_app.selectors import model_context
 from sessions_app.selectors.compactions import revert_refusal
+from sessions_app.services.webhook_events import session_level_note
 
 
 def compaction_revert(*, compaction: Compaction) -> Compaction:
@@ -34,6 +35,7 @@ def compaction_revert(*, compaction: Compaction) -> Compaction:
         record.reverted_at = now
         record.save(update_fields=["status", "reverted_at"])
         _totals_refresh(session)
+        session_level_note(session)
     return record
 
 

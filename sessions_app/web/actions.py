@@ -77,6 +77,7 @@ def compaction_revert(request: AuthenticatedHttpRequest, compaction_id: int) -> 
         )
     try:
         reverting.compaction_revert(compaction=record)
+        tasks.webhooks_send()
     except ServiceError as exc:
         messages.error(request, exc.detail)
     else:
@@ -95,6 +96,7 @@ def handoff_create(request: AuthenticatedHttpRequest, session_id: int) -> HttpRe
         document = handoffs.handoff_create(
             session=session, user=request.user, continue_=form.cleaned_data["continue_session"]
         )
+        tasks.webhooks_send()
     except ServiceError as exc:
         messages.error(request, exc.detail)
         return _back(session.pk, "#handoffs")

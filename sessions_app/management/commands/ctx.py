@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from sessions_app.services import (
     projects,
     retention,
     reverting,
+    webhook_delivery,
 )
 from sessions_app.services.demo import demo_load
 
@@ -100,6 +102,9 @@ class Command(BaseCommand):
         p.add_argument("--json", action="store_true")
 
         p = sub.add_parser("demo", help="load a small demo project")
+        p.add_argument("--json", action="store_true")
+
+        p = sub.add_parser("webhooks", help="send the webhook deliveries that are due, in this process")
         p.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -227,6 +232,7 @@ class Command(BaseCommand):
             if record is None:
                 raise CommandError("No compaction of this session to revert.")
             record = reverting.compaction_revert(compaction=record)
+            tasks.webhooks_send()
         elif options["dry_run"]:
             preview = planning.preview(session, options["level"], instructions=options["instructions"])
             lines = [
@@ -262,6 +268,7 @@ class Command(BaseCommand):
     def do_handoff(self, options: dict[str, Any]) -> None:
         session = access.session_find(options["session"])
         document = handoffs.handoff_create(session=session, user=None, continue_=options["continue_"])
+        tasks.webhooks_send()
         if document.continuation_id:
             tasks.after_append(document.continuation_id)
         rendered = {"txt": document.text, "md": document.markdown, "json": json.dumps(document.data, indent=2)}
@@ -323,3 +330,9 @@ class Command(BaseCommand):
             f"with {len(result.sessions)} sessions.\nSign in as {result.username} / {result.password}"
         )
         self.emit(options, data, human)
+
+    def do_webhooks(self, options: dict[str, Any]) -> None:
+        """What beat does every minute with a worker; for the embedded mode, where neither runs."""
+        outcomes = Counter(webhook_delivery.delivery_attempt(pk).result for pk in webhook_delivery.deliveries_due())
+        data = {"sent": sum(outcomes.values()), **{k: outcomes[k] for k in ("delivered", "retry", "failed")}}
+        self.emit(options, data, ", ".join(f"{k}: {v}" for k, v in data.items()))

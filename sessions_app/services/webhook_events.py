@@ -1,0 +1,169 @@
+"""What a webhook is told: the services that change a session call these inside their own
+transaction, so an event is recorded (an outbox row per subscribed webhook) exactly when the change
+commits, and never when it rolls back. Sending is the callers' next step (``tasks.webhooks_send``),
+with a beat job every minute as the safety net."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from sessions_app.models import (
+    AgentSession,
+    Compaction,
+    HandoffDocument,
+    Project,
+    Webhook,
+    WebhookDelivery,
+    WebhookEvent,
+    WebhookFormat,
+)
+from sessions_app.selectors.usage import session_usage
+
+
+def webhook_event_record(
+    *, project: Project | int, event: str, session: AgentSession | None, data: dict[str, Any]
+) -> list[int]:
+    """One pending delivery per enabled webhook of the project that wants ``event``; their ids."""
+    project_id = project if isinstance(project, int) else project.pk
+    hooks = [h for h in Webhook.objects.filter(project_id=project_id, enabled=True) if event in h.events]
+    if not hooks:
+        return []
+    body = _payload(project_id, event, session, data)
+    now = timezone.now()
+    rows = WebhookDelivery.objects.bulk_create(
+        WebhookDelivery(
+            webhook=hook,
+            event=event,
+            payload=slack_payload(body) if hook.format == WebhookFormat.SLACK else body,
+            next_attempt_at=now,
+        )
+        for hook in hooks
+    )
+    return [row.pk for row in rows]
+
+
+def session_level_note(session: AgentSession) -> None:
+    """Records ``session.level_changed`` when the session's level (from the totals of the row given)
+    differs from the one last seen; the first time, it only remembers it. The stored level moves by a
+    conditional UPDATE, so concurrent callers announce each change once."""
+    current = session_usage(session)
+    level = current.level.value
+    before = session.level
+    if before == level:
+        return
+    with transaction.atomic():
+        moved = AgentSession.objects.filter(pk=session.pk, level=before).update(level=level)
+        session.level = level
+        if not moved or not before:
+            return
+        webhook_event_record(
+            project=session.project_id,
+            event=WebhookEvent.LEVEL_CHANGED,
+            session=session,
+            data={
+                "from": before,
+                "to": level,
+                "used": current.used,
+                "context_window": current.context_window,
+                "usage_percent": current.usage_percent,
+            },
+        )
+
+
+def compaction_succeeded(session: AgentSession, record: Compaction) -> None:
+    before, after = record.tokens_before or 0, record.tokens_after or 0
+    webhook_event_record(
+        project=session.project_id,
+        event=WebhookEvent.COMPACTION_SUCCEEDED,
+        session=session,
+        data={
+            "compaction": record.pk,
+            "level": record.level,
+            "trigger": record.trigger,
+            "tokens_before": before,
+            "tokens_after": after,
+            "saved_tokens": before - after,
+        },
+    )
+    session_level_note(session)
+
+
+def compaction_failed(session: AgentSession, record: Compaction, *, paused_now: bool) -> None:
+    data = {"compaction": record.pk, "level": record.level, "trigger": record.trigger, "error": record.error}
+    webhook_event_record(
+        project=session.project_id,
+        event=WebhookEvent.COMPACTION_FAILED,
+        session=session,
+        data={**data, "failures_in_a_row": session.compaction_failures},
+    )
+    if paused_now:
+        webhook_event_record(
+            project=session.project_id,
+            event=WebhookEvent.SESSION_PAUSED,
+            session=session,
+            data={**data, "failures_in_a_row": session.compaction_failures},
+        )
+
+
+def handoff_written(session: AgentSession, document: HandoffDocument) -> None:
+    webhook_event_record(
+        project=session.project_id,
+        event=WebhookEvent.HANDOFF_WRITTEN,
+        session=session,
+        data={
+            "handoff": document.pk,
+            "continuation": document.continuation_id,
+            "download": settings.CTX_PUBLIC_URL + reverse("api:handoff-download", args=[document.pk]),
+        },
+    )
+
+
+def _payload(project_id: int, event: str, session: AgentSession | None, data: dict[str, Any]) -> dict[str, Any]:
+    project = Project.objects.only("name").get(pk=project_id)
+    return {
+        "event": event,
+        "created_at": timezone.now().isoformat(),
+        "project": {"id": project_id, "name": project.name},
+        "session": None
+        if session is None
+        else {
+            "id": session.pk,
+            "name": session.name,
+            "external_id": session.external_id,
+            "url": settings.CTX_PUBLIC_URL + reverse("web:session", args=[session.pk]),
+        },
+        "data": data,
+    }
+
+
+def slack_payload(body: dict[str, Any]) -> dict[str, Any]:
+    """What Slack's incoming webhooks (and Mattermost's, Discord's /slack) take: one line of text."""
+    return {"text": describe(body)}
+
+
+def describe(body: dict[str, Any]) -> str:
+    data, session = body["data"], body.get("session")
+    where = f"<{session['url']}|{session['name'] or 'session ' + str(session['id'])}>" if session else ""
+    project = body["project"]["name"]
+    match body["event"]:
+        case WebhookEvent.LEVEL_CHANGED:
+            what = f"{where} went from {data['from']} to *{data['to']}* ({data['usage_percent']}% of the window)"
+        case WebhookEvent.COMPACTION_SUCCEEDED:
+            what = (
+                f"{where}: {data['level']} compaction saved {data['saved_tokens']:,} tokens "
+                f"({data['tokens_before']:,} → {data['tokens_after']:,})"
+            )
+        case WebhookEvent.COMPACTION_FAILED:
+            what = f"{where}: {data['level']} compaction failed: {data['error'][:300]}"
+        case WebhookEvent.SESSION_PAUSED:
+            what = f"{where}: automatic compaction paused after {data['failures_in_a_row']} failures in a row"
+        case WebhookEvent.HANDOFF_WRITTEN:
+            what = f"{where}: handoff document written (<{data['download']}|download>)"
+        case _:
+            what = data.get("message", body["event"])
+    return f"[{project}] {what}"

@@ -1,0 +1,68 @@
+"""Which URLs a webhook may call: http(s) only, no credentials in them, and (unless
+``CTX_WEBHOOK_ALLOW_PRIVATE``) no host that resolves to a private, loopback, link-local, multicast or
+reserved address — a project admin must not reach ctxweb's internal network through it. Checked when
+a webhook is saved and again before every attempt (DNS may have changed in between)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+
+class UrlRefused(Exception):
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def url_check(url: str, *, sending: bool = False) -> None:
+    """Raises ``UrlRefused`` with the reason. The host is looked up and every address it has must be
+    public; a name that doesn't resolve is accepted on save (it may exist tomorrow), not when ``sending``."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UrlRefused(f"Not a URL: {exc}.") from None
+    if parts.scheme not in ("http", "https"):
+        raise UrlRefused("A webhook URL starts with http:// or https://.")
+    if not parts.hostname:
+        raise UrlRefused("A webhook URL names a host.")
+    if parts.username or parts.password:
+        raise UrlRefused("Put credentials in the secret, not in the URL.")
+    if settings.CTX_WEBHOOK_ALLOW_PRIVATE:
+        return
+    host = parts.hostname
+    literal = _ip(host)
+    if literal is not None:
+        _refuse_private(literal, host)
+        return
+    if host == "localhost" or host.endswith((".localhost", ".local", ".internal")):
+        raise UrlRefused(f"{host} is a local name; webhooks call public addresses.")
+    try:
+        infos = socket.getaddrinfo(host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
+    except OSError as exc:
+        if not sending:
+            return
+        raise UrlRefused(f"{host} does not resolve: {exc}.") from None
+    for info in infos:
+        address = _ip(str(info[4][0]))
+        if address is not None:
+            _refuse_private(address, host)
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        return None
+
+
+def _refuse_private(address: ipaddress.IPv4Address | ipaddress.IPv6Address, host: str) -> None:
+    mapped = getattr(address, "ipv4_mapped", None)
+    if mapped is not None:
+        address = mapped
+    if not address.is_global or address.is_multicast:
+        raise UrlRefused(f"{host} is a private or reserved address ({address}); webhooks call public addresses.")
