@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import QuerySet
@@ -9,6 +11,7 @@ from django.http import HttpRequest
 
 from compaction.policy import PRESETS
 from sessions_app import tasks
+from sessions_app.errors import ServiceError
 from sessions_app.models import (
     AgentSession,
     ApiKey,
@@ -23,9 +26,13 @@ from sessions_app.models import (
     MessageBackup,
     ModelProfile,
     Project,
+    Webhook,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEvent,
 )
 from sessions_app.selectors import usage
-from sessions_app.services import keys, projects
+from sessions_app.services import keys, projects, webhooks
 from sessions_app.web.forms import PolicyForm, ProjectForm
 
 
@@ -284,3 +291,48 @@ class ArchiveEntryAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: ArchiveEntry | None = None) -> bool:
         return False
+
+
+class WebhookAdminForm(forms.ModelForm):
+    events = forms.MultipleChoiceField(choices=WebhookEvent.choices, widget=forms.CheckboxSelectMultiple)
+
+    class Meta:
+        model = Webhook
+        fields = ["project", "name", "url", "secret", "events", "format", "enabled"]
+
+    def clean(self) -> dict[str, Any]:
+        # The same checks as the settings page and the API (the URL's scheme and address, the events).
+        data = super().clean() or {}
+        if not self.errors:
+            try:
+                data.update(
+                    webhooks.webhook_fields_check(
+                        url=data["url"], events=data["events"], name=data.get("name", ""), format=data["format"]
+                    )
+                )
+            except ServiceError as exc:
+                raise forms.ValidationError(exc.detail) from None
+        return data
+
+
+class WebhookAttemptInline(admin.TabularInline):
+    model = WebhookAttempt
+    extra = 0
+    can_delete = False
+    readonly_fields = ["at", "status_code", "error", "duration_ms"]
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    form = WebhookAdminForm
+    list_display = ["__str__", "project", "format", "enabled", "created_at"]
+    list_filter = ["enabled", "format"]
+    search_fields = ["name", "url", "project__name"]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    list_display = ["pk", "webhook", "event", "status", "attempts", "last_status_code", "created_at"]
+    list_filter = ["status", "event"]
+    readonly_fields = [f.name for f in WebhookDelivery._meta.fields]
+    inlines = [WebhookAttemptInline]

@@ -6,10 +6,20 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils import timezone
 
 from compaction.messages import normalize_message
-from sessions_app.models import AgentSession, Project, SessionStatus
-from sessions_app.services import agent_sessions, auto, compaction_runs, ingest, projects
+from sessions_app.models import (
+    AgentSession,
+    DeliveryStatus,
+    Project,
+    SessionStatus,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEvent,
+    WebhookFormat,
+)
+from sessions_app.services import agent_sessions, auto, compaction_runs, ingest, projects, webhooks
 from sessions_app.services.compaction_records import MAX_FAILURES, compaction_fail
 
 DEMO_USER = "demo"
@@ -111,6 +121,35 @@ def _paused_session(user, project: Project) -> AgentSession:
     return paused
 
 
+def _demo_webhook(user, project: Project) -> None:
+    """A disabled webhook with a short made-up log, so the webhooks page shows what a log looks like
+    (nothing is ever sent: the address is reserved and the webhook is off)."""
+    hook = webhooks.webhook_create(
+        project=project,
+        user=user,
+        name="Team chat (demo, disabled)",
+        url="https://hooks.example.invalid/ctxweb",
+        events=[WebhookEvent.COMPACTION_SUCCEEDED, WebhookEvent.COMPACTION_FAILED, WebhookEvent.SESSION_PAUSED],
+        format=WebhookFormat.SLACK,
+        enabled=False,
+    )
+    now = timezone.now()
+    for event, codes in ((WebhookEvent.COMPACTION_SUCCEEDED, [200]), (WebhookEvent.COMPACTION_FAILED, [500, 502, 200])):
+        delivery = WebhookDelivery.objects.create(
+            webhook=hook,
+            event=event,
+            payload={"text": f"[{project.name}] {event} (a made-up delivery of the demo)"},
+            status=DeliveryStatus.DELIVERED,
+            attempts=len(codes),
+            last_status_code=codes[-1],
+            next_attempt_at=now,
+            delivered_at=now,
+        )
+        WebhookAttempt.objects.bulk_create(
+            WebhookAttempt(delivery=delivery, at=now, status_code=code, duration_ms=120) for code in codes
+        )
+
+
 # Messages per append of the nightly session: small enough that compactions fall between appends.
 _NIGHTLY_STEP = 6
 
@@ -169,4 +208,5 @@ def demo_load() -> DemoResult:
         sessions.append(session)
     sessions.append(_nightly_session(user, project))
     sessions.append(_paused_session(user, project))
+    _demo_webhook(user, project)
     return DemoResult(DEMO_USER, DEMO_PASSWORD, project, sessions, created=True)

@@ -38,7 +38,7 @@ def webhook_create(
     format: str = WebhookFormat.JSON,
     enabled: bool = True,
 ) -> Webhook:
-    clean = _checked(url=url, events=events, name=name, format=format)
+    clean = webhook_fields_check(url=url, events=events, name=name, format=format)
     with transaction.atomic():
         if Webhook.objects.select_for_update().filter(project=project).count() >= MAX_WEBHOOKS_PER_PROJECT:
             raise InvalidInput(f"A project has at most {MAX_WEBHOOKS_PER_PROJECT} webhooks.", code="too_many_webhooks")
@@ -53,7 +53,7 @@ def webhook_update(*, webhook: Webhook, rotate_secret: bool = False, **changes: 
         "name": changes.get("name", webhook.name),
         "format": changes.get("format", webhook.format),
     }
-    clean = _checked(**merged)
+    clean = webhook_fields_check(**merged)
     for key, value in clean.items():
         setattr(webhook, key, value)
     if "enabled" in changes:
@@ -86,7 +86,7 @@ def webhook_test(*, webhook: Webhook, user: User | None) -> WebhookDelivery:
     )
 
 
-def _checked(*, url: str, events: Sequence[str], name: str, format: str) -> dict[str, Any]:
+def webhook_fields_check(*, url: str, events: Sequence[str], name: str, format: str) -> dict[str, Any]:
     if not isinstance(url, str) or not url.strip() or len(url) > 2000:
         raise InvalidInput("A URL of at most 2,000 characters is required.", code="invalid_url", field="url")
     try:

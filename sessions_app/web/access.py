@@ -11,7 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 
 from sessions_app.errors import Forbidden, NotFound
-from sessions_app.models import AgentSession, ApiKey, Compaction, Message, Project, Role
+from sessions_app.models import AgentSession, ApiKey, Compaction, Message, Project, Role, Webhook
 from sessions_app.selectors import access
 
 if TYPE_CHECKING:
@@ -61,3 +61,7 @@ def member_for(project: Project, user_id: Any) -> User:
 
 def apikey_for(request: AuthenticatedHttpRequest, key_id: Any) -> ApiKey:
     return as_page(access.apikey_get_for, request.user, key_id)
+
+
+def webhook_for(request: AuthenticatedHttpRequest, webhook_id: Any) -> Webhook:
+    return as_page(access.webhook_get_for, request.user, webhook_id)

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 
 from compaction.policy import PRESETS
 from compaction.types import Level, level_choices
-from sessions_app.models import CompactionPolicy, Project, Role, SessionStatus
+from sessions_app.models import CompactionPolicy, Project, Role, SessionStatus, WebhookEvent, WebhookFormat
 from sessions_app.services.projects import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
 
 
@@ -96,3 +96,15 @@ class ProjectForm(forms.ModelForm):
     class Meta:
         model = Project
         fields = ["name", "description", "context_document", "created_by"]
+
+
+class WebhookForm(forms.Form):
+    """A webhook's fields; the service checks the URL (scheme, private addresses) and the events again."""
+
+    name = forms.CharField(max_length=100, required=False)
+    url = forms.CharField(label="URL", max_length=2000, widget=forms.URLInput(attrs={"placeholder": "https://"}))
+    events = forms.MultipleChoiceField(
+        choices=WebhookEvent.choices, widget=forms.CheckboxSelectMultiple, initial=list(WebhookEvent.values)
+    )
+    format = forms.ChoiceField(choices=WebhookFormat.choices, initial=WebhookFormat.JSON)
+    enabled = forms.BooleanField(required=False, initial=True)

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from sessions_app import tasks
 from sessions_app.errors import ServiceError
-from sessions_app.models import Project, Role
+from sessions_app.models import Project, Role, Webhook
 from sessions_app.selectors import access, usage
 from sessions_app.services import keys as key_services
 from sessions_app.services import projects
@@ -40,6 +40,7 @@ def render_settings(
         "key_form": forms.get("key_form") or ApiKeyForm(),
         "keys": access.apikey_list_for(request.user),
         "new_key": forms.get("new_key"),
+        "webhook_count": Webhook.objects.filter(project=project).count(),
     }
     return render(request, "sessions_app/project_settings.html", context, status=status)
 

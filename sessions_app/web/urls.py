@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from sessions_app.web import actions, ops, project_settings, views
+from sessions_app.web import actions, ops, project_settings, views, webhooks
 
 app_name = "web"
 
@@ -20,6 +20,11 @@ urlpatterns = [
     ),
     path("projects/<int:project_id>/policy/preset/", project_settings.policy_preset, name="policy-preset"),
     path("projects/<int:project_id>/policy/", project_settings.policy_update, name="policy-update"),
+    path("projects/<int:project_id>/settings/webhooks/", webhooks.webhook_list, name="project-webhooks"),
+    path("projects/<int:project_id>/settings/webhooks/new/", webhooks.webhook_add, name="webhook-add"),
+    path("webhooks/<int:webhook_id>/", webhooks.webhook_edit, name="webhook-edit"),
+    path("webhooks/<int:webhook_id>/delete/", webhooks.webhook_delete, name="webhook-delete"),
+    path("webhooks/<int:webhook_id>/test/", webhooks.webhook_send_test, name="webhook-test"),
     path("keys/", project_settings.keys, name="keys"),
     path("keys/new/", project_settings.key_create, name="key-create"),
     path("keys/<int:key_id>/revoke/", project_settings.key_revoke, name="key-revoke"),
