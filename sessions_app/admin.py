@@ -294,6 +294,7 @@ class ArchiveEntryAdmin(admin.ModelAdmin):
 
 
 class WebhookAdminForm(forms.ModelForm):
+    url = forms.URLField(max_length=2000, assume_scheme="https")
     events = forms.MultipleChoiceField(choices=WebhookEvent.choices, widget=forms.CheckboxSelectMultiple)
 
     class Meta:

@@ -137,6 +137,6 @@ def deliver_webhook(delivery_id: int) -> str:
     comes back after its backoff (in the embedded mode, where a countdown would run at once, beat's
     absence leaves it to the next event's send or `ctx webhooks`)."""
     outcome = webhook_delivery.delivery_attempt(delivery_id)
-    if outcome.result == "retry" and not settings.CELERY_TASK_ALWAYS_EAGER:
+    if outcome.result == "retry" and not deliver_webhook.app.conf.task_always_eager:
         send(deliver_webhook, delivery_id, countdown=outcome.retry_in)
     return outcome.result

@@ -125,6 +125,14 @@ def _tasks_as_in_production(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _webhooks_for_tests(settings) -> None:
+    """Webhook tests' receivers listen on 127.0.0.1; retries come at once; a hung receiver costs 2 s."""
+    settings.CTX_WEBHOOK_ALLOW_PRIVATE = True
+    settings.CTX_WEBHOOK_BACKOFF_SECONDS = 0.0
+    settings.CTX_WEBHOOK_TIMEOUT_SECONDS = 2.0
+
+
+@pytest.fixture(autouse=True)
 def _fresh_model_profiles() -> Iterator[None]:
     """Model profiles are cached per process for a few seconds; a test's rollback must not leak."""
 
@@ -316,6 +324,9 @@ def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) ->
         "ANTHROPIC_MAX_RETRIES": "0",
         "CTX_EXACT_COUNT_DEBOUNCE_SECONDS": "0",
         "CTX_RETRY_BACKOFF_BASE": "0.2",
+        "CTX_WEBHOOK_ALLOW_PRIVATE": "1",  # the tests' receivers listen on 127.0.0.1
+        "CTX_WEBHOOK_BACKOFF_SECONDS": "0.2",
+        "CTX_WEBHOOK_TIMEOUT_SECONDS": "2",
         "CELERY_TASK_DEFAULT_QUEUE": queue,
     }
     app.conf.task_default_queue = queue  # this process sends where the worker listens

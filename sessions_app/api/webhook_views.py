@@ -72,11 +72,20 @@ class DeliveryOut(serializers.ModelSerializer):
 
 
 def _valid(serializer_cls: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    """The validated body; a 400 ``invalid_<field>`` naming the first field at fault."""
     if not isinstance(data, dict):
         raise InvalidInput("The body is a JSON object.", code="invalid_body")
     serializer = serializer_cls(data=data)
-    serializer.is_valid(raise_exception=True)
+    if not serializer.is_valid():
+        field = str(next(iter(serializer.errors)))
+        raise InvalidInput(f"{field}: {_first(serializer.errors[field])}", code=f"invalid_{field}", field=field)
     return dict(serializer.validated_data)
+
+
+def _first(problems: Any) -> str:
+    while isinstance(problems, list | dict) and problems:
+        problems = next(iter(problems.values())) if isinstance(problems, dict) else problems[0]
+    return str(problems)
 
 
 class ProjectWebhooksApi(APIView):
