@@ -103,3 +103,10 @@ _.next_attempt_at
 _.claimed_at
 _.last_status_code
 _.delivered_at
+
+# ctxweb/logs.py: named by settings.LOGGING as a dotted path (CTX_LOG_FORMAT=json).
+_.JsonFormatter
+# sessions_app/web/metrics.py RecordedCollector.collect: what prometheus_client calls at scrape time.
+_.collect
+# sessions_app/metrics.reset: the tests start from nothing (it drops every recorded series).
+_.reset

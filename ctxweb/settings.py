@@ -8,6 +8,7 @@ on Postgres, Redis-backed Celery and cache, and exact counts. docs/CONFIGURATION
 from pathlib import Path
 
 import environ  # type: ignore[import-untyped]  # django-environ ships no type hints, and no stubs exist
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -211,6 +212,12 @@ CTX_WEBHOOK_BACKOFF_SECONDS = env.float("CTX_WEBHOOK_BACKOFF_SECONDS", default=1
 CTX_WEBHOOK_TIMEOUT_SECONDS = env.float("CTX_WEBHOOK_TIMEOUT_SECONDS", default=5.0)
 CTX_WEBHOOK_ALLOW_PRIVATE = env.bool("CTX_WEBHOOK_ALLOW_PRIVATE", default=DEBUG)
 
+# Prometheus metrics at /metrics (docs/OPERATIONS.md): off (404) unless a bearer token or allowed
+# networks are set. Counters live in Redis under CTX_METRICS_KEY, shared by web and worker processes.
+CTX_METRICS_TOKEN = env.str("CTX_METRICS_TOKEN", default="")
+CTX_METRICS_ALLOWED_NETWORKS = env.list("CTX_METRICS_ALLOWED_NETWORKS", default=[])
+CTX_METRICS_KEY = env.str("CTX_METRICS_KEY", default="ctxweb:metrics")
+
 # Rate limits ("N/second|minute|hour|day"; empty: none). 429 with Retry-After when exceeded.
 CTX_RATE_LIMIT_KEY = env.str("CTX_RATE_LIMIT_KEY", default="1200/minute")
 CTX_RATE_LIMIT_USER = env.str("CTX_RATE_LIMIT_USER", default="3000/minute")
@@ -258,11 +265,18 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# CTX_LOG_FORMAT=json: one JSON object a line, with an event's figures as keys (docs/OPERATIONS.md).
+CTX_LOG_FORMAT = env.str("CTX_LOG_FORMAT", default="plain")
+if CTX_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured("CTX_LOG_FORMAT is plain or json.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "ctxweb.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": CTX_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

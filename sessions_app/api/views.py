@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -14,7 +15,7 @@ from rest_framework.views import APIView
 
 from compaction import model_catalog
 from compaction.messages import normalize_batch
-from sessions_app import tasks
+from sessions_app import metrics, tasks
 from sessions_app.api import serializers as s
 from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.pagination import PageNumberPagination
@@ -262,7 +263,10 @@ class MessageListCreateApi(APIView):
 class SessionStatusApi(APIView):
     @extend_schema(responses=STATUS_SCHEMA)
     def get(self, request: AuthenticatedRequest, session_id: str) -> Response:
-        return Response(usage.session_status(access.session_get_for(request.user, session_id)))
+        started = time.monotonic()
+        status = usage.session_status(access.session_get_for(request.user, session_id))
+        metrics.status_served(seconds=time.monotonic() - started)
+        return Response(status)
 
 
 class SessionContextApi(APIView):

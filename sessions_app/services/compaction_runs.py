@@ -21,6 +21,7 @@ from django.utils import timezone
 from compaction.errors import EngineError
 from compaction.summarize import SummaryPlan
 from compaction.types import Level
+from sessions_app import metrics
 from sessions_app.engine import offline_summarizer
 from sessions_app.errors import Conflict
 from sessions_app.models import (
@@ -117,6 +118,9 @@ def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
     result = _run(record, fallback_reason)
     done = Compaction.objects.filter(pk=compaction_id).values("tokens_before", "tokens_after", "session_id").first()
     before, after = (done["tokens_before"], done["tokens_after"]) if done else (None, None)
+    seconds = time.monotonic() - started
+    if result != "lost-claim":  # another worker owns the record now and reports it
+        metrics.compaction_finished(level=record.level, outcome=result, seconds=seconds)
     log.info(
         "compaction %s of session %s: level=%s trigger=%s result=%s tokens %s -> %s in %.2f s",
         compaction_id,
@@ -126,7 +130,19 @@ def compaction_run(compaction_id: int, *, fallback_reason: str = "") -> str:
         result,
         before,
         after,
-        time.monotonic() - started,
+        seconds,
+        extra={
+            "event": "compaction",
+            "compaction": compaction_id,
+            "session": record.session_id,
+            "compaction_level": record.level,
+            "trigger": record.trigger,
+            "result": result,
+            "tokens_before": before,
+            "tokens_after": after,
+            "saved_tokens": before - after if before is not None and after is not None else None,
+            "duration_ms": round(seconds * 1000, 1),
+        },
     )
     return result
 
@@ -185,6 +201,7 @@ def _failed(compaction_id: int, exc: Exception, stage: str) -> str:
     record running forever), fails the compaction; no message was changed. A transient engine error
     propagates: the task retries it."""
     if isinstance(exc, EngineError):
+        metrics.summarizer_error(permanent=exc.permanent)
         if not exc.permanent:
             raise exc
         compaction_fail(compaction_id, str(exc))

@@ -18,7 +18,7 @@ from compaction.handoff import Handoff, HandoffContext, continuation_prompt, ren
 from compaction.messages import NormalizedMessage, normalize_message
 from compaction.summarize import ExtractiveSummarizer, split_tail
 from compaction.tokens import calibrate
-from sessions_app import engine
+from sessions_app import engine, metrics
 from sessions_app.engine import offline_summarizer, summarizer_for
 from sessions_app.errors import Conflict
 from sessions_app.models import (
@@ -54,6 +54,7 @@ def _summarize_all(snap: Snapshot, *, allow_fallback: bool) -> tuple[dict[str, A
         fields = summarizer.summarize(snap.messages, previous=previous, budget=policy.summary_budget)
         used = getattr(summarizer, "name", type(summarizer).__name__)
     except EngineError as exc:
+        metrics.summarizer_error(permanent=exc.permanent)
         if not allow_fallback or isinstance(summarizer, ExtractiveSummarizer):
             raise
         log.warning("handoff summary fell back to the offline summarizer: %s", exc)

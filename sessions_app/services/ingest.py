@@ -3,13 +3,17 @@ or nothing, with the session's running totals and its tool-call index kept in st
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
 
 from compaction.messages import NormalizedMessage
+from sessions_app import metrics
 from sessions_app.engine import offline_tokenizer
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import (
@@ -19,6 +23,8 @@ from sessions_app.models import (
     ToolUse,
 )
 from sessions_app.selectors import usage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,6 +45,7 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
     already stored is not stored again: the stored one is answered in its place. What the new
     messages set off is the caller's next step (``tasks.after_append``).
     """
+    started = time.monotonic()
     tokenizer = offline_tokenizer()
     counts = [tokenizer.count_message(m.role, m.content) for m in messages]
     now = timezone.now()
@@ -56,6 +63,7 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
         rows = _rows(locked, fresh, now)
         if rows:
             _store(locked, rows, now)
+            transaction.on_commit(partial(_appended, locked, rows, time.monotonic() - started))
     fresh_rows = iter(rows)
     ordered = [existing[m.client_id] if m.client_id in existing else next(fresh_rows) for m in messages]
     mismatched = frozenset(
@@ -66,6 +74,27 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
         and (existing[m.client_id].role, existing[m.client_id].content) != (m.role, m.content)
     )
     return AppendResult(messages=ordered, created=len(rows), session=locked, mismatched=mismatched)
+
+
+def _appended(session: AgentSession, rows: list[Message], seconds: float) -> None:
+    """Once the append committed: the metrics, and one log line with its figures."""
+    tokens = sum(row.tokens for row in rows)
+    metrics.messages_appended(messages=len(rows), tokens=tokens, seconds=seconds)
+    log.info(
+        "appended %s messages (%s tokens) to session %s",
+        len(rows),
+        tokens,
+        session.pk,
+        extra={
+            "event": "append",
+            "session": session.pk,
+            "messages": len(rows),
+            "tokens": tokens,
+            "last_seq": session.last_seq,
+            "message_tokens": session.message_tokens,
+            "duration_ms": round(seconds * 1000, 1),
+        },
+    )
 
 
 def _rows(session: AgentSession, fresh: list[tuple[NormalizedMessage, int]], now: datetime) -> list[Message]:

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from sessions_app import metrics
 from sessions_app.models import DeliveryStatus, WebhookAttempt, WebhookDelivery
 from sessions_app.services.webhook_urls import UrlRefused, url_check
 
@@ -118,6 +119,7 @@ def _record(delivery: WebhookDelivery, *, code: int | None, error: str, permanen
             outcome = Outcome("retry", wait)
             fields.update(status=DeliveryStatus.PENDING, next_attempt_at=now + timedelta(seconds=wait))
         WebhookDelivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.SENDING).update(**fields)
+    metrics.webhook_attempted(outcome=outcome.result)
     if not delivered:
         log.info(
             "webhook delivery %s (%s): attempt %s: %s -> %s", delivery.pk, delivery.event, attempts, error, outcome

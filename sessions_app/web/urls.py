@@ -2,13 +2,14 @@
 
 from django.urls import path
 
-from sessions_app.web import actions, ops, project_settings, views, webhooks
+from sessions_app.web import actions, metrics, ops, project_settings, views, webhooks
 
 app_name = "web"
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz/", views.healthz, name="healthz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("ops/", ops.ops, name="ops"),
     path("projects/", views.project_list, name="projects"),
     path("projects/<int:project_id>/", views.project_detail, name="project"),

@@ -1,0 +1,147 @@
+"""Counters and histograms for Prometheus (``/metrics``, docs/OPERATIONS.md), shared by every process.
+
+Web processes and Celery workers are separate processes (often on separate hosts), so nothing is kept
+in a process's memory: each event is one pipelined round trip to Redis, adding to the fields of one
+hash that a scrape reads whole. The embedded mode (no Redis, one process) keeps them in memory.
+Recording never fails its caller: if Redis is away, the event is dropped and the log says so once.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+COMPACTION_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+BUCKETS = {
+    "ctxweb_append_duration_seconds": LATENCY_BUCKETS,
+    "ctxweb_status_duration_seconds": LATENCY_BUCKETS,
+    "ctxweb_compaction_duration_seconds": COMPACTION_BUCKETS,
+}
+
+_local: dict[str, float] = {}
+_lock = threading.Lock()
+_warned = False
+
+
+# ----------------------------------------------------------------------------- recording
+
+
+def messages_appended(*, messages: int, tokens: int, seconds: float) -> None:
+    _add(
+        {
+            _key("ctxweb_messages_appended_total"): messages,
+            _key("ctxweb_tokens_ingested_total"): tokens,
+            **_observation("ctxweb_append_duration_seconds", {}, seconds),
+        }
+    )
+
+
+def status_served(*, seconds: float) -> None:
+    _add(_observation("ctxweb_status_duration_seconds", {}, seconds))
+
+
+def compaction_finished(*, level: str, outcome: str, seconds: float) -> None:
+    _add(
+        {
+            _key("ctxweb_compactions_total", {"level": level, "outcome": outcome}): 1,
+            **_observation("ctxweb_compaction_duration_seconds", {"level": level}, seconds),
+        }
+    )
+
+
+def summarizer_error(*, permanent: bool) -> None:
+    _add({_key("ctxweb_summarizer_errors_total", {"kind": "permanent" if permanent else "transient"}): 1})
+
+
+def webhook_attempted(*, outcome: str) -> None:
+    _add({_key("ctxweb_webhook_attempts_total", {"outcome": outcome}): 1})
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def recorded() -> dict[str, float]:
+    """Every recorded series: ``name|labels|part`` → value (see ``_key``)."""
+    client = _redis()
+    if client is None:
+        with _lock:
+            return dict(_local)
+    raw = client.hgetall(_hash_key())
+    return {k.decode(): float(v) for k, v in raw.items()}
+
+
+def parse_key(key: str) -> tuple[str, dict[str, str], str]:
+    name, labels, part = key.split("|")
+    return name, dict(pair.split("=", 1) for pair in labels.split(",") if pair), part
+
+
+def reset() -> None:
+    """Forget everything recorded (tests)."""
+    client = _redis()
+    if client is None:
+        with _lock:
+            _local.clear()
+    else:
+        client.delete(_hash_key())
+
+
+# ----------------------------------------------------------------------------- storage
+
+
+def _key(name: str, labels: Mapping[str, str] | None = None, part: str = "") -> str:
+    # Label values here are our own names (levels, outcomes): no "|", "," or "=" in them.
+    return f"{name}|{','.join(f'{k}={v}' for k, v in sorted((labels or {}).items()))}|{part}"
+
+
+def _observation(name: str, labels: Mapping[str, str], seconds: float) -> dict[str, float]:
+    buckets: Sequence[float] = BUCKETS[name]
+    index = bisect.bisect_left(buckets, seconds)
+    upper = "+Inf" if index == len(buckets) else repr(buckets[index])
+    return {
+        _key(name, labels, f"bucket:{upper}"): 1,  # non-cumulative here; the scrape adds them up
+        _key(name, labels, "count"): 1,
+        _key(name, labels, "sum"): seconds,
+    }
+
+
+def _add(amounts: Mapping[str, float]) -> None:
+    global _warned
+    try:
+        client = _redis()
+        if client is None:
+            with _lock:
+                for key, amount in amounts.items():
+                    _local[key] = _local.get(key, 0) + amount
+            return
+        pipe = client.pipeline(transaction=False)
+        for key, amount in amounts.items():
+            if isinstance(amount, int):
+                pipe.hincrby(_hash_key(), key, amount)
+            else:
+                pipe.hincrbyfloat(_hash_key(), key, amount)
+        pipe.execute()
+    except Exception as exc:  # redis raises several kinds; a metric must never fail the work it counts
+        if not _warned:
+            log.warning("metrics could not be recorded (%s: %s); dropping them until it works", type(exc).__name__, exc)
+            _warned = True
+
+
+def _redis() -> Any:
+    """The Redis client behind the default cache, or None in the embedded mode."""
+    if not settings.REDIS_URL:
+        return None
+    from django.core.cache import cache
+
+    return cache._cache.get_client(write=True)  # type: ignore[attr-defined]  # Django's RedisCache
+
+
+def _hash_key() -> str:
+    return settings.CTX_METRICS_KEY
