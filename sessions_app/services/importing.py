@@ -4,6 +4,7 @@ sessions: the main conversation as one, each sub-agent (sidechain) conversation 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from sessions_app.errors import InvalidInput
 from sessions_app.models import AgentSession, Project
 from sessions_app.selectors.usage import session_status
 from sessions_app.services import agent_sessions, recorded
+from sessions_app.services.progress import Progress, ticker
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -67,10 +69,10 @@ def _store(
     context_window: int | None,
     auto_compact: bool | None,
     external_id: str,
-    skipped: Counter,
+    messages: list[recorded.Candidate],
     metadata: dict[str, Any],
+    advance: Callable[[int], None],
 ) -> tuple[AgentSession, recorded.Stored]:
-    messages = recorded.candidates(conversation, skipped)
     session = agent_sessions.session_create(
         user=user,
         project=project,
@@ -84,7 +86,7 @@ def _store(
         metadata=metadata,
     )
     stored = recorded.conversation_append(
-        session=session, conversation=conversation, candidates=messages, start=0, source="import"
+        session=session, conversation=conversation, candidates=messages, start=0, source="import", advance=advance
     )
     session.refresh_from_db()
     return session, stored
@@ -101,9 +103,16 @@ def session_import(
     context_window: int | None = None,
     auto_compact: bool | None = None,
     episode: int | None = None,
+    on_progress: Progress | None = None,
 ) -> ImportResult:
+    """``on_progress(done, total)``: messages handled of all the file's conversations to import."""
     conversation = _pick(transcript, episode)
     skipped: Counter = Counter(transcript.skipped)
+    sides = [c for c in transcript.conversations if c.sidechain] if episode is None else []
+    # Read first, then stored: the total is known before the first message is.
+    main_messages = recorded.candidates(conversation, skipped)
+    side_messages = [recorded.candidates(side, skipped) for side in sides]
+    advance = ticker(on_progress, len(main_messages) + sum(len(m) for m in side_messages))
     base_name = name or conversation.title or conversation.external_id or f"{transcript.format} import"
     external_id = conversation.external_id or ""
     session, stored = _store(
@@ -115,27 +124,28 @@ def session_import(
         context_window=context_window,
         auto_compact=auto_compact,
         external_id=external_id,
-        skipped=skipped,
+        messages=main_messages,
         metadata={"imported_from": transcript.format, "conversation": conversation.key},
+        advance=advance,
     )
     sidechains = []
     rejected = stored.rejected
-    if episode is None:
-        for n, side in enumerate((c for c in transcript.conversations if c.sidechain), start=1):
-            side_session, side_stored = _store(
-                user=user,
-                project=project,
-                conversation=side,
-                name=f"{base_name} · sub-agent {n}",
-                model=model,
-                context_window=context_window,
-                auto_compact=auto_compact,
-                external_id=f"{external_id}:{side.key}" if external_id else "",
-                skipped=skipped,
-                metadata={"imported_from": transcript.format, "conversation": side.key, "sidechain_of": session.pk},
-            )
-            sidechains.append(side_session)
-            rejected += side_stored.rejected
+    for n, (side, messages) in enumerate(zip(sides, side_messages, strict=True), start=1):
+        side_session, side_stored = _store(
+            user=user,
+            project=project,
+            conversation=side,
+            name=f"{base_name} · sub-agent {n}",
+            model=model,
+            context_window=context_window,
+            auto_compact=auto_compact,
+            external_id=f"{external_id}:{side.key}" if external_id else "",
+            messages=messages,
+            metadata={"imported_from": transcript.format, "conversation": side.key, "sidechain_of": session.pk},
+            advance=advance,
+        )
+        sidechains.append(side_session)
+        rejected += side_stored.rejected
     return ImportResult(
         session=session,
         messages=stored.created,

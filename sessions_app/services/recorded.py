@@ -17,7 +17,7 @@ uploads). Nobody can fix such a file, so nothing in it may stop the rest from be
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,7 +104,13 @@ def model_name(value: Any) -> str | None:
 
 
 def conversation_append(
-    *, session: AgentSession, conversation: Conversation, candidates: Sequence[Candidate], start: int, source: str
+    *,
+    session: AgentSession,
+    conversation: Conversation,
+    candidates: Sequence[Candidate],
+    start: int,
+    source: str,
+    advance: Callable[[int], None] | None = None,
 ) -> Stored:
     """Store ``candidates[start:]`` (the conversation's, from ``candidates(conversation)``) in order.
     Where the transcript records a compaction, the messages up to its summary are stored, then the
@@ -114,17 +120,24 @@ def conversation_append(
     found = boundaries.boundaries_of(conversation, [c.message for c in candidates])
     position = start
     for index in sorted(i for i in found if i >= start):
-        part = append(session=session, candidates=candidates[position : index + 1], source=source)
+        part = append(session=session, candidates=candidates[position : index + 1], source=source, advance=advance)
         stored.created, stored.rejected = stored.created + part.created, stored.rejected + part.rejected
         boundaries.boundary_apply(session=session, boundary=found[index])
         position = index + 1
-    part = append(session=session, candidates=candidates[position:], source=source)
+    part = append(session=session, candidates=candidates[position:], source=source, advance=advance)
     stored.created, stored.rejected = stored.created + part.created, stored.rejected + part.rejected
     return stored
 
 
-def append(*, session: AgentSession, candidates: Sequence[Candidate], source: str) -> Stored:
-    """Store the candidates in order, in batches; what can't be stored is recorded and skipped."""
+def append(
+    *,
+    session: AgentSession,
+    candidates: Sequence[Candidate],
+    source: str,
+    advance: Callable[[int], None] | None = None,
+) -> Stored:
+    """Store the candidates in order, in batches; what can't be stored is recorded and skipped.
+    ``advance(n)``: told after each batch how many candidates it handled (a progress bar's)."""
     stored = Stored()
     batch = settings.CTX_MAX_BATCH
     for start in range(0, len(candidates), batch):
@@ -133,13 +146,14 @@ def append(*, session: AgentSession, candidates: Sequence[Candidate], source: st
             rejection_record(session=session, source=source, position=bad.position, problem=bad.problem)
             stored.rejected += 1
         good = [(c, c.message) for c in chunk if c.message is not None]
-        if not good:
-            continue
-        try:
-            stored.created += ingest.message_append(session=session, messages=[m for _, m in good]).created
-        except InvalidInput:  # one of them can't be stored: store the others one at a time
-            for one, message in good:
-                _append_one(session, one, message, source, stored)
+        if good:
+            try:
+                stored.created += ingest.message_append(session=session, messages=[m for _, m in good]).created
+            except InvalidInput:  # one of them can't be stored: store the others one at a time
+                for one, message in good:
+                    _append_one(session, one, message, source, stored)
+        if advance is not None:
+            advance(len(chunk))
     return stored
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,6 +39,7 @@ from sessions_app.models import (
     Project,
     SessionStatus,
 )
+from sessions_app.services.progress import Progress, ticker
 
 ARCHIVABLE_STATES = (*CONTEXT_STATES, MessageState.SUMMARIZED)
 
@@ -164,19 +166,25 @@ def prune_run(
     older_than_days: int | None = None,
     dry_run: bool = False,
     parts: tuple[str, ...] = PARTS,
+    on_progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Plan, then (unless ``dry_run``) carry the plan out in one transaction; answers the counts."""
+    """Plan, then (unless ``dry_run``) carry the plan out in one transaction; answers the counts.
+    ``on_progress(done, total)``: after each session archived, compaction's backups purged, document
+    trimmed (the CLI's progress bar)."""
     plan = prune_plan(now=now, older_than_days=older_than_days, parts=parts)
     if not dry_run:
+        total = len(plan.sessions) + len(plan.backups) + len(plan.documents)
+        tick = ticker(on_progress, total)
         with transaction.atomic():
-            _archive_sessions(plan)
-            _purge_backups(plan)
-            _trim_documents(plan)
+            _archive_sessions(plan, tick)
+            _purge_backups(plan, tick)
+            _trim_documents(plan, tick)
     return {"dry_run": dry_run, **plan.counts()}
 
 
-def _archive_sessions(plan: PrunePlan) -> None:
+def _archive_sessions(plan: PrunePlan, tick: Callable[[int], None]) -> None:
     for item in plan.sessions:
+        tick(1)
         session = AgentSession.objects.select_for_update().get(pk=item.session_id)
         if session.status == SessionStatus.ARCHIVED or session.last_activity_at > item.cutoff:
             continue  # archived or active again meanwhile: never twice, never a live session
@@ -204,8 +212,9 @@ def _archive_sessions(plan: PrunePlan) -> None:
         )
 
 
-def _purge_backups(plan: PrunePlan) -> None:
+def _purge_backups(plan: PrunePlan, tick: Callable[[int], None]) -> None:
     for compaction_id, ids in plan.backups.items():
+        tick(1)
         rows = MessageBackup.objects.filter(pk__in=ids).select_related("compaction__session")
         contents = [content for content in rows.order_by("pk").values_list("content", flat=True)]
         compaction = Compaction.objects.select_related("session").get(pk=compaction_id)
@@ -227,8 +236,9 @@ def _purge_backups(plan: PrunePlan) -> None:
         )
 
 
-def _trim_documents(plan: PrunePlan) -> None:
+def _trim_documents(plan: PrunePlan, tick: Callable[[int], None]) -> None:
     for planned in plan.documents:
+        tick(1)
         project = Project.objects.select_for_update(of=("self",)).select_related("policy").get(pk=planned.project_id)
         # Trim what is there now (it may have been edited since the plan), not the planned text.
         kept, archived = trim_document(project.context_document, project.policy.context_doc_max_lines)

@@ -6,7 +6,7 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -17,6 +17,7 @@ from compaction.usage import render_bar
 from sessions_app import tasks
 from sessions_app.errors import ServiceError
 from sessions_app.management.history_text import render_history
+from sessions_app.management.progress_bar import bars, wanted
 from sessions_app.models import AgentSession
 from sessions_app.selectors import access, compactions, count_cache, model_context, usage
 from sessions_app.selectors.history import history_payload, session_history
@@ -37,6 +38,14 @@ from sessions_app.services.demo import demo_load
 IMPORT_FORMATS = ("claude-code", "openai", "anthropic")
 
 
+def _progress_flags(parser: Any) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--progress", action="store_true", default=None, help="draw a progress bar on stderr (default: on a terminal)"
+    )
+    group.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+
+
 class Command(BaseCommand):
     help = "ctxweb: import transcripts, show status, count tokens, manage API keys, load the demo."
 
@@ -54,6 +63,7 @@ class Command(BaseCommand):
         p.add_argument("--no-auto", action="store_true", help="turn automatic compaction off for this session")
         p.add_argument("--episode", type=int, help="which conversation of a file that holds several (0-based)")
         p.add_argument("--json", action="store_true")
+        _progress_flags(p)
 
         p = sub.add_parser("status", help="a session's context breakdown")
         p.add_argument("session", help="id or external id")
@@ -94,6 +104,7 @@ class Command(BaseCommand):
         p.add_argument("--dry-run", action="store_true", help="report the counts a real run would have; write nothing")
         p.add_argument("--older-than", type=int, metavar="DAYS", help="inactive for this long (default: each policy's)")
         p.add_argument("--json", action="store_true")
+        _progress_flags(p)
 
         p = sub.add_parser("apikey", help="print a new API key for a user")
         p.add_argument("user")
@@ -126,6 +137,10 @@ class Command(BaseCommand):
         else:
             self.stdout.write(human)
 
+    def err_stream(self) -> TextIO:
+        """stderr itself (not Django's wrapper, which ends every write with a newline): progress bars."""
+        return cast(TextIO, getattr(self.stderr, "_out", sys.stderr))
+
     def cli_user(self, username: str | None) -> Any:
         User = get_user_model()
         if username:
@@ -149,17 +164,22 @@ class Command(BaseCommand):
             if access.as_pk(ref) is not None:
                 raise CommandError(f"No project {ref}.")
             project = projects.project_create(user=user, name=ref)
-        transcript = importing.transcript_parse(path.read_bytes(), options["format"])
-        result = importing.session_import(
-            user=user,
-            project=project,
-            transcript=transcript,
-            name=options["name"] or path.stem,
-            model=options["model"],
-            context_window=options["context_window"],
-            auto_compact=False if options["no_auto"] else None,
-            episode=options["episode"],
-        )
+        with bars(wanted(options, self.err_stream()), self.err_stream()) as shown:
+            reading = shown.phase(f"Reading {path.name} ({path.stat().st_size / 1e6:.1f} MB)")
+            transcript = importing.transcript_parse(path.read_bytes(), options["format"])
+            if reading is not None:
+                reading(1, 1)
+            result = importing.session_import(
+                user=user,
+                project=project,
+                transcript=transcript,
+                name=options["name"] or path.stem,
+                model=options["model"],
+                context_window=options["context_window"],
+                auto_compact=False if options["no_auto"] else None,
+                episode=options["episode"],
+                on_progress=shown.phase("Storing messages"),
+            )
         tasks.after_append(*result.appended_to)
         data = importing.import_summary(result)
         skipped = ", ".join(f"{k}: {v}" for k, v in sorted(result.skipped.items())) or "none"
@@ -294,7 +314,10 @@ class Command(BaseCommand):
         days = options["older_than"]
         if days is not None and days < 0:
             raise CommandError("--older-than takes a number of days, 0 or more.")
-        counts = retention.prune_run(dry_run=options["dry_run"], older_than_days=days)
+        with bars(wanted(options, self.err_stream()), self.err_stream()) as shown:
+            counts = retention.prune_run(
+                dry_run=options["dry_run"], older_than_days=days, on_progress=shown.phase("Pruning")
+            )
         verb = "Would archive" if options["dry_run"] else "Archived"
         human = (
             f"{verb} {counts['messages_archived']:,} messages of {counts['sessions_archived']:,} inactive sessions; "
