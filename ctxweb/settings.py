@@ -262,6 +262,7 @@ SPECTACULAR_SETTINGS = {
         "CompactionStatusEnum": "sessions_app.models.CompactionStatus",
         "CompactionLevelEnum": "compaction.types.level_choices",
         "UsageLevelEnum": ["ok", "remind", "compact", "summarize", "handoff"],
+        "WebhookFormatEnum": "sessions_app.models.WebhookFormat",
     },
 }
 

@@ -85,7 +85,8 @@ def project_detail(request: AuthenticatedHttpRequest, project_id: int) -> HttpRe
             "filters": filters,
             "query": query.urlencode(),
             "is_admin": pages.is_admin(request.user, project.pk),
-            **pages.dashboard_panel(project, request.user),
+            # The overview on the project's own page; a search or a page of the list is about the list.
+            **(pages.dashboard_panel(project, request.user) if not request.GET else {}),
         },
     )
 
