@@ -72,6 +72,8 @@ def test_no_page_violates_the_policy(open_as, live_server, crew):
 
     page.goto(f"/projects/{crew.project.pk}/settings/")
     assert page.locator("h1").inner_text() == "Settings"
+    page.goto(f"/projects/{crew.project.pk}/settings/webhooks/")
+    assert page.locator("h1").inner_text() == "Webhooks"
     page.goto("/keys/")
     page.goto(f"/messages/{Message.objects.filter(session=session).first().pk}/")
 
@@ -93,6 +95,8 @@ def test_no_page_violates_the_policy(open_as, live_server, crew):
         "/admin/sessions_app/project/",
         f"/admin/sessions_app/project/{crew.project.pk}/change/",
         "/admin/sessions_app/project/add/",
+        "/admin/sessions_app/webhook/add/",
+        "/admin/sessions_app/modelprofile/",
         f"/admin/django_celery_beat/periodictask/{task.pk}/change/",
         "/admin/auth/user/",
     ):
