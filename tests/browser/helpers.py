@@ -158,3 +158,17 @@ def post_form(page: Any, path: str, form: dict[str, str] | None = None) -> Any:
 def horizontal_overflow(page: Any) -> int:
     """How many CSS pixels the document is wider than the viewport."""
     return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+def demo_signed_in(open_as: Any, live_server: Any, viewport: dict[str, int] | None = None) -> tuple[Any, Any]:
+    """The demo project loaded, and a page signed in through the sign-in form as its user."""
+    from sessions_app.services.demo import demo_load
+
+    demo = demo_load()
+    page = open_as(None, viewport=viewport) if viewport else open_as(None)
+    page.goto("/accounts/login/")
+    page.fill("#id_username", demo.username)
+    page.fill("#id_password", demo.password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{live_server.url}/projects/")
+    return page, demo

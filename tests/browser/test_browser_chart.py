@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from sessions_app.selectors.history import history_payload, session_history
-from tests.browser.helpers import ARTIFACTS, PHONE, horizontal_overflow
+from tests.browser.helpers import ARTIFACTS, PHONE, demo_signed_in, horizontal_overflow
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -18,15 +18,7 @@ DOCS_SCREENSHOT = ROOT / "docs" / "img" / "session-chart.png"
 
 
 def signed_in_demo(open_as, live_server, viewport=None):
-    from sessions_app.services.demo import demo_load
-
-    demo = demo_load()
-    page = open_as(None, viewport=viewport) if viewport else open_as(None)
-    page.goto("/accounts/login/")
-    page.fill("#id_username", demo.username)
-    page.fill("#id_password", demo.password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{live_server.url}/projects/")
+    page, demo = demo_signed_in(open_as, live_server, viewport)
     nightly = next(s for s in demo.sessions if s.name.startswith("Nightly"))
     return page, nightly
 

@@ -23,6 +23,7 @@ from tests.browser.helpers import (
     bar_of,
     busy_session,
     chat_session,
+    demo_signed_in,
     figures,
     horizontal_overflow,
     legend,
@@ -235,16 +236,8 @@ def test_session_and_project_pages_fit_a_phone(open_as, crew, sessions):
 def test_docs_screenshot_of_the_session_page(open_as, live_server):
     """The README's picture, from the demo project after two compactions: saved as a test artifact,
     and written to docs/img/session.png when CTX_UPDATE_SCREENSHOTS=1."""
-    from sessions_app.services.demo import demo_load
-
-    demo = demo_load()
+    page, demo = demo_signed_in(open_as, live_server)
     session = next(s for s in demo.sessions if s.name == "Long refactor")
-    page = open_as(None)
-    page.goto("/accounts/login/")
-    page.fill("#id_username", demo.username)
-    page.fill("#id_password", demo.password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{live_server.url}/projects/")
     page.goto(f"/sessions/{session.pk}/")
     for level in ("compact", "summarize"):
         page.select_option("#id_level", level)
