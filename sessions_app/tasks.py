@@ -47,15 +47,17 @@ def compaction_send(compaction_id: int) -> None:
 def after_append(*sessions: AgentSession | int) -> bool:
     """The step after storing messages: what they set off (``services.auto``), sent to the workers.
     True when a compaction was queued (in the embedded mode it has run already: reread the session)."""
-    queued = False
+    queued = notified = False
     for session in sessions:
         follow = auto.after_append(session)
+        notified = notified or follow.notified
         queued = queued or follow.compaction_id is not None
         if follow.compaction_id is not None:
             compaction_send(follow.compaction_id)
         if follow.count_in is not None:
             transaction.on_commit(partial(send, count_exact_tokens, follow.session_id, countdown=follow.count_in))
-    webhooks_send()
+    if notified:  # most appends change no level: no task for them
+        webhooks_send()
     return queued
 
 

@@ -36,6 +36,7 @@ class FollowUp:
     session_id: int
     compaction_id: int | None = None  # an automatic compaction, queued
     count_in: float | None = None  # seconds until an exact count should run; None: no count
+    notified: bool = False  # a webhook delivery was recorded (the level changed)
 
 
 def after_append(session: AgentSession | int) -> FollowUp:
@@ -48,7 +49,7 @@ def after_append(session: AgentSession | int) -> FollowUp:
         if found is None:
             return FollowUp(session)
         session = found
-    session_level_note(session)
+    notified = session_level_note(session)
     record = auto_queue(session)
     count_in = None
     if settings.ANTHROPIC_API_KEY:
@@ -56,7 +57,7 @@ def after_append(session: AgentSession | int) -> FollowUp:
         # One queued count per session per debounce window; it counts whatever is stored when it runs.
         if cache.add(f"ctx:exact-pending:{session.pk}", 1, timeout=delay):
             count_in = float(delay)
-    return FollowUp(session.pk, record.pk if record is not None else None, count_in)
+    return FollowUp(session.pk, record.pk if record is not None else None, count_in, notified)
 
 
 def auto_level(session: AgentSession) -> Level | None:

@@ -47,21 +47,22 @@ def webhook_event_record(
     return [row.pk for row in rows]
 
 
-def session_level_note(session: AgentSession) -> None:
+def session_level_note(session: AgentSession) -> bool:
     """Records ``session.level_changed`` when the session's level (from the totals of the row given)
     differs from the one last seen; the first time, it only remembers it. The stored level moves by a
-    conditional UPDATE, so concurrent callers announce each change once."""
+    conditional UPDATE, so concurrent callers announce each change once. True when a webhook is to be
+    told (a delivery was recorded)."""
     current = session_usage(session)
     level = current.level.value
     before = session.level
     if before == level:
-        return
+        return False
     with transaction.atomic():
         moved = AgentSession.objects.filter(pk=session.pk, level=before).update(level=level)
         session.level = level
         if not moved or not before:
-            return
-        webhook_event_record(
+            return False
+        recorded = webhook_event_record(
             project=session.project_id,
             event=WebhookEvent.LEVEL_CHANGED,
             session=session,
@@ -73,6 +74,7 @@ def session_level_note(session: AgentSession) -> None:
                 "usage_percent": current.usage_percent,
             },
         )
+        return bool(recorded)
 
 
 def compaction_succeeded(session: AgentSession, record: Compaction) -> None:
