@@ -326,7 +326,8 @@ def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) ->
         "CTX_RETRY_BACKOFF_BASE": "0.2",
         "CTX_WEBHOOK_ALLOW_PRIVATE": "1",  # the tests' receivers listen on 127.0.0.1
         "CTX_WEBHOOK_BACKOFF_SECONDS": "0.2",
-        "CTX_WEBHOOK_TIMEOUT_SECONDS": "2",
+        "CTX_WEBHOOK_TIMEOUT_SECONDS": "1",
+        "CTX_WEBHOOK_MAX_ATTEMPTS": "4",
         "CELERY_TASK_DEFAULT_QUEUE": queue,
     }
     app.conf.task_default_queue = queue  # this process sends where the worker listens

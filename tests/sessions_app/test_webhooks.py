@@ -116,7 +116,7 @@ def test_a_handoff_is_announced_with_its_download(team, api_as, session_of):
 
 
 def test_retries_log_each_status_until_delivered(team, api_as):
-    with receiver([500, 503, 200]) as rx:
+    with receiver([500, 500, 200]) as rx:
         hook = add_hook(api_as(team.alice), team.project, rx.url)
         sent = api_as(team.alice).post(f"/api/v1/webhooks/{hook['id']}/test/")
         assert sent.status_code == 202
@@ -127,7 +127,7 @@ def test_retries_log_each_status_until_delivered(team, api_as):
         assert resend() == {"sent": 1, "delivered": 1, "retry": 0, "failed": 0}
         assert len(rx.requests) == 3
     log = api_as(team.alice).get(f"/api/v1/webhooks/{hook['id']}/deliveries/").json()["results"]
-    assert [a["status_code"] for a in log[0]["log"]] == [500, 503, 200]
+    assert [a["status_code"] for a in log[0]["log"]] == [500, 500, 200]
     assert log[0]["status"] == "delivered"
     # Every attempt carried the same body (and its own timestamp and signature).
     assert len({r.body for r in rx.requests}) == 1
@@ -155,6 +155,21 @@ def test_a_hung_receiver_times_out_and_is_tried_again(team, api_as, settings):
         assert attempt.status_code is None and "timed out" in attempt.error.lower()
         assert 400 <= attempt.duration_ms < 2000
         assert resend()["delivered"] == 1
+
+
+def test_a_receiver_that_never_answers_is_given_up_each_attempt_logged(team, api_as, settings):
+    settings.CTX_WEBHOOK_MAX_ATTEMPTS = 3
+    settings.CTX_WEBHOOK_TIMEOUT_SECONDS = 0.3
+    with receiver(["hang"] * 5) as rx:
+        hook = add_hook(api_as(team.alice), team.project, rx.url)
+        delivery_id = api_as(team.alice).post(f"/api/v1/webhooks/{hook['id']}/test/").json()["id"]
+        resend(), resend()
+        assert resend()["sent"] == 0
+        assert len(rx.requests) == 3
+    delivery = WebhookDelivery.objects.get(pk=delivery_id)
+    assert (delivery.status, delivery.attempts, delivery.delivered_at) == ("failed", 3, None)
+    attempts = list(delivery.log.all())
+    assert len(attempts) == 3 and all(a.status_code is None and "timed out" in a.error.lower() for a in attempts)
 
 
 def test_slack_format_is_one_line_of_text(team, api_as, session_of):
