@@ -5,6 +5,7 @@ a local-memory cache and the offline summarizer. DATABASE_URL / REDIS_URL / ANTH
 on Postgres, Redis-backed Celery and cache, and exact counts. docs/CONFIGURATION.md lists them all.
 """
 
+import ipaddress
 from pathlib import Path
 
 import environ  # type: ignore[import-untyped]  # django-environ ships no type hints, and no stubs exist
@@ -216,6 +217,10 @@ CTX_WEBHOOK_ALLOW_PRIVATE = env.bool("CTX_WEBHOOK_ALLOW_PRIVATE", default=DEBUG)
 # networks are set. Counters live in Redis under CTX_METRICS_KEY, shared by web and worker processes.
 CTX_METRICS_TOKEN = env.str("CTX_METRICS_TOKEN", default="")
 CTX_METRICS_ALLOWED_NETWORKS = env.list("CTX_METRICS_ALLOWED_NETWORKS", default=[])
+try:
+    _metric_networks = [ipaddress.ip_network(n.strip(), strict=False) for n in CTX_METRICS_ALLOWED_NETWORKS]
+except ValueError as exc:
+    raise ImproperlyConfigured(f"CTX_METRICS_ALLOWED_NETWORKS: {exc}") from None
 CTX_METRICS_KEY = env.str("CTX_METRICS_KEY", default="ctxweb:metrics")
 
 # Rate limits ("N/second|minute|hour|day"; empty: none). 429 with Retry-After when exceeded.
