@@ -18,9 +18,11 @@ class UrlRefused(Exception):
         self.detail = detail
 
 
-def url_check(url: str, *, sending: bool = False) -> None:
+def url_check(url: str, *, sending: bool = False) -> str | None:
     """Raises ``UrlRefused`` with the reason. The host is looked up and every address it has must be
-    public; a name that doesn't resolve is accepted on save (it may exist tomorrow), not when ``sending``."""
+    public; a name that doesn't resolve is accepted on save (it may exist tomorrow), not when ``sending``.
+    Answers the address checked, which the sender connects to (a second lookup could answer otherwise:
+    DNS rebinding); None when any address may be called (``CTX_WEBHOOK_ALLOW_PRIVATE``)."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -33,24 +35,26 @@ def url_check(url: str, *, sending: bool = False) -> None:
     if parts.username or parts.password:
         raise UrlRefused("Put credentials in the secret, not in the URL.")
     if settings.CTX_WEBHOOK_ALLOW_PRIVATE:
-        return
+        return None
     host = parts.hostname
     literal = _ip(host)
     if literal is not None:
         _refuse_private(literal, host)
-        return
+        return str(literal)
     if host == "localhost" or host.endswith((".localhost", ".local", ".internal")):
         raise UrlRefused(f"{host} is a local name; webhooks call public addresses.")
     try:
         infos = socket.getaddrinfo(host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
     except OSError as exc:
         if not sending:
-            return
+            return None
         raise UrlRefused(f"{host} does not resolve: {exc}.") from None
-    for info in infos:
-        address = _ip(str(info[4][0]))
-        if address is not None:
-            _refuse_private(address, host)
+    checked = [address for address in (_ip(str(info[4][0])) for info in infos) if address is not None]
+    for address in checked:
+        _refuse_private(address, host)
+    if not checked:
+        raise UrlRefused(f"{host} has no address.")
+    return str(checked[0])
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

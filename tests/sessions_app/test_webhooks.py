@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from sessions_app import tasks
 from sessions_app.models import Compaction, Webhook, WebhookAttempt, WebhookDelivery
-from sessions_app.services import compaction_records, compaction_runs, webhook_delivery
+from sessions_app.services import compaction_records, compaction_runs, webhook_delivery, webhook_urls
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 from tests.sessions_app.webhook_receiver import receiver
 
@@ -315,3 +315,28 @@ def test_stale_claims_are_sent_again(team, api_as):
         assert webhook_delivery.deliveries_due() == [delivery_id]
         assert resend()["delivered"] == 1
     assert Compaction.objects.count() == 0
+
+
+def test_the_request_goes_to_the_address_that_was_checked(team, api_as, settings, monkeypatch):
+    """DNS rebinding: a name that resolves to a public address for the check and to a private one a
+    moment later must not reach the private one — the sender connects to the checked address."""
+    settings.CTX_WEBHOOK_ALLOW_PRIVATE = False
+    answers = iter(["93.184.216.34"] + ["127.0.0.1"] * 10)
+
+    def lookup(host, port, *args, **kwargs):
+        return [(2, 1, 6, "", (next(answers), port))]
+
+    connected: list[tuple[str, int]] = []
+
+    def connect(address, timeout=None, *args, **kwargs):
+        connected.append(address)
+        raise ConnectionRefusedError("not in a test")
+
+    monkeypatch.setattr(webhook_urls.socket, "getaddrinfo", lookup)
+    hook = add_hook(api_as(team.alice), team.project, "http://hooks.example.com/ctxweb")
+    answers = iter(["93.184.216.34"] + ["127.0.0.1"] * 10)  # the save looked the name up once
+    monkeypatch.setattr(webhook_delivery.socket, "create_connection", connect)
+    delivery_id = api_as(team.alice).post(f"/api/v1/webhooks/{hook['id']}/test/").json()["id"]
+    assert connected == [("93.184.216.34", 80)]
+    attempt = WebhookAttempt.objects.get(delivery_id=delivery_id)
+    assert attempt.status_code is None and "ConnectionRefusedError" in attempt.error
