@@ -1,6 +1,10 @@
 """Load with auto-compaction on: many agents writing while workers compact, then integrity checks.
 
     .venv/bin/python bench/load.py [--agents 50] [--messages 200] [--window 12000] [--web 4] [--workers 2]
+                                   [--pause 0.2-1]
+
+With ``--pause MIN-MAX`` each agent waits a random MIN–MAX seconds between its appends, as an agent
+waiting on its model does (an open load); without it the agents append back to back (a closed loop).
 
 Runs gunicorn (4 workers) + 2 Celery workers on a fresh Postgres database and Redis, and drives
 N concurrent simulated agents, each posting M messages one by one over real HTTP (keep-alive), with
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -30,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._cpu import cpu_by_kind, report
 from bench._server import PG, ROOT, Client, gunicorn_on_postgres, make_key
 from compaction.transcripts import read_transcript
 
@@ -90,8 +96,18 @@ class Recorder:
             self.statuses[status] += 1
 
 
-def run_agent(hostport: str, key: str, project: int, agent: int, script: list[dict], window: int, rec: Recorder):
+def run_agent(
+    hostport: str,
+    key: str,
+    project: int,
+    agent: int,
+    script: list[dict],
+    window: int,
+    rec: Recorder,
+    pause: tuple[float, float] | None = None,
+):
     client = Client(hostport, key)
+    pauses = random.Random(agent)  # the same waits on every run
     t0 = time.perf_counter()
     status, session = client.call(
         "POST",
@@ -104,6 +120,8 @@ def run_agent(hostport: str, key: str, project: int, agent: int, script: list[di
         return
     sid = session["id"]
     for i, message in enumerate(script):
+        if pause is not None:
+            time.sleep(pauses.uniform(*pause))
         body = {**message, "client_id": f"agent{agent}-{i}"}
         for _attempt in range(3):  # a retry with the same client_id must not store twice
             t0 = time.perf_counter()
@@ -127,12 +145,13 @@ def run_agent(hostport: str, key: str, project: int, agent: int, script: list[di
             rec.record("GET /status/", time.perf_counter() - t0, status)
 
 
-def start_workers(env: dict[str, str], n: int, queue: str, stack: ExitStack) -> None:
+def start_workers(env: dict[str, str], n: int, stack: ExitStack) -> None:
+    """``n`` workers, each serving the three queues of the run's CTX_QUEUE_PREFIX."""
     for k in range(n):
         log = open(ROOT / "test-artifacts" / f"load-worker-{k}.log", "w")  # noqa: SIM115
         stack.callback(log.close)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "ctxweb", "worker", "--pool=solo", "-Q", queue,
+            [sys.executable, "-m", "celery", "-A", "ctxweb", "worker", "--pool=solo",
              "-n", f"load{k}@%h", "--without-gossip", "--without-mingle", "--loglevel=WARNING"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -209,6 +228,17 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+def _pause(text: str) -> tuple[float, float]:
+    low, _, high = text.partition("-")
+    try:
+        bounds = (float(low), float(high or low))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds as MIN-MAX, e.g. 0.2-1") from None
+    if not 0 <= bounds[0] <= bounds[1]:
+        raise argparse.ArgumentTypeError(f"{text!r}: need 0 <= MIN <= MAX")
+    return bounds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", type=int, default=50)
@@ -216,36 +246,41 @@ def main() -> int:
     parser.add_argument("--window", type=int, default=12_000)
     parser.add_argument("--web", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--pause", type=_pause, default=None, help="seconds between an agent's appends, MIN-MAX")
     args = parser.parse_args()
     (ROOT / "test-artifacts").mkdir(exist_ok=True)
     pool = conversations()
     scripts = [script_for(a, pool, args.messages) for a in range(args.agents)]
-    queue = f"load-{os.getpid()}"
-    extra = {"REDIS_URL": REDIS, "CELERY_TASK_DEFAULT_QUEUE": queue, "CELERY_TASK_ALWAYS_EAGER": "0"}
+    extra = {"REDIS_URL": REDIS, "CTX_QUEUE_PREFIX": f"load-{os.getpid()}-", "CELERY_TASK_ALWAYS_EAGER": "0"}
     db = "ctxweb_bench_load"
     with ExitStack() as stack:
         hostport, env = stack.enter_context(gunicorn_on_postgres(db, workers=args.web, extra_env=extra))
-        start_workers(env, args.workers, queue, stack)
+        start_workers(env, args.workers, stack)
         key = make_key(env)
         status, project = Client(hostport, key).call("POST", "/api/v1/projects/", {"name": "load"})
         assert status == 201, project
         rec = Recorder()
         threads = [
-            threading.Thread(target=run_agent, args=(hostport, key, project["id"], a, scripts[a], args.window, rec))
+            threading.Thread(
+                target=run_agent, args=(hostport, key, project["id"], a, scripts[a], args.window, rec, args.pause)
+            )
             for a in range(args.agents)
         ]
+        cpu_before = cpu_by_kind()
         t0 = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         elapsed = time.perf_counter() - t0
+        cpu_after = cpu_by_kind()  # before the wait below: compactions still running then count in neither
         pending = wait_for_compactions(f"{PG}/{db}")
         results = checks(f"{PG}/{db}", rec)
         results.append(("compactions finished after the load", pending == 0, f"{pending} still queued or running"))
     total = sum(len(v) for v in rec.latency.values())
+    paced = f"pauses {args.pause[0]}–{args.pause[1]} s" if args.pause else "closed loop"
     print(
-        f"{args.agents} agents × {args.messages} messages, window {args.window:,}, gunicorn ×{args.web}, "
+        f"{args.agents} agents × {args.messages} messages ({paced}), window {args.window:,}, gunicorn ×{args.web}, "
         f"workers ×{args.workers}: {elapsed:.1f} s, {total / elapsed:.0f} requests/s, "
         f"{len(rec.acknowledged) / elapsed:.0f} messages/s"
     )
@@ -255,6 +290,7 @@ def main() -> int:
             f"{endpoint:20} {len(values):7,} {statistics.median(values) * 1000:8.1f} "
             f"{percentile(values, 95) * 1000:8.1f} {percentile(values, 99) * 1000:8.1f}"
         )
+    print("\n".join(report(cpu_before, cpu_after, requests=total, wall=elapsed)))
     for name, ok, detail in results:
         print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
     print(json.dumps({"statuses": dict(rec.statuses)}))

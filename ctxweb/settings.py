@@ -10,6 +10,7 @@ from pathlib import Path
 
 import environ  # type: ignore[import-untyped]  # django-environ ships no type hints, and no stubs exist
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -123,7 +124,19 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "inte
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CTX_TASK_SOFT_TIME_LIMIT", default=120)
 CELERY_TASK_TIME_LIMIT = env.int("CTX_TASK_TIME_LIMIT", default=180)
 CELERY_TIMEZONE = "UTC"
-CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+# One queue per kind of work, so each gets workers and a concurrency of its own (docs/SCALING.md):
+# counting (exact counts, short API calls), compaction (summaries, seconds each), maintenance (beat's
+# jobs and webhook deliveries). A worker started without -Q serves all three. The prefix lets several
+# installations (or test runs) share one Redis.
+CTX_QUEUE_PREFIX = env.str("CTX_QUEUE_PREFIX", default="")
+CTX_QUEUES = {kind: CTX_QUEUE_PREFIX + kind for kind in ("counting", "compaction", "maintenance")}
+CELERY_TASK_QUEUES = [Queue(name) for name in CTX_QUEUES.values()]
+CELERY_TASK_DEFAULT_QUEUE = CTX_QUEUES["maintenance"]
+CELERY_TASK_ROUTES = ("ctxweb.celery.route_by_kind",)
+# Celery's Django fixup closes the database connection before and after every task, so each task
+# paid a new connection (a Postgres backend started and torn down: ~10 % of a worker's time under
+# load). ctxweb/celery.py keeps connections as a web request does instead (CONN_MAX_AGE, health checks).
+CELERY_DB_REUSE_MAX = 2**31
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -15,7 +15,7 @@ from typing import Any
 
 from celery import Task, shared_task
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from compaction.errors import EngineError, ProviderError
 from sessions_app.models import AgentSession, Project
@@ -106,7 +106,18 @@ def run_compaction(self: Task, compaction_id: int) -> str:
             return compaction_runs.compaction_run(compaction_id, fallback_reason=str(exc))
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
     finally:
-        webhooks_send()  # succeeded, failed, paused: whatever the run recorded
+        _webhooks_after_run()
+
+
+def _webhooks_after_run() -> None:
+    """Whatever the run recorded (succeeded, failed, paused) goes out now; a run that recorded no
+    delivery sends no task (before, every run sent one: a broker round trip and a task for nothing)."""
+    try:
+        due = webhook_delivery.any_due()
+    except DatabaseError:  # can't tell now; the worker will look (and beat would anyway)
+        due = True
+    if due:
+        webhooks_send()
 
 
 @shared_task(ignore_result=True)

@@ -253,8 +253,14 @@ def fake_anthropic_session() -> Iterator[object]:
         yield server
 
 
+def queues_of(prefix: str) -> list[str]:
+    """The three queues (counting, compaction, maintenance) a worker with this CTX_QUEUE_PREFIX serves."""
+    return [prefix + kind for kind in ("counting", "compaction", "maintenance")]
+
+
 def start_worker(*, queue: str, env: dict[str, str], log_path: Path) -> subprocess.Popen:
-    """A real `celery worker` process listening on ``queue``, answering a ping before it returns."""
+    """A real `celery worker` process listening on the queues of prefix ``queue`` (``env`` has the
+    same CTX_QUEUE_PREFIX), answering a ping before it returns."""
     import sys
     import time
 
@@ -276,7 +282,7 @@ def start_worker(*, queue: str, env: dict[str, str], log_path: Path) -> subproce
             "--without-mingle",
             "--loglevel=INFO",
             "-Q",
-            queue,
+            ",".join(queues_of(queue)),
             "-n",
             f"{queue}@%h",
         ],
@@ -306,16 +312,15 @@ def stop_worker(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="session")
 def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) -> Iterator[dict]:
     """A real `celery worker` process on Redis, using the test database and the fake Anthropic API."""
+    from django.conf import settings
     from django.db import connection
-
-    from ctxweb.celery import app
 
     need(_postgres_configured(), "DATABASE_URL does not point at Postgres")
     need(_redis_configured(), "REDIS_URL is not set")
     with django_db_blocker.unblock():
         db_name = connection.settings_dict["NAME"]
     base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
-    queue = f"ctx-test-{os.getpid()}"
+    prefix = f"ctx-test-{os.getpid()}-"
     env = {
         **os.environ,
         "DATABASE_URL": f"{base}/{db_name}",
@@ -328,9 +333,13 @@ def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) ->
         "CTX_WEBHOOK_BACKOFF_SECONDS": "0.2",
         "CTX_WEBHOOK_TIMEOUT_SECONDS": "1",
         "CTX_WEBHOOK_MAX_ATTEMPTS": "4",
-        "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "CTX_QUEUE_PREFIX": prefix,
     }
-    app.conf.task_default_queue = queue  # this process sends where the worker listens
-    proc = start_worker(queue=queue, env=env, log_path=ROOT / "test-artifacts" / "celery-worker.log")
-    yield {"process": proc, "queue": queue, "fake": fake_anthropic_session, "env": env}
+    # This process sends where the worker listens (the router reads the prefix at each send).
+    settings.CTX_QUEUE_PREFIX, before = prefix, settings.CTX_QUEUE_PREFIX
+    proc = start_worker(queue=prefix, env=env, log_path=ROOT / "test-artifacts" / "celery-worker.log")
+    # "queue": where a test sends a compaction by hand (apply_async(queue=…)).
+    compaction_queue = prefix + "compaction"
+    yield {"process": proc, "queue": compaction_queue, "prefix": prefix, "fake": fake_anthropic_session, "env": env}
     stop_worker(proc)
+    settings.CTX_QUEUE_PREFIX = before

@@ -27,7 +27,7 @@ ACTIVE_COMPACTION_STATUSES = (CompactionStatus.QUEUED, CompactionStatus.RUNNING)
 
 
 class Compaction(models.Model):
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="compactions")
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="compactions", db_index=False)
     level = models.CharField(max_length=10, choices=level_choices())
     status = models.CharField(max_length=10, choices=CompactionStatus.choices, default=CompactionStatus.QUEUED)
     # "transcript": the agent compacted its own context and its transcript recorded it (services.boundaries).
@@ -83,7 +83,7 @@ class Compaction(models.Model):
 class MessageBackup(models.Model):
     """A message exactly as it was before a compaction changed it; restored byte for byte by revert."""
 
-    compaction = models.ForeignKey(Compaction, on_delete=models.CASCADE, related_name="backups")
+    compaction = models.ForeignKey(Compaction, on_delete=models.CASCADE, related_name="backups", db_index=False)
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="backups")
     content = models.JSONField()
     tokens = models.PositiveIntegerField()
@@ -102,7 +102,7 @@ class MessageBackup(models.Model):
 
 
 class Checkpoint(models.Model):
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="checkpoints")
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="checkpoints", db_index=False)
     version = models.PositiveIntegerField()
     data = models.JSONField(help_text="The structured summary: objective, completed, in_progress, pending, …")
     reason = models.CharField(max_length=30, default="compaction")
@@ -116,7 +116,7 @@ class Checkpoint(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["session", "-version"]
+        ordering = ["session_id", "-version"]
         constraints = [models.UniqueConstraint(fields=["session", "version"], name="checkpoint_version_unique")]
 
     def __str__(self) -> str:

@@ -17,7 +17,8 @@ class SessionStatus(models.TextChoices):
 
 
 class AgentSession(models.Model):
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="sessions")
+    # Indexes that lead with a foreign key make its own index redundant (db_index=False below).
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="sessions", db_index=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     name = models.CharField(max_length=200, blank=True)
     external_id = models.CharField(max_length=200, blank=True, default="")
@@ -85,7 +86,7 @@ CONTEXT_STATES = (MessageState.ACTIVE, MessageState.COMPACTED)
 
 
 class Message(models.Model):
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="messages")
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="messages", db_index=False)
     seq = models.PositiveIntegerField()
     role = models.CharField(max_length=10)
     content = models.JSONField()
@@ -95,21 +96,30 @@ class Message(models.Model):
     client_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     state = models.CharField(max_length=12, choices=MessageState.choices, default=MessageState.ACTIVE)
     compaction = models.ForeignKey(
-        "Compaction", null=True, blank=True, on_delete=models.SET_NULL, related_name="changed_messages"
+        "Compaction",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="changed_messages",
+        db_index=False,  # most messages have none: a partial index below holds only those that do
     )
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField()
     received_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["session", "seq"]
+        # By the column: "session" would join AgentSession to every message query, for its ordering.
+        ordering = ["session_id", "seq"]
         constraints = [
             models.UniqueConstraint(fields=["session", "seq"], name="message_seq_unique"),
             models.UniqueConstraint(
                 fields=["session", "client_id"], condition=Q(client_id__isnull=False), name="message_client_id_unique"
             ),
         ]
-        indexes = [models.Index(fields=["session", "state", "seq"], name="message_session_state_seq")]
+        indexes = [
+            models.Index(fields=["session", "state", "seq"], name="message_session_state_seq"),
+            models.Index(fields=["compaction"], name="message_compaction", condition=Q(compaction__isnull=False)),
+        ]
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.role}"
@@ -119,7 +129,7 @@ class ToolUse(models.Model):
     """Index of tool_use ids per session, so a tool_result can be checked against an earlier call
     without scanning message JSON (works the same on Postgres and SQLite)."""
 
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="tool_uses")
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="tool_uses", db_index=False)
     tool_use_id = models.CharField(max_length=255)
     seq = models.PositiveIntegerField()
 
@@ -134,7 +144,7 @@ class IngestRejection(models.Model):
     """A line or message of a recorded transcript (sync or import) that was skipped because it could
     not be stored: the rest of the transcript went on. Shown in STATUS warnings and in admin."""
 
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="rejections")
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="rejections", db_index=False)
     source = models.CharField(max_length=20, help_text="transcript (sync) or import")
     position = models.CharField(max_length=200, help_text="Which line or message")
     code = models.CharField(max_length=50)

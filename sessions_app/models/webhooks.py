@@ -59,7 +59,7 @@ class DeliveryStatus(models.TextChoices):
 
 
 class WebhookDelivery(models.Model):
-    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries", db_index=False)
     event = models.CharField(max_length=40)
     payload = models.JSONField(help_text="The body sent, the same on every attempt.")
     status = models.CharField(max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)

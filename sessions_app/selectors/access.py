@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib.auth import get_user_model
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 
 from sessions_app.errors import Forbidden, NotFound
 from sessions_app.models import (
@@ -146,10 +146,16 @@ def session_find(session_ref: Any) -> AgentSession:
 
 def session_get_for(user: User, session_ref: Any, *, min_role: Role = Role.VIEWER) -> AgentSession:
     """A session by id (or, for strings that aren't ids, by external id) that the user may see."""
-    mine = AgentSession.objects.filter(project__memberships__user=user).select_related("project", "project__policy")
+    # The user's role comes from the membership join that scopes the query: one query, not two.
+    mine = (
+        AgentSession.objects.filter(project__memberships__user=user)
+        .annotate(member_role=F("project__memberships__role"))
+        .select_related("project", "project__policy")
+    )
     matches = _sessions_by_ref(mine, str(session_ref))
     session = matches[0] if len(matches) == 1 else None
-    return _require(session, role_in(user, session.project_id) if session else None, min_role, "Session")
+    role = Role(session.member_role) if session is not None else None  # type: ignore[attr-defined]  # annotated
+    return _require(session, role, min_role, "Session")
 
 
 def _owned(model: type[_SessionRow], user: User, pk: Any, *, min_role: Role, what: str) -> _SessionRow:

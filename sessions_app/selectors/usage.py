@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from compaction import model_catalog
@@ -20,6 +21,7 @@ from compaction.usage import compute_usage, recommendation, usage_warnings
 from sessions_app.models import (
     FALLBACK_NOTE,
     AgentSession,
+    Compaction,
     CompactionPolicy,
     CompactionStatus,
     HandoffDocument,
@@ -154,7 +156,28 @@ def continuation_of(session: AgentSession) -> int | None:
     )
 
 
-def _warnings(session: AgentSession, info: ModelInfo, window: int, current: Usage, *, compacted: bool) -> list[str]:
+def _latest_compaction(session: AgentSession) -> dict[str, Any] | None:
+    """The session's newest compaction (what STATUS warns about), with when a compaction last changed
+    messages (a handoff document alone changes none): one query. None when there is no compaction."""
+    changed = Compaction.objects.filter(
+        session=OuterRef("session"), status=CompactionStatus.SUCCEEDED, revertible_until__isnull=False
+    ).order_by("-finished_at")
+    return (
+        session.compactions.values("status", "created_at", "started_at", "notes")
+        .annotate(last_changed_at=Subquery(changed.values("finished_at")[:1]))
+        .first()
+    )
+
+
+def _warnings(
+    session: AgentSession,
+    info: ModelInfo,
+    window: int,
+    current: Usage,
+    latest: Mapping[str, Any] | None,
+    *,
+    compacted: bool,
+) -> list[str]:
     """What STATUS warns about: the usage itself, an unknown model, counts and transcripts that went
     wrong, paused or failed compactions, work that waits too long."""
     warnings = usage_warnings(current, compacted=compacted)
@@ -186,7 +209,6 @@ def _warnings(session: AgentSession, info: ModelInfo, window: int, current: Usag
     )
     if last_failed and last_failed["status"] == CompactionStatus.FAILED:
         warnings.append(f"The last {last_failed['level']} failed: {last_failed['error']}")
-    latest = session.compactions.values("status", "created_at", "started_at", "notes").first()
     warnings += _pending_work(session, latest)
     notes = latest["notes"] if latest is not None else None
     warnings += [note for note in notes or [] if note.startswith(FALLBACK_NOTE)]
@@ -200,16 +222,11 @@ def session_status(session: AgentSession) -> Status:
     window = session.context_window_override or info.context_window
     current = session_usage(session, policy=policy)
     auto = auto_compact_enabled(session, policy)
-    finished = (
-        # Only compactions that changed messages (a handoff document alone changes none).
-        session.compactions.filter(status=CompactionStatus.SUCCEEDED, revertible_until__isnull=False)
-        .order_by("-finished_at")
-        .values_list("finished_at", flat=True)
-        .first()
-    )
+    latest = _latest_compaction(session)
+    finished = latest["last_changed_at"] if latest is not None else None
     compacted = session.summary_tokens > 0 or finished is not None
     just_compacted = finished is not None and finished >= session.last_activity_at
-    warnings = _warnings(session, info, window, current, compacted=compacted)
+    warnings = _warnings(session, info, window, current, latest, compacted=compacted)
     open_ = session.status == SessionStatus.ACTIVE
     continued_in = None if open_ else continuation_of(session)
     if not open_:

@@ -58,8 +58,7 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
             else {}
         )
         fresh = [(m, n) for m, n in zip(messages, counts, strict=True) if not (m.client_id and m.client_id in existing)]
-        check_tool_uses(locked, [m for m, _ in fresh])
-        check_tool_results(locked, [m for m, _ in fresh])
+        check_tool_ids(locked, [m for m, _ in fresh])
         rows = _rows(locked, fresh, now)
         if rows:
             _store(locked, rows, now)
@@ -144,7 +143,10 @@ def _store(session: AgentSession, rows: list[Message], now: datetime) -> None:
 
 def lock_open_session(session: AgentSession) -> AgentSession:
     """The session's row, locked (inside a transaction), if it still takes messages."""
-    locked = AgentSession.objects.select_for_update().get(pk=session.pk)
+    # The long texts aren't needed under the lock (the counts of them are columns of their own), and
+    # the project with its policy was loaded with ``session``: neither is read again on every append.
+    locked = AgentSession.objects.select_for_update().defer("system_prompt", "tools").get(pk=session.pk)
+    locked.project = session.project
     if locked.status != SessionStatus.ACTIVE:
         continued_in = usage.continuation_of(locked)
         raise Conflict(
@@ -166,25 +168,15 @@ def _tool_use_ids(row: Message) -> list[str]:
     return [b["id"] for b in row.content if isinstance(b, dict) and b.get("type") == "tool_use"]
 
 
-def check_tool_uses(session: AgentSession, messages: list[NormalizedMessage]) -> None:
-    """Every tool_use id is new in the session: a result must name exactly one call (Anthropic
-    refuses a request that holds an id twice)."""
+def check_tool_ids(session: AgentSession, messages: list[NormalizedMessage]) -> None:
+    """Every tool_use id is new in the session (a result must name exactly one call: Anthropic refuses
+    a request that holds an id twice), and every tool_result answers a call stored before it or
+    earlier in the batch. One query for both."""
     ids = [tid for msg in messages for tid in msg.tool_use_ids]
-    if not ids:
-        return
     seen: set[str] = set()
     twice = next((tid for tid in ids if tid in seen or seen.add(tid)), None)  # type: ignore[func-returns-value]
-    if twice is None:
-        stored = ToolUse.objects.filter(session=session, tool_use_id__in=ids)
-        twice = stored.values_list("tool_use_id", flat=True).first()
     if twice is not None:
-        raise InvalidInput(
-            f"tool_use id {twice!r} is used twice in this session; every tool call needs an id of its own.",
-            code="duplicate_tool_use_id",
-        )
-
-
-def check_tool_results(session: AgentSession, messages: list[NormalizedMessage]) -> None:
+        raise _used_twice(twice)
     seen_in_batch: set[str] = set()
     needed: dict[str, int] = {}
     for index, msg in enumerate(messages):
@@ -192,12 +184,15 @@ def check_tool_results(session: AgentSession, messages: list[NormalizedMessage])
             if result_id not in seen_in_batch:
                 needed.setdefault(result_id, index)
         seen_in_batch.update(msg.tool_use_ids)
-    if not needed:
+    if not ids and not needed:
         return
-    known = set(
-        ToolUse.objects.filter(session=session, tool_use_id__in=list(needed)).values_list("tool_use_id", flat=True)
+    stored = set(
+        ToolUse.objects.filter(session=session, tool_use_id__in=[*ids, *needed]).values_list("tool_use_id", flat=True)
     )
-    missing = [tid for tid in needed if tid not in known]
+    twice = next((tid for tid in ids if tid in stored), None)
+    if twice is not None:
+        raise _used_twice(twice)
+    missing = [tid for tid in needed if tid not in stored]
     if missing:
         raise InvalidInput(
             f"tool_result for {missing[0]!r} has no earlier tool_use with that id in this session"
@@ -205,3 +200,10 @@ def check_tool_results(session: AgentSession, messages: list[NormalizedMessage])
             + ".",
             code="unknown_tool_use_id",
         )
+
+
+def _used_twice(tool_use_id: str) -> InvalidInput:
+    return InvalidInput(
+        f"tool_use id {tool_use_id!r} is used twice in this session; every tool call needs an id of its own.",
+        code="duplicate_tool_use_id",
+    )

@@ -220,8 +220,7 @@ def message_extend(*, session: AgentSession, client_id: str, message: Normalized
         ):
             return None
         added = NormalizedMessage(role=message.role, content=message.content[len(row.content) :])
-        ingest.check_tool_uses(locked, [added])
-        ingest.check_tool_results(locked, [added])
+        ingest.check_tool_ids(locked, [added])
         delta = tokens - row.tokens
         row.content, row.tokens, row.tokens_exact, row.metadata = message.content, tokens, None, message.metadata
         row.save(update_fields=["content", "tokens", "tokens_exact", "metadata"])

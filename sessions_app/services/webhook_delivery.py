@@ -160,6 +160,11 @@ def _record(delivery: WebhookDelivery, *, code: int | None, error: str, permanen
     return outcome
 
 
+def any_due() -> bool:
+    """Whether a delivery waits to be sent (one index probe): most compactions record none."""
+    return WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=timezone.now()).exists()
+
+
 def deliveries_due(*, now: datetime | None = None) -> list[int]:
     """Pending deliveries whose time has come (oldest first), after reclaiming ones a worker claimed
     and never finished (it died mid-request): those become pending again."""

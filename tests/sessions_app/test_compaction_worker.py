@@ -58,11 +58,13 @@ EXTRA: dict[str, subprocess.Popen] = {}
 
 @contextlib.contextmanager
 def extra_worker(worker: dict, name: str) -> Iterator[str]:
-    """Another real worker process, on a queue of its own (its name is yielded); stopped afterwards."""
-    queue = f"{worker['queue']}-{name}"
+    """Another real worker process, on queues of its own (its compaction queue's name is yielded);
+    stopped afterwards."""
+    prefix = f"{worker['prefix']}{name}-"
+    queue = prefix + "compaction"
     EXTRA[queue] = start_worker(
-        queue=queue,
-        env={**worker["env"], "CELERY_TASK_DEFAULT_QUEUE": queue},
+        queue=prefix,
+        env={**worker["env"], "CTX_QUEUE_PREFIX": prefix},
         log_path=ROOT / "test-artifacts" / f"celery-worker-{name}.log",
     )
     try:
