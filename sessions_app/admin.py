@@ -33,6 +33,7 @@ from sessions_app.models import (
 )
 from sessions_app.selectors import usage
 from sessions_app.services import keys, projects, webhooks
+from sessions_app.web.admin_lists import BigTableAdmin, EstimatedCountPaginator, RoleListFilter
 from sessions_app.web.forms import PolicyForm, ProjectForm
 
 
@@ -242,26 +243,27 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(BigTableAdmin):
     list_display = ["session", "seq", "role", "state", "tokens", "client_id", "created_at"]
-    list_filter = ["role", "state"]
-    search_fields = ["client_id", "session__name", "session__external_id"]
+    list_filter = [RoleListFilter, "state"]
     raw_id_fields = ["session", "compaction"]
     list_select_related = ["session"]
 
 
 @admin.register(Compaction)
-class CompactionAdmin(admin.ModelAdmin):
+class CompactionAdmin(BigTableAdmin):
     list_display = ["id", "session", "level", "status", "trigger", "tokens_before", "tokens_after", "created_at"]
     list_filter = ["status", "level", "trigger"]
-    search_fields = ["session__name", "session__external_id", "error"]
     raw_id_fields = ["session", "requested_by"]
+    list_select_related = ["session"]
 
 
 @admin.register(MessageBackup)
 class MessageBackupAdmin(admin.ModelAdmin):
     list_display = ["id", "compaction", "message", "state", "tokens", "created_at"]
     raw_id_fields = ["compaction", "message", "previous_compaction"]
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
 
 
 @admin.register(Checkpoint)

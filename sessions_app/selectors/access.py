@@ -48,8 +48,13 @@ def _storable(*values: Any) -> bool:
     return not any(isinstance(v, str) and "\x00" in v for v in values)
 
 
+def _my_project_ids(user: User) -> QuerySet[Membership, Any]:
+    return Membership.objects.filter(user=user).values("project_id")
+
+
 def project_list_for(user: User) -> QuerySet[Project]:
-    return Project.objects.filter(memberships__user=user).distinct()
+    # A subquery, not a join: one membership per project and user, so there is nothing to DISTINCT.
+    return Project.objects.filter(pk__in=_my_project_ids(user))
 
 
 def role_in(user: User, project_id: int) -> Role | None:
@@ -96,7 +101,9 @@ def session_list_for(
 ) -> QuerySet[AgentSession]:
     """The user's sessions, filtered by project, status, a text in the name, external id or model
     (``q``), or a text in the model alone (``model``)."""
-    qs = AgentSession.objects.filter(project__memberships__user=user).select_related("project", "project__policy")
+    # The projects as a subquery: joining the memberships needed a DISTINCT over every column of the
+    # session (system prompt and tools included), 22 ms instead of 0.8 ms for a count at 2,000 sessions.
+    qs = AgentSession.objects.filter(project_id__in=_my_project_ids(user)).select_related("project", "project__policy")
     if project not in (None, ""):
         try:
             qs = qs.filter(project_id=int(project))
@@ -110,7 +117,7 @@ def session_list_for(
         qs = qs.filter(status=status)
     if q:
         qs = qs.filter(Q(name__icontains=q) | Q(external_id__icontains=q) | Q(model__icontains=q))
-    return qs.distinct()
+    return qs
 
 
 def project_find(ref: str, *, user: User) -> Project | None:

@@ -65,10 +65,13 @@ def project_detail(request: AuthenticatedHttpRequest, project_id: int) -> HttpRe
         model=values.get("model") or None,
     ).defer(*pages.LIST_DEFERRED)
     if values.get("level"):
-        # The level is derived from each session's cached totals, not stored: filter, then page.
-        page = Paginator(pages.session_rows(sessions, level=values["level"]), SESSIONS_PER_PAGE).get_page(
-            request.GET.get("page")
-        )
+        # The level is derived from each session's cached totals: find the ids at that level, page
+        # them, then read the page's sessions whole.
+        ids = pages.session_ids_at_level(sessions, project=project, level=values["level"])
+        by_id: Paginator[Any] = Paginator(ids, SESSIONS_PER_PAGE)
+        page = by_id.get_page(request.GET.get("page"))
+        found = sessions.in_bulk(list(page.object_list))
+        page.object_list = pages.session_rows(found[pk] for pk in page.object_list)
     else:
         # The sessions are paged, then their rows take their place on the page.
         paginator: Paginator[Any] = Paginator(sessions, SESSIONS_PER_PAGE)
