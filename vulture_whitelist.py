@@ -110,3 +110,12 @@ _.JsonFormatter
 _.collect
 # sessions_app/metrics.reset: the tests start from nothing (it drops every recorded series).
 _.reset
+
+# Django admin options, read by name (sessions_app/admin.py, sessions_app/web/admin_lists.py).
+_.show_full_result_count
+_.parameter_name
+_.search_help_text
+# ctxweb/celery.py: named by settings.CELERY_TASK_ROUTES and read by Celery's Django fixup.
+_.route_by_kind
+# ctxweb/celery.py: a receiver of Celery's task_prerun and task_postrun signals.
+_._database_connections_as_in_a_request

@@ -47,7 +47,7 @@ class RoleListFilter(admin.SimpleListFilter):
     title = "role"
     parameter_name = "role"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, _model_admin: Any) -> list[tuple[str, str]]:
         return [(role, role) for role in ROLES]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
