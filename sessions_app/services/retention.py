@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
 from sessions_app.models import (
@@ -39,6 +38,7 @@ from sessions_app.models import (
     Project,
     SessionStatus,
 )
+from sessions_app.selectors.usage import project_policy
 from sessions_app.services.progress import Progress, ticker
 
 ARCHIVABLE_STATES = (*CONTEXT_STATES, MessageState.SUMMARIZED)
@@ -49,6 +49,19 @@ def _sha256(value: Any) -> str:
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
+# Rows read at a time when hashing what is archived or purged: one session's messages can be many MB.
+STREAM_ROWS = 500
+
+
+def _sha256_of_list(items: Iterable[Any]) -> str:
+    """``_sha256(list(items))``, without holding the list: the same JSON text, hashed as it is made."""
+    digest = hashlib.sha256(b"[")
+    for index, item in enumerate(items):
+        digest.update(((", " if index else "") + json.dumps(item, sort_keys=True, ensure_ascii=False)).encode("utf-8"))
+    digest.update(b"]")
+    return digest.hexdigest()
+
+
 PARTS = ("sessions", "backups", "documents")
 
 
@@ -57,9 +70,7 @@ class SessionArchive:
     session_id: int
     project_id: int
     cutoff: datetime  # still inactive since before this when archived, or left alone
-    message_ids: list[int]
-    first_seq: int
-    last_seq: int
+    messages: int  # how many of its messages are archived (a plan holds counts, never the rows)
 
 
 @dataclass
@@ -74,14 +85,14 @@ class DocumentTrim:
 class PrunePlan:
     now: datetime
     sessions: list[SessionArchive] = field(default_factory=list)
-    backups: dict[int, list[int]] = field(default_factory=dict)  # compaction id → backup ids
+    backups: dict[int, int] = field(default_factory=dict)  # compaction id → how many backups
     documents: list[DocumentTrim] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         return {
             "sessions_archived": len(self.sessions),
-            "messages_archived": sum(len(s.message_ids) for s in self.sessions),
-            "backups_purged": sum(len(ids) for ids in self.backups.values()),
+            "messages_archived": sum(s.messages for s in self.sessions),
+            "backups_purged": sum(self.backups.values()),
             "context_documents_trimmed": len(self.documents),
             "context_lines_archived": sum(d.lines for d in self.documents),
         }
@@ -119,36 +130,34 @@ def prune_plan(
 
 
 def _inactive_sessions(now: datetime, older_than_days: int | None) -> list[SessionArchive]:
-    found = []
-    candidates = AgentSession.objects.exclude(status=SessionStatus.ARCHIVED).select_related("project__policy")
+    """Per project (its policy's cutoff), the sessions quiet since before it: the session index
+    (project, status, last activity) finds them without reading the others."""
     # Not while a compaction may still be reverted, or is queued or running.
     busy = Compaction.objects.filter(
         Q(status=CompactionStatus.SUCCEEDED, revertible_until__gt=now) | Q(status__in=ACTIVE_COMPACTION_STATUSES)
-    ).values_list("session_id", flat=True)
-    for session in candidates.exclude(pk__in=busy).order_by("pk"):
-        days = older_than_days if older_than_days is not None else session.project.policy.prune_days
+    ).values("session_id")
+    found = []
+    for project in Project.objects.select_related("policy").order_by("pk"):
+        days = older_than_days if older_than_days is not None else project_policy(project).prune_days
         cutoff = now - timedelta(days=days)
-        if session.last_activity_at > cutoff:
-            continue
-        rows = list(
-            Message.objects.filter(session=session, state__in=ARCHIVABLE_STATES)
-            .order_by("seq")
-            .values_list("pk", "seq")
+        quiet = (
+            AgentSession.objects.filter(project=project, last_activity_at__lte=cutoff)
+            .exclude(status=SessionStatus.ARCHIVED)
+            .exclude(pk__in=busy)
+            .annotate(archivable=Count("messages", filter=Q(messages__state__in=ARCHIVABLE_STATES)))
+            .order_by("pk")
+            .values_list("pk", "archivable")
         )
-        seqs = [seq for _, seq in rows] or [0]
-        found.append(SessionArchive(session.pk, session.project_id, cutoff, [pk for pk, _ in rows], seqs[0], seqs[-1]))
+        found += [SessionArchive(pk, project.pk, cutoff, archivable) for pk, archivable in quiet]
     return found
 
 
-def _expired_backups(now: datetime) -> dict[int, list[int]]:
-    """Backups no revert can use any more: the window passed, or the compaction was reverted."""
-    expired = MessageBackup.objects.filter(
-        Q(compaction__revertible_until__lt=now) | Q(compaction__status=CompactionStatus.REVERTED)
-    ).values_list("compaction_id", "pk")
-    backups: dict[int, list[int]] = defaultdict(list)
-    for compaction_id, pk in expired.order_by("compaction_id", "pk"):
-        backups[compaction_id].append(pk)
-    return dict(backups)
+def _expired_backups(now: datetime) -> dict[int, int]:
+    """Backups no revert can use any more (the window passed, or the compaction was reverted): how
+    many, per compaction."""
+    expired = Compaction.objects.filter(Q(revertible_until__lt=now) | Q(status=CompactionStatus.REVERTED))
+    counted = expired.annotate(n=Count("backups")).filter(n__gt=0).order_by("pk").values_list("pk", "n")
+    return dict(counted)
 
 
 def _long_documents() -> list[DocumentTrim]:
@@ -173,67 +182,80 @@ def prune_run(
     trimmed (the CLI's progress bar)."""
     plan = prune_plan(now=now, older_than_days=older_than_days, parts=parts)
     if not dry_run:
+        # Each session, compaction and document in a transaction of its own: a run over months of
+        # history holds no lock for long and no more than one session's rows at a time.
         total = len(plan.sessions) + len(plan.backups) + len(plan.documents)
         tick = ticker(on_progress, total)
-        with transaction.atomic():
-            _archive_sessions(plan, tick)
-            _purge_backups(plan, tick)
-            _trim_documents(plan, tick)
+        _archive_sessions(plan, tick)
+        _purge_backups(plan, tick)
+        _trim_documents(plan, tick)
     return {"dry_run": dry_run, **plan.counts()}
 
 
 def _archive_sessions(plan: PrunePlan, tick: Callable[[int], None]) -> None:
     for item in plan.sessions:
         tick(1)
-        session = AgentSession.objects.select_for_update().get(pk=item.session_id)
-        if session.status == SessionStatus.ARCHIVED or session.last_activity_at > item.cutoff:
-            continue  # archived or active again meanwhile: never twice, never a live session
-        contents = list(
-            Message.objects.filter(pk__in=item.message_ids).order_by("seq").values_list("content", flat=True)
-        )
-        Message.objects.filter(pk__in=item.message_ids).update(state=MessageState.ARCHIVED)
-        session.status = SessionStatus.ARCHIVED
-        session.active_message_count = 0
-        session.message_tokens = 0
-        session.exact_upto_seq = None
-        session.save(update_fields=["status", "active_message_count", "message_tokens", "exact_upto_seq", "updated_at"])
-        span = f"seq {item.first_seq}–{item.last_seq}" if item.message_ids else "no messages"
-        ArchiveEntry.objects.create(
-            kind=ArchiveKind.MESSAGES,
-            project_id=item.project_id,
-            session_id=item.session_id,
-            what=f"{len(item.message_ids)} messages of session {item.session_id} ({span}), inactive since "
-            f"{session.last_activity_at:%Y-%m-%d}",
-            items=len(item.message_ids),
-            content_hash=_sha256(contents),
-            location=f"session {item.session_id}, state archived (GET /api/v1/sessions/{item.session_id}/messages/"
-            "?state=archived)",
-            created_at=plan.now,
-        )
+        with transaction.atomic():
+            _archive_session(plan, item)
+
+
+def _archive_session(plan: PrunePlan, item: SessionArchive) -> None:
+    session = AgentSession.objects.select_for_update().get(pk=item.session_id)
+    if session.status == SessionStatus.ARCHIVED or session.last_activity_at > item.cutoff:
+        return  # archived or active again meanwhile: never twice, never a live session
+    archivable = Message.objects.filter(session=session, state__in=ARCHIVABLE_STATES).order_by("seq")
+    span = archivable.aggregate(first=Min("seq"), last=Max("seq"))
+    content_hash = _sha256_of_list(archivable.values_list("content", flat=True).iterator(chunk_size=STREAM_ROWS))
+    archived = archivable.update(state=MessageState.ARCHIVED)
+    session.status = SessionStatus.ARCHIVED
+    session.active_message_count = 0
+    session.message_tokens = 0
+    session.exact_upto_seq = None
+    session.save(update_fields=["status", "active_message_count", "message_tokens", "exact_upto_seq", "updated_at"])
+    seqs = f"seq {span['first']}–{span['last']}" if archived else "no messages"
+    ArchiveEntry.objects.create(
+        kind=ArchiveKind.MESSAGES,
+        project_id=item.project_id,
+        session_id=item.session_id,
+        what=f"{archived} messages of session {item.session_id} ({seqs}), inactive since "
+        f"{session.last_activity_at:%Y-%m-%d}",
+        items=archived,
+        content_hash=content_hash,
+        location=f"session {item.session_id}, state archived (GET /api/v1/sessions/{item.session_id}/messages/"
+        "?state=archived)",
+        created_at=plan.now,
+    )
 
 
 def _purge_backups(plan: PrunePlan, tick: Callable[[int], None]) -> None:
-    for compaction_id, ids in plan.backups.items():
+    for compaction_id in plan.backups:
         tick(1)
-        rows = MessageBackup.objects.filter(pk__in=ids).select_related("compaction__session")
-        contents = [content for content in rows.order_by("pk").values_list("content", flat=True)]
-        compaction = Compaction.objects.select_related("session").get(pk=compaction_id)
-        deleted, _ = rows.delete()
-        if not deleted:
-            continue
-        ArchiveEntry.objects.create(
-            kind=ArchiveKind.BACKUPS,
-            project_id=compaction.session.project_id,
-            session_id=compaction.session_id,
-            what=f"{deleted} revert backups of compaction {compaction_id} ({compaction.status}; revert window "
-            f"ended {compaction.revertible_until:%Y-%m-%d %H:%M})"
-            if compaction.revertible_until
-            else f"{deleted} revert backups of compaction {compaction_id} ({compaction.status})",
-            items=deleted,
-            content_hash=_sha256(contents),
-            location="purged (the compaction can no longer be reverted)",
-            created_at=plan.now,
-        )
+        with transaction.atomic():
+            _purge_compaction_backups(plan, compaction_id)
+
+
+def _purge_compaction_backups(plan: PrunePlan, compaction_id: int) -> None:
+    compaction = Compaction.objects.select_for_update(of=("self",)).select_related("session").get(pk=compaction_id)
+    rows = MessageBackup.objects.filter(compaction=compaction)
+    content_hash = _sha256_of_list(
+        rows.order_by("pk").values_list("content", flat=True).iterator(chunk_size=STREAM_ROWS)
+    )
+    deleted, _ = rows.delete()
+    if not deleted:
+        return
+    ArchiveEntry.objects.create(
+        kind=ArchiveKind.BACKUPS,
+        project_id=compaction.session.project_id,
+        session_id=compaction.session_id,
+        what=f"{deleted} revert backups of compaction {compaction_id} ({compaction.status}; revert window "
+        f"ended {compaction.revertible_until:%Y-%m-%d %H:%M})"
+        if compaction.revertible_until
+        else f"{deleted} revert backups of compaction {compaction_id} ({compaction.status})",
+        items=deleted,
+        content_hash=content_hash,
+        location="purged (the compaction can no longer be reverted)",
+        created_at=plan.now,
+    )
 
 
 def _trim_documents(plan: PrunePlan, tick: Callable[[int], None]) -> None:

@@ -11,6 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxweb.celery import app
 from sessions_app.errors import Conflict
@@ -208,3 +212,35 @@ def test_the_prune_task_runs_the_service(quiet):
     with at(timedelta(days=31)):
         assert tasks.prune.apply().get()["sessions_archived"] == 1
         assert tasks.expire_compaction_backups.apply().get()["sessions_archived"] == 0
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(items=st.lists(json_values, max_size=6))
+def test_the_streamed_hash_is_the_hash_of_the_whole_list(items):
+    assert retention._sha256_of_list(iter(items)) == retention._sha256(items)
+
+
+def test_a_plan_reads_counts_per_project_and_a_run_archives_one_session_at_a_time(team, session_of):
+    with at(timedelta(0)):
+        sessions = [session_of(name=f"q{i}", auto_compact=False) for i in range(6)]
+        for session in sessions:
+            append(session, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+    projects = Project.objects.count()
+    with at(timedelta(days=31)), CaptureQueriesContext(connection) as planning:
+        planned = retention.prune_plan()
+    # One query for the projects, one per project, one for backups, one for documents: however many
+    # sessions or messages there are, and no message id is read.
+    assert len(planning.captured_queries) == projects + 3
+    assert [s.messages for s in planned.sessions] == [2] * 6
+    with at(timedelta(days=31)), CaptureQueriesContext(connection) as running:
+        assert retention.prune_run()["messages_archived"] == 12
+    sql = [q["sql"] for q in running.captured_queries]
+    transactions = [q for q in sql if q.startswith(("SAVEPOINT", "BEGIN"))]
+    assert len(transactions) >= len(sessions)  # a transaction (or savepoint, inside the test's) per session
+    assert not [q for q in sql if q.startswith("UPDATE") and '"sessions_app_message"."id" IN' in q]  # by session
