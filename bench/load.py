@@ -165,6 +165,11 @@ def sql(db_url: str, query: str) -> list[tuple]:
         return conn.execute(query).fetchall()
 
 
+def connections_opened(db_url: str, db: str) -> int:
+    """Connections (backends) the server has started for ``db`` so far: each costs a process fork."""
+    return sql(db_url, f"SELECT sessions FROM pg_stat_database WHERE datname = '{db}'")[0][0]
+
+
 def wait_for_compactions(db_url: str, seconds: float = 180) -> int:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -266,6 +271,7 @@ def main() -> int:
             )
             for a in range(args.agents)
         ]
+        opened_before = connections_opened(f"{PG}/{db}", db)
         cpu_before = cpu_by_kind()
         t0 = time.perf_counter()
         for t in threads:
@@ -274,6 +280,7 @@ def main() -> int:
             t.join()
         elapsed = time.perf_counter() - t0
         cpu_after = cpu_by_kind()  # before the wait below: compactions still running then count in neither
+        opened = connections_opened(f"{PG}/{db}", db) - opened_before
         pending = wait_for_compactions(f"{PG}/{db}")
         results = checks(f"{PG}/{db}", rec)
         results.append(("compactions finished after the load", pending == 0, f"{pending} still queued or running"))
@@ -291,6 +298,7 @@ def main() -> int:
             f"{percentile(values, 95) * 1000:8.1f} {percentile(values, 99) * 1000:8.1f}"
         )
     print("\n".join(report(cpu_before, cpu_after, requests=total, wall=elapsed)))
+    print(f"Postgres connections opened during the load: {opened:,} ({opened / max(total, 1):.2f} per request)")
     for name, ok, detail in results:
         print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
     print(json.dumps({"statuses": dict(rec.statuses)}))

@@ -224,6 +224,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
     list_filter = ["status", "model", "project"]
     search_fields = ["name", "external_id", "model"]
     raw_id_fields = ["parent", "owner"]
+    list_select_related = ["project"]
+    show_full_result_count = False  # one count per page, not two
     readonly_fields = [
         "last_seq",
         "message_count",
