@@ -16,6 +16,7 @@ from sessions_app.models.projects import ROLE_RANK, ApiKey, CompactionPolicy, Me
 from sessions_app.models.sessions import (
     CONTEXT_STATES,
     AgentSession,
+    DailyIngest,
     IngestRejection,
     Message,
     MessageState,
@@ -46,6 +47,7 @@ __all__ = [
     "Compaction",
     "CompactionPolicy",
     "CompactionStatus",
+    "DailyIngest",
     "DeliveryStatus",
     "HandoffDocument",
     "IngestRejection",

@@ -157,3 +157,22 @@ class IngestRejection(models.Model):
 
     def __str__(self) -> str:
         return f"{self.position}: {self.code}"
+
+
+class DailyIngest(models.Model):
+    """Tokens received per project, day (the server's time zone) and model, added to by every append:
+    the dashboard's per-day chart reads a few of these rows, where summing the messages themselves read
+    every message of the period (2 s for a project at a million messages). As received: a later
+    compaction or deletion does not take tokens back."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    day = models.DateField()
+    model = models.CharField(max_length=200)
+    tokens = models.BigIntegerField(default=0)  # raw counts, as stored on the messages (uncalibrated)
+    messages = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "day", "model"], name="daily_ingest_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.model}: {self.tokens} tokens"

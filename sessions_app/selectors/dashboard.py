@@ -15,19 +15,20 @@ from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from compaction.policy import Policy
 from compaction.tokens import calibrate
 from compaction.types import Level
 from sessions_app.models import (
     AgentSession,
     Compaction,
     CompactionStatus,
-    Message,
+    DailyIngest,
     ModelProfile,
     Project,
     SessionStatus,
 )
 from sessions_app.selectors.history import context_sent_by_session
-from sessions_app.selectors.usage import model_info, session_usage
+from sessions_app.selectors.usage import model_info, project_policy, session_usage
 
 LEVELS = [level.value for level in Level]
 OUTCOMES = ["succeeded", "failed", "reverted", "in_progress"]  # in progress: queued or running
@@ -98,7 +99,8 @@ def project_dashboard(*, project: Project, days: int = 14, now: datetime | None 
         .defer("tools", "system_prompt", "metadata")
     )
     active = [s for s in sessions if s.status == SessionStatus.ACTIVE]
-    uses = [_use(s) for s in active]
+    policy = project_policy(project).to_engine()  # once, not once per session
+    uses = [_use(s, policy) for s in active]
     levels = {level: 0 for level in LEVELS}
     for use in uses:
         levels[use.level] += 1
@@ -114,22 +116,16 @@ def project_dashboard(*, project: Project, days: int = 14, now: datetime | None 
     )
 
 
-def _use(session: AgentSession) -> SessionUse:
-    current = session_usage(session)
+def _use(session: AgentSession, policy: Policy) -> SessionUse:
+    current = session_usage(session, policy=policy)
     return SessionUse(session, current.used, current.context_window, current.usage_percent, current.level.value)
 
 
 def _days(project: Project, since: date, today: date, start: datetime) -> list[Day]:
     ingested: dict[date, int] = {}
-    raw = (
-        Message.objects.filter(session__project=project, received_at__gte=start)
-        .annotate(day=TruncDate("received_at", tzinfo=timezone.get_current_timezone()))
-        .values("day", "session__model")
-        .annotate(tokens=Sum("tokens"))
-    )
-    for row in raw:
-        factor = model_info(row["session__model"]).calibration
-        ingested[row["day"]] = ingested.get(row["day"], 0) + calibrate(row["tokens"] or 0, factor)
+    received = DailyIngest.objects.filter(project=project, day__gte=since, day__lte=today)
+    for day, model, tokens in received.values_list("day", "model", "tokens"):
+        ingested[day] = ingested.get(day, 0) + calibrate(tokens, model_info(model).calibration)
     saved = {
         row["day"]: row["saved"] or 0
         for row in Compaction.objects.filter(

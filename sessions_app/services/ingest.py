@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from functools import partial
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from compaction.messages import NormalizedMessage
@@ -139,6 +139,24 @@ def _store(session: AgentSession, rows: list[Message], now: datetime) -> None:
             "updated_at",
         ]
     )
+    # Last, so the row lock that every append of the project takes today is held only until the commit.
+    daily_ingest_add(session, day=timezone.localdate(now), tokens=sum(row.tokens for row in rows), messages=len(rows))
+
+
+# The dashboard's per-day figures (models.DailyIngest). Written out: an upsert the ORM has no single
+# statement for, on every append (PostgreSQL and SQLite share this syntax).
+_DAILY_INGEST_SQL = """
+    INSERT INTO sessions_app_dailyingest (project_id, day, model, tokens, messages) VALUES (%s, %s, %s, %s, %s)
+    ON CONFLICT (project_id, day, model) DO UPDATE
+       SET tokens = sessions_app_dailyingest.tokens + excluded.tokens,
+           messages = sessions_app_dailyingest.messages + excluded.messages
+"""
+
+
+def daily_ingest_add(session: AgentSession, *, day: date, tokens: int, messages: int) -> None:
+    """Add what a session received on ``day`` to its project's figures (inside the caller's transaction)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_DAILY_INGEST_SQL, [session.project_id, day, session.model, tokens, messages])
 
 
 def lock_open_session(session: AgentSession) -> AgentSession:

@@ -228,6 +228,7 @@ def message_extend(*, session: AgentSession, client_id: str, message: Normalized
         if uses:
             ToolUse.objects.bulk_create(uses)
         locked.message_tokens += delta
+        ingest.daily_ingest_add(locked, day=timezone.localdate(row.received_at), tokens=delta, messages=0)
         locked.exact_upto_seq = None  # the exact count described the shorter message
         locked.last_activity_at = timezone.now()
         locked.save(update_fields=["message_tokens", "exact_upto_seq", "last_activity_at", "updated_at"])

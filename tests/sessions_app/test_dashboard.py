@@ -4,6 +4,7 @@ grow with the number of sessions."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections import Counter
@@ -11,17 +12,22 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+import time_machine
 from django.core.cache import cache
 from django.db import connection
+from django.db.models import Count, Sum
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from compaction.tokens import calibrate
-from sessions_app.models import AgentSession, Compaction, Message, ModelProfile
+from sessions_app.models import AgentSession, Compaction, DailyIngest, Message, ModelProfile
 from sessions_app.selectors import usage
 from sessions_app.selectors.dashboard import dashboard_payload, project_dashboard
 from sessions_app.selectors.history import session_history
-from sessions_app.services import agent_sessions, compaction_records, compaction_runs
+from sessions_app.services import agent_sessions, compaction_records, compaction_runs, projects
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 
 pytestmark = pytest.mark.django_db
@@ -43,34 +49,44 @@ def compact(api, session, level="compact") -> dict:
     return response.json()
 
 
-def test_per_day_figures_are_the_rows_summed_by_local_day(team, api_as):
+def received(sessions, since_seq: dict) -> Counter:
+    """(local day, model) → raw tokens of the messages stored since ``since_seq`` (read as they came,
+    before any compaction changes them); moves ``since_seq`` on."""
+    found: Counter = Counter()
+    for session in sessions:
+        for row in Message.objects.filter(session=session, seq__gt=since_seq.get(session.pk, 0)):
+            found[(timezone.localdate(row.received_at), session.model)] += row.tokens
+            since_seq[session.pk] = max(since_seq.get(session.pk, 0), row.seq)
+    return found
+
+
+def test_per_day_figures_are_what_arrived_each_local_day(team, api_as):
     api = api_as(team.bob)
-    busy, other = make(team, "busy", 20), make(team, "other", 6, model="gpt-4o")
+    seen: dict = {}
     three_days_ago = timezone.now() - timedelta(days=3)
-    Message.objects.filter(session=other).update(received_at=three_days_ago)
+    with time_machine.travel(timezone.now() - timedelta(days=30), tick=False):
+        ancient = make(team, "ancient", 1)  # outside the 14 days
+    with time_machine.travel(three_days_ago, tick=False):
+        other = make(team, "other", 6, model="gpt-4o")
+    busy = make(team, "busy", 20)
+    expected_in = received([ancient, other, busy], seen)
     kept = compact(api, busy)
     Compaction.objects.filter(pk=kept["id"]).update(finished_at=three_days_ago)
     append(busy, agent_rounds(6, start=20, seed=9, output_lines=60))
+    expected_in += received([busy], seen)
     undone = compact(api, busy)
     assert api.post(f"/api/v1/compactions/{undone['id']}/revert/").status_code == 200
-    old = Message.objects.create(
-        session=other, seq=999, role="user", content="ancient", tokens=50, created_at=timezone.now()
-    )
-    Message.objects.filter(pk=old.pk).update(received_at=timezone.now() - timedelta(days=30))
 
     board = project_dashboard(project=team.project, days=14)
-    expected_in: Counter = Counter()
-    for row in Message.objects.filter(session__project=team.project).select_related("session"):
-        day = timezone.localdate(row.received_at)
-        expected_in[(day, row.session.model)] += row.tokens
     ingested: Counter = Counter()
     for (day, model), raw in expected_in.items():
         ingested[day] += calibrate(raw, usage.model_info(model).calibration)
     assert len(board.days) == 14 and board.days[-1].day == timezone.localdate()
     assert [d.day for d in board.days] == sorted({d.day for d in board.days})
-    for day in board.days:
+    for day in board.days:  # as received: the compactions since took nothing back
         assert day.ingested == ingested.get(day.day, 0), day
-    # The thirty-day-old message is outside the window; nothing else is.
+    assert {d.day for d in board.days if d.ingested} == {timezone.localdate(three_days_ago), timezone.localdate()}
+    # The thirty-day-old messages are outside the window; nothing else is.
     assert sum(d.ingested for d in board.days) == sum(v for k, v in ingested.items() if k >= board.since)
     record = Compaction.objects.get(pk=kept["id"])
     saved = {d.day: d.saved for d in board.days}
@@ -198,3 +214,44 @@ def test_api_answers_the_page_numbers_to_members_only(team, api_as, client):
     assert listed == drawn
     for level, n in expected["levels"].items():
         assert re.search(rf'<li data-level="{level}">.*?<strong class="count">{n}</strong>', html)
+
+
+@hsettings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=6), resend=st.integers(0, 3))
+def test_the_daily_figures_are_the_messages_stored_however_they_were_batched_or_resent(team, sizes, resend):
+    project = projects.project_create(user=team.alice.user, name="batched")
+    session = agent_sessions.session_create(user=team.alice.user, project=project, name="s", auto_compact=False)
+    turns = [{**m, "client_id": f"c{i}"} for i, m in enumerate(agent_rounds(10, seed=sum(sizes)))]
+    start = 0
+    for size in sizes:
+        batch = turns[start : start + size]
+        if not batch:
+            break
+        append(session, batch)
+        append(session, batch[:resend])  # an agent's retry: stored once, counted once
+        start += size
+    stored = Message.objects.filter(session=session).aggregate(tokens=Sum("tokens"), n=Count("pk"))
+    figures = DailyIngest.objects.filter(project=project).aggregate(tokens=Sum("tokens"), n=Sum("messages"))
+    assert (figures["tokens"], figures["n"]) == (stored["tokens"], stored["n"])
+    assert set(DailyIngest.objects.filter(project=project).values_list("day", "model")) == {
+        (timezone.localdate(), session.model)
+    }
+
+
+def test_the_migration_fills_the_daily_figures_from_the_messages_already_stored(team, session_of):
+    from django.apps import apps
+
+    backfill = importlib.import_module("sessions_app.migrations.0016_daily_ingest").backfill
+    first, second = session_of(name="a"), session_of(name="b", model="gpt-4o")
+    yesterday = timezone.now() - timedelta(days=1)
+    for seq, (session, tokens) in enumerate([(first, 5), (first, 7), (second, 11)], start=1):
+        Message.objects.create(session=session, seq=seq, role="user", content="x", tokens=tokens, created_at=yesterday)
+    Message.objects.filter(session=first, seq=1).update(received_at=yesterday)
+    DailyIngest.objects.all().delete()
+    backfill(apps, None)  # it uses no schema editor
+    rows = set(DailyIngest.objects.filter(project=team.project).values_list("day", "model", "tokens", "messages"))
+    assert rows == {
+        (timezone.localdate(yesterday), first.model, 5, 1),
+        (timezone.localdate(), first.model, 7, 1),
+        (timezone.localdate(), "gpt-4o", 11, 1),
+    }
