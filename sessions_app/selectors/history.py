@@ -94,13 +94,19 @@ class _Stored:
 def _stored(session_ids: list[int]) -> dict[int, _Stored]:
     found = {pk: _Stored() for pk in session_ids}
     messages = Message.objects.filter(session_id__in=session_ids).order_by("session_id", "seq")
-    for sid, seq, role, tokens, at in messages.values_list("session_id", "seq", "role", "tokens", "received_at"):
-        found[sid].messages.append((seq, role, tokens, at))
-    backups = MessageBackup.objects.filter(compaction__session_id__in=session_ids)
-    for sid, cid, seq, tokens in backups.values_list(
-        "compaction__session_id", "compaction_id", "message__seq", "tokens"
+    seq_of: dict[int, int] = {}
+    for pk, sid, seq, role, tokens, at in messages.values_list(
+        "pk", "session_id", "seq", "role", "tokens", "received_at"
     ):
-        found[sid].backups.setdefault(cid, {})[seq] = tokens
+        found[sid].messages.append((seq, role, tokens, at))
+        seq_of[pk] = seq
+    # The backups' seqs from the messages just read: joining the messages again made PostgreSQL scan
+    # every message of every session (a hash join) at a million messages.
+    backups = MessageBackup.objects.filter(compaction__session_id__in=session_ids)
+    for sid, cid, message_id, tokens in backups.values_list(
+        "compaction__session_id", "compaction_id", "message_id", "tokens"
+    ):
+        found[sid].backups.setdefault(cid, {})[seq_of[message_id]] = tokens
     compactions = Compaction.objects.filter(
         session_id__in=session_ids, status__in=[CompactionStatus.SUCCEEDED, CompactionStatus.REVERTED]
     ).order_by("pk")
