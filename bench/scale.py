@@ -22,6 +22,7 @@ import io
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -254,9 +255,8 @@ def explain(web_paths: list[str], api_paths: list[str], key: str, cookie_user: A
             with connection.cursor() as cursor:
                 cursor.execute("EXPLAIN " + sql)
                 plan = "\n".join(row[0] for row in cursor.fetchall())
-            for table in BIG_TABLES:
-                if f"Seq Scan on {table}" in plan:
-                    found.append(f"{path}: Seq Scan on {table}: {sql[:160]}")
+            for table in sorted(set(re.findall(r"Seq Scan on (\w+)", plan)) & set(BIG_TABLES)):
+                found.append(f"{path}: Seq Scan on {table}: {' '.join(sql.split())[:160]}")
     return found
 
 

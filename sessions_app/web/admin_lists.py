@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import EmptyResultSet
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Q, QuerySet
@@ -39,7 +40,10 @@ class EstimatedCountPaginator(Paginator):
 
 
 def _planned_rows(rows: QuerySet[Any]) -> int:
-    sql, params = rows.order_by().query.sql_with_params()
+    try:
+        sql, params = rows.order_by().query.sql_with_params()
+    except EmptyResultSet:  # a filter that can match nothing (``.none()``, ``IN ()``): no query to plan
+        return 0
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
         plan = cursor.fetchone()[0]
