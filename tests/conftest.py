@@ -224,6 +224,16 @@ class Api:
 
 
 @pytest.fixture
+def staff(client):
+    """Django's test client signed in as a superuser (Django admin's pages)."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_superuser("root", "root@example.invalid", "root-pass-123")
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
 def api_as(client):
     def make(persona: Persona | None) -> Api:
         return Api(client, persona)

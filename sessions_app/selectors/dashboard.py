@@ -93,11 +93,10 @@ def project_dashboard(*, project: Project, days: int = 14, now: datetime | None 
     today = timezone.localdate(now)
     since = today - timedelta(days=days - 1)
     start = timezone.make_aware(datetime.combine(since, datetime.min.time()))
-    sessions = list(
-        AgentSession.objects.filter(project=project)
-        .select_related("project", "project__policy")
-        .defer("tools", "system_prompt", "metadata")
-    )
+    sessions = list(AgentSession.objects.filter(project=project).defer("tools", "system_prompt", "metadata"))
+    for session in sessions:
+        # One project (and policy) object for all of them, not a copy per row from a join.
+        session.project = project
     active = [s for s in sessions if s.status == SessionStatus.ACTIVE]
     policy = project_policy(project).to_engine()  # once, not once per session
     uses = [_use(s, policy) for s in active]

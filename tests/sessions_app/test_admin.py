@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 
 from compaction.policy import PRESETS
 from sessions_app.models import ApiKey, CompactionPolicy
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff(client):
-    user = get_user_model().objects.create_superuser("root", "root@example.invalid", "root-pass-123")
-    client.force_login(user)
-    return client
 
 
 def test_policy_validation_reports_each_field(team):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -17,13 +16,6 @@ from sessions_app.services import agent_sessions, ingest, projects
 from sessions_app.web import admin_lists
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff(client):
-    user = get_user_model().objects.create_superuser("root", "root@example.invalid", "root-pass-123")
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
