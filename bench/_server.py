@@ -34,7 +34,8 @@ def gunicorn_on_postgres(db: str, *, workers: int = 4, extra_env: dict[str, str]
     _psql(f"CREATE DATABASE {db}", pg)
     env = {
         **os.environ,
-        "DATABASE_URL": f"{pg}/{db}",
+        # BENCH_APP_PG: where the app connects, when that is not the server itself (a pgbouncer in front).
+        "DATABASE_URL": f"{os.environ.get('BENCH_APP_PG', pg)}/{db}",
         "DEBUG": "0",
         "LOG_LEVEL": "WARNING",
         "SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
