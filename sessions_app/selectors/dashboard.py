@@ -5,6 +5,7 @@ sessions the project holds; nothing is re-tokenized."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -215,9 +216,11 @@ def _sent_key(session: AgentSession) -> str:
     # its message and summary totals; a new calibration, the factor).
     factor = model_info(session.model).calibration
     # (created_at: a database rebuilt with the same ids never reads another's figures.)
+    # (The model's name is the agent's text: hashed, so a key holds no spaces or control characters.)
+    model = hashlib.sha256(session.model.encode()).hexdigest()[:16]
     return (
         f"ctxweb:sent:{session.pk}:{session.created_at.timestamp()}:{session.last_seq}:{session.message_tokens}:"
-        f"{session.summary_tokens}:{session.system_tokens}:{session.tool_tokens}:{session.model}:{factor}"
+        f"{session.summary_tokens}:{session.system_tokens}:{session.tool_tokens}:{model}:{factor}"
     )
 
 
