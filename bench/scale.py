@@ -56,7 +56,7 @@ class Web(Client):
 
 def setup_django(env: dict[str, str]) -> None:
     names = ("DATABASE_URL", "SECRET_KEY", "DEBUG", "REDIS_URL", "CELERY_TASK_ALWAYS_EAGER")
-    os.environ.update({k: env[k] for k in names})
+    os.environ.update({k: env[k] for k in names if k in env})
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
     import django
 
