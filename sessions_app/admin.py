@@ -31,8 +31,7 @@ from sessions_app.models import (
     WebhookDelivery,
     WebhookEvent,
 )
-from sessions_app.selectors import usage
-from sessions_app.services import keys, projects, webhooks
+from sessions_app.services import keys, projects, webhook_events, webhooks
 from sessions_app.web.admin_lists import BigTableAdmin, EstimatedCountPaginator, RoleListFilter
 from sessions_app.web.forms import PolicyForm, ProjectForm
 
@@ -106,18 +105,19 @@ class ModelProfileAdmin(admin.ModelAdmin):
     search_fields = ["name"]
 
     # Lookups keep the rows for a few seconds per process (``usage.model_info``): this process sees an
-    # edit as soon as it is committed, the others within that time.
+    # edit as soon as it is committed, the others within that time; the sessions' stored levels
+    # follow once a worker has worked them out again.
     def save_model(self, request: HttpRequest, obj: ModelProfile, form, change: bool) -> None:
         super().save_model(request, obj, form, change)
-        transaction.on_commit(usage.forget_model_profiles)
+        transaction.on_commit(tasks.after_model_profile_change)
 
     def delete_model(self, request: HttpRequest, obj: ModelProfile) -> None:
         super().delete_model(request, obj)
-        transaction.on_commit(usage.forget_model_profiles)
+        transaction.on_commit(tasks.after_model_profile_change)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ModelProfile]) -> None:
         super().delete_queryset(request, queryset)
-        transaction.on_commit(usage.forget_model_profiles)
+        transaction.on_commit(tasks.after_model_profile_change)
 
 
 def _preset_action(name: str) -> Callable[[admin.ModelAdmin, HttpRequest, QuerySet[CompactionPolicy]], None]:
@@ -238,10 +238,16 @@ class AgentSessionAdmin(admin.ModelAdmin):
         "exact_upto_seq",
         "exact_cached",
         "exact_counted_at",
+        "level",
+        "usage_percent",
         "rejected_count",
         "rejected_reason",
     ]
     inlines = [IngestRejectionInline]
+
+    def save_model(self, request: HttpRequest, obj: AgentSession, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        webhook_events.session_level_note(obj)  # its model, window or project may have changed
 
 
 @admin.register(Message)

@@ -19,6 +19,7 @@ from django.db import DatabaseError, transaction
 
 from compaction.errors import EngineError, ProviderError
 from sessions_app.models import AgentSession, Project
+from sessions_app.selectors import usage
 from sessions_app.services import auto, compaction_records, compaction_runs, counting, retention, webhook_delivery
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,25 @@ def expire_compaction_backups() -> dict[str, Any]:
 def prune() -> dict[str, Any]:
     """Daily: archive inactive sessions, purge expired backups, trim context documents."""
     return retention.prune_run()
+
+
+@shared_task(ignore_result=True)
+def relevel_sessions() -> int:
+    """Every ten minutes, and after a model profile's edit: every session's stored level and usage
+    worked out again (``services.auto.sessions_relevel``); how many moved."""
+    result = auto.sessions_relevel()
+    with transaction.atomic():  # the sends go out once this commits, as after any other step
+        for compaction_id in result.queued:
+            compaction_send(compaction_id)
+        webhooks_send()
+    return result.moved
+
+
+def after_model_profile_change() -> None:
+    """The step after a model profile was added, edited or deleted: this process reads the profiles
+    afresh, and the sessions' stored levels follow the new window or calibration (a worker's job)."""
+    usage.forget_model_profiles()
+    send(relevel_sessions)
 
 
 @shared_task(ignore_result=True)

@@ -50,9 +50,13 @@ class AgentSession(models.Model):
 
     compaction_failures = models.PositiveIntegerField(default=0)
     auto_paused = models.BooleanField(default=False)
-    # The level last seen (webhooks' "level changed" compares against it); empty until the first change
-    # of totals is seen, so sessions from before it existed don't all announce a change at once.
+    # The session's level and how full it is, from the totals above, stored so that lists, the level
+    # filter and the dashboard read them in SQL. Every change of totals, model, window or policy moves
+    # them (services.webhook_events.session_level_note); a model profile's edit reaches the sessions
+    # of that model through the relevel job. Empty/None: not worked out yet (sessions from before the
+    # columns came); readers work those out from the totals.
     level = models.CharField(max_length=10, blank=True, default="")
+    usage_percent = models.FloatField(null=True, blank=True)
     # Lines or messages of a recorded transcript that could not be stored (IngestRejection has each).
     rejected_count = models.PositiveIntegerField(default=0)
     rejected_reason = models.CharField(max_length=500, blank=True, help_text="Why the latest one was skipped.")

@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -94,26 +94,45 @@ def project_dashboard(*, project: Project, days: int = 14, now: datetime | None 
     today = timezone.localdate(now)
     since = today - timedelta(days=days - 1)
     start = timezone.make_aware(datetime.combine(since, datetime.min.time()))
-    sessions = list(AgentSession.objects.filter(project=project).defer("tools", "system_prompt", "metadata"))
-    for session in sessions:
-        # One project (and policy) object for all of them, not a copy per row from a join.
-        session.project = project
-    active = [s for s in sessions if s.status == SessionStatus.ACTIVE]
     policy = project_policy(project).to_engine()  # once, not once per session
-    uses = [_use(s, policy) for s in active]
-    levels = {level: 0 for level in LEVELS}
-    for use in uses:
-        levels[use.level] += 1
-    closest = sorted((u for u in uses if u.used), key=lambda u: (-u.usage_percent, u.session.pk))[:CLOSEST]
+    active = AgentSession.objects.filter(project=project, status=SessionStatus.ACTIVE)
+    levels, closest = _levels(project, active, policy)
     return ProjectDashboard(
         levels=levels,
         closest=closest,
         days=_days(project, since, today, start),
         compactions=_compactions(project, start),
         trouble=_trouble(project),
-        cost=_cost(sessions),
+        cost=_cost(project),
         since=since,
     )
+
+
+def _levels(
+    project: Project, active: QuerySet[AgentSession], policy: Policy
+) -> tuple[dict[str, int], list[SessionUse]]:
+    """Active sessions by level and the closest to their window, from the stored level and usage (a
+    count and a top-five in SQL); a session without them yet is worked out from its totals."""
+    levels = {level: 0 for level in LEVELS}
+    known = active.exclude(level="").exclude(usage_percent__isnull=True)
+    for level, n in known.values_list("level").annotate(n=Count("pk")).values_list("level", "n"):
+        levels[level] = levels.get(level, 0) + n
+    rows = _with_project(known.filter(usage_percent__gt=0).order_by("-usage_percent", "pk")[:CLOSEST], project)
+    candidates = [_use(s, policy) for s in rows]
+    for session in _with_project(active.filter(Q(level="") | Q(usage_percent__isnull=True)), project):
+        use = _use(session, policy)
+        levels[use.level] += 1
+        candidates.append(use)
+    closest = sorted((u for u in candidates if u.used), key=lambda u: (-u.usage_percent, u.session.pk))[:CLOSEST]
+    return levels, closest
+
+
+def _with_project(sessions: QuerySet[AgentSession], project: Project) -> list[AgentSession]:
+    found = list(sessions.defer("tools", "system_prompt", "metadata"))
+    for session in found:
+        # One project (and policy) object for all of them, not a copy per row from a join.
+        session.project = project
+    return found
 
 
 def _use(session: AgentSession, policy: Policy) -> SessionUse:
@@ -185,43 +204,58 @@ def _trouble(project: Project) -> list[Trouble]:
     ]
 
 
-def _cost(sessions: list[AgentSession]) -> Cost:
+# What a session's cached ``context_sent`` is keyed by: whatever changes its history changes one of
+# these (a compaction or revert changes its message and summary totals; a new calibration, the factor).
+_SENT_KEY_FIELDS = ("pk", "created_at", "last_seq", "message_tokens", "summary_tokens", "system_tokens", "tool_tokens")
+
+
+def _cost(project: Project) -> Cost:
     """``context_sent`` of every session (the input tokens its model calls carried) at its model's
     input price. A session's figure is cached until it changes (a message, a compaction, a revert),
-    so a dashboard reads only the sessions that moved since it was last drawn."""
+    so a dashboard reads only the sessions that moved since it was last drawn; the others are a
+    narrow row each (no session object) and a key in the cache."""
     prices = dict(
         ModelProfile.objects.filter(input_price_per_mtok__isnull=False).values_list("name", "input_price_per_mtok")
     )
-    keys = {s.pk: _sent_key(s) for s in sessions}
+    rows = list(AgentSession.objects.filter(project=project).values_list(*_SENT_KEY_FIELDS, "model"))
+    models = {model: _ModelKey.of(model) for *_fields, model in rows}
+    keys = {row[0]: _sent_key(row[:-1], models[row[-1]]) for row in rows}
     known: dict[str, int] = cache.get_many(list(keys.values()))
-    missing = [s for s in sessions if keys[s.pk] not in known]
-    fresh = context_sent_by_session(missing) if missing else {}
-    cache.set_many({keys[pk]: sent for pk, sent in fresh.items()}, _SENT_CACHE_SECONDS)
+    missing = [pk for pk, key in keys.items() if key not in known]
+    fresh: dict[int, int] = {}
+    if missing:
+        fresh = context_sent_by_session(_with_project(AgentSession.objects.filter(pk__in=missing), project))
+        cache.set_many({keys[pk]: sent for pk, sent in fresh.items()}, _SENT_CACHE_SECONDS)
     dollars, priced, priced_n, unpriced, unpriced_n = Decimal(0), 0, 0, 0, 0
     unpriced_models: set[str] = set()
-    for session in sessions:
-        sent = fresh[session.pk] if session.pk in fresh else known[keys[session.pk]]
-        price = prices.get(model_info(session.model).name)
+    for pk, *_fields, model in rows:
+        sent = fresh[pk] if pk in fresh else known[keys[pk]]
+        price = prices.get(models[model].profile)
         if price is None:
             unpriced, unpriced_n = unpriced + sent, unpriced_n + 1
-            unpriced_models.add(session.model)
+            unpriced_models.add(model)
         else:
             dollars += Decimal(sent) * price / Decimal(1_000_000)
             priced, priced_n = priced + sent, priced_n + 1
     return Cost(dollars.quantize(Decimal("0.01")), priced, priced_n, unpriced, unpriced_n, sorted(unpriced_models))
 
 
-def _sent_key(session: AgentSession) -> str:
-    # Whatever changes the session's history changes one of these (a compaction or revert changes
-    # its message and summary totals; a new calibration, the factor).
-    factor = model_info(session.model).calibration
+@dataclass(frozen=True)
+class _ModelKey:
+    profile: str  # the profile (or catalogue entry) its price is on
+    factor: float
+    digest: str  # the name is the agent's text: hashed, so a key holds no spaces or control characters
+
+    @classmethod
+    def of(cls, model: str) -> _ModelKey:
+        info = model_info(model)
+        return cls(info.name, info.calibration, hashlib.sha256(model.encode()).hexdigest()[:16])
+
+
+def _sent_key(row: tuple[Any, ...], model: _ModelKey) -> str:
+    pk, created_at, *totals = row
     # (created_at: a database rebuilt with the same ids never reads another's figures.)
-    # (The model's name is the agent's text: hashed, so a key holds no spaces or control characters.)
-    model = hashlib.sha256(session.model.encode()).hexdigest()[:16]
-    return (
-        f"ctxweb:sent:{session.pk}:{session.created_at.timestamp()}:{session.last_seq}:{session.message_tokens}:"
-        f"{session.summary_tokens}:{session.system_tokens}:{session.tool_tokens}:{model}:{factor}"
-    )
+    return f"ctxweb:sent:{pk}:{created_at.timestamp()}:{':'.join(map(str, totals))}:{model.digest}:{model.factor}"
 
 
 def dashboard_payload(board: ProjectDashboard) -> dict[str, Any]:

@@ -33,8 +33,8 @@ def gauges() -> Gauges:
     by_level: Counter[str] = Counter(
         dict(active.exclude(level="").values_list("level").annotate(n=Count("pk")).values_list("level", "n"))
     )
-    # A session not appended to since the level column came (migration 0014) has none stored yet:
-    # worked out from its totals, which reads no message.
+    # A session from before the level column came (migration 0014) has none stored until the relevel
+    # job reaches it: worked out from its totals, which reads no message.
     unknown = active.filter(level="").select_related("project", "project__policy")
     for session in unknown.defer("tools", "system_prompt", "metadata").iterator(chunk_size=500):
         by_level[session_usage(session).level.value] += 1

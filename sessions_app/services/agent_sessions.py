@@ -14,6 +14,8 @@ from sessions_app.models import (
     AgentSession,
     Project,
 )
+from sessions_app.selectors import usage
+from sessions_app.services.webhook_events import session_level_note
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -115,6 +117,8 @@ def session_create(
         system_tokens=tokenizer.count_system(system_prompt),
         tool_tokens=tokenizer.count_tools(tools),
     )
+    current = usage.session_usage(session)  # stored from the start: lists filter on it
+    session.level, session.usage_percent = current.level.value, current.usage_percent
     try:
         with transaction.atomic():
             session.save()
@@ -154,6 +158,7 @@ def session_update(*, session: AgentSession, **changes: Any) -> AgentSession:
             locked.exact_tokens = None  # the exact count described another request
             fields.append("exact_tokens")
         locked.save(update_fields=[*fields, "updated_at"])
+        session_level_note(locked)  # a model, a window, a prompt or tools move its usage
     return locked
 
 

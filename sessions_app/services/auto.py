@@ -1,6 +1,7 @@
 """What an append sets off: a compaction when the session crossed its policy's thresholds, an exact
 count when an Anthropic key is configured. And what a policy change sets off: the same decision,
-for every active session of the project (``project_reevaluate``).
+for every active session of the project (``project_reevaluate``); what a model profile's edit sets
+off, for every session of any project (``sessions_relevel``).
 
 Not part of the append itself: the caller runs it as its own step once the messages are stored
 (``tasks.after_append``), so the append service knows nothing of workers. The work is recorded here
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 
 from compaction.types import Level
 from sessions_app.models import (
@@ -98,14 +100,38 @@ def auto_queue(session: AgentSession) -> Compaction | None:
 
 
 def project_reevaluate(project: Project) -> list[int]:
-    """After the project's policy changed: each of its active sessions that the new numbers put over a
+    """After the project's policy changed: each of its sessions gets its level and usage stored anew
+    (closed ones too: lists filter on them), and each active one that the new numbers put over a
     threshold gets a queued compaction, decided as after an append (``auto_queue``), without waiting
     for its next message. The queued compactions' ids, for the caller to send."""
-    sessions = AgentSession.objects.filter(project=project, status=SessionStatus.ACTIVE)
-    queued = []
-    for session in sessions.select_related("project", "project__policy").order_by("pk"):
+    return sessions_relevel(AgentSession.objects.filter(project=project), decide_all=True).queued
+
+
+@dataclass(frozen=True)
+class Relevel:
+    moved: int  # sessions whose stored level or usage changed
+    queued: list[int]  # compactions queued for them, for the caller to send
+
+
+def sessions_relevel(sessions: QuerySet[AgentSession] | None = None, *, decide_all: bool = False) -> Relevel:
+    """Stores the level and usage of ``sessions`` (default: all) anew from their totals: for what
+    changes figures without touching a session's row (a model profile's window or calibration, a
+    policy) and for sessions whose figures were never worked out (from before the columns came).
+    A level that moved is announced as after an append, and an active session whose level moved (any
+    active session, with ``decide_all``) is decided as after an append: a compaction is queued when it
+    is over a threshold. Read in batches; each session's write is its own conditional UPDATE."""
+    usage.forget_model_profiles()  # this process may still hold the profiles from before an edit
+    rows = (sessions if sessions is not None else AgentSession.objects.all()).select_related(
+        "project", "project__policy"
+    )
+    moved, queued = 0, []
+    for session in rows.defer("tools", "system_prompt", "metadata").order_by("pk").iterator(chunk_size=500):
+        before = (session.level, session.usage_percent)
         session_level_note(session)
-        record = auto_queue(session)
-        if record is not None:
-            queued.append(record.pk)
-    return queued
+        changed = (session.level, session.usage_percent) != before
+        moved += changed
+        if session.status == SessionStatus.ACTIVE and (changed or decide_all):
+            record = auto_queue(session)
+            if record is not None:
+                queued.append(record.pk)
+    return Relevel(moved, queued)

@@ -129,12 +129,16 @@ def _store(session: AgentSession, rows: list[Message], now: datetime) -> None:
     session.active_message_count += len(rows)
     session.message_tokens += sum(row.tokens for row in rows)
     session.last_activity_at = now
+    # How full it is now, in the same UPDATE (the level, when it moves, is the next step's: it may
+    # announce the change; ``services.webhook_events.session_level_note``).
+    session.usage_percent = usage.session_usage(session).usage_percent
     session.save(
         update_fields=[
             "last_seq",
             "message_count",
             "active_message_count",
             "message_tokens",
+            "usage_percent",
             "last_activity_at",
             "updated_at",
         ]

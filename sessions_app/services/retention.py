@@ -38,7 +38,7 @@ from sessions_app.models import (
     Project,
     SessionStatus,
 )
-from sessions_app.selectors.usage import project_policy
+from sessions_app.selectors.usage import project_policy, session_usage
 from sessions_app.services.progress import Progress, ticker
 
 ARCHIVABLE_STATES = (*CONTEXT_STATES, MessageState.SUMMARIZED)
@@ -211,7 +211,19 @@ def _archive_session(plan: PrunePlan, item: SessionArchive) -> None:
     session.active_message_count = 0
     session.message_tokens = 0
     session.exact_upto_seq = None
-    session.save(update_fields=["status", "active_message_count", "message_tokens", "exact_upto_seq", "updated_at"])
+    current = session_usage(session)  # what is left: its summary, prompt and tools (no announcement)
+    session.level, session.usage_percent = current.level.value, current.usage_percent
+    session.save(
+        update_fields=[
+            "status",
+            "active_message_count",
+            "message_tokens",
+            "exact_upto_seq",
+            "level",
+            "usage_percent",
+            "updated_at",
+        ]
+    )
     seqs = f"seq {span['first']}–{span['last']}" if archived else "no messages"
     ArchiveEntry.objects.create(
         kind=ArchiveKind.MESSAGES,

@@ -48,19 +48,24 @@ def webhook_event_record(
 
 
 def session_level_note(session: AgentSession) -> bool:
-    """Records ``session.level_changed`` when the session's level (from the totals of the row given)
-    differs from the one last seen; the first time, it only remembers it. The stored level moves by a
-    conditional UPDATE, so concurrent callers announce each change once. True when a webhook is to be
-    told (a delivery was recorded)."""
+    """Stores the session's level and usage (``AgentSession.level``/``usage_percent``) from the totals
+    of the row given, and records ``session.level_changed`` when the level moved (not when it was
+    never worked out before). Every path that changes a session's usage ends here. The UPDATE is
+    conditional on the level and the totals it was worked out from: of concurrent callers, each change
+    is announced once, and figures from totals that have moved since are not written over newer ones
+    (whoever moved them notes them). True when a webhook is to be told (a delivery was recorded)."""
     current = session_usage(session)
-    level = current.level.value
+    level, percent = current.level.value, current.usage_percent
     before = session.level
-    if before == level:
-        return False
+    if before == level and session.usage_percent == percent:
+        return False  # most appends: the append's own UPDATE wrote the figure (``ingest._store``)
     with transaction.atomic():
-        moved = AgentSession.objects.filter(pk=session.pk, level=before).update(level=level)
-        session.level = level
-        if not moved or not before:
+        moved = AgentSession.objects.filter(pk=session.pk, level=before, **usage_inputs(session)).update(
+            level=level, usage_percent=percent
+        )
+        if moved:
+            session.level, session.usage_percent = level, percent
+        if not moved or not before or before == level:
             return False
         recorded = webhook_event_record(
             project=session.project_id,
@@ -75,6 +80,25 @@ def session_level_note(session: AgentSession) -> bool:
             },
         )
         return bool(recorded)
+
+
+def usage_inputs(session: AgentSession) -> dict[str, Any]:
+    """The session's columns its usage is worked out from (with its model's profile and its project's
+    policy), as filter arguments: "still as they were when these figures were worked out"."""
+    return {field: getattr(session, field) for field in USAGE_INPUTS}
+
+
+USAGE_INPUTS = (
+    "model",
+    "context_window_override",
+    "last_seq",
+    "message_tokens",
+    "summary_tokens",
+    "system_tokens",
+    "tool_tokens",
+    "exact_tokens",
+    "exact_upto_seq",
+)
 
 
 def compaction_succeeded(session: AgentSession, record: Compaction) -> None:
@@ -96,20 +120,17 @@ def compaction_succeeded(session: AgentSession, record: Compaction) -> None:
 
 
 def compaction_failed(session: AgentSession, record: Compaction, *, paused_now: bool) -> None:
-    data = {"compaction": record.pk, "level": record.level, "trigger": record.trigger, "error": record.error}
-    webhook_event_record(
-        project=session.project_id,
-        event=WebhookEvent.COMPACTION_FAILED,
-        session=session,
-        data={**data, "failures_in_a_row": session.compaction_failures},
-    )
-    if paused_now:
-        webhook_event_record(
-            project=session.project_id,
-            event=WebhookEvent.SESSION_PAUSED,
-            session=session,
-            data={**data, "failures_in_a_row": session.compaction_failures},
-        )
+    data = {
+        "compaction": record.pk,
+        "level": record.level,
+        "trigger": record.trigger,
+        "error": record.error,
+        "failures_in_a_row": session.compaction_failures,
+    }
+    # Pausing is told as its own event with the same facts, for hooks that only watch pauses.
+    events = [WebhookEvent.COMPACTION_FAILED] + ([WebhookEvent.SESSION_PAUSED] if paused_now else [])
+    for event in events:
+        webhook_event_record(project=session.project_id, event=event, session=session, data=data)
 
 
 def handoff_written(session: AgentSession, document: HandoffDocument) -> None:

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from django.db.models import Q
+
 from compaction.reversible import MARK, result_text
 from compaction.status import Status
 from compaction.tokens import calibrate
@@ -80,12 +82,14 @@ USAGE_FIELDS = (
 )
 
 
-def session_ids_at_level(sessions: QuerySet[AgentSession], *, project: Project, level: str) -> list[int]:
-    """The ids, in the list's order, of the project's sessions at ``level``: only their running totals
-    are read, and the project's policy is built once (not once per session: 481 ms for 2,002)."""
+def sessions_at_level(sessions: QuerySet[AgentSession], *, project: Project, level: str) -> QuerySet[AgentSession]:
+    """The list's sessions at ``level``, by the stored level (SQL, paged like any list). Those without
+    one yet (from before it was stored, until the relevel job reaches them) are worked out from their
+    totals, with the project's policy built once."""
     policy = usage.project_policy(project).to_engine()
-    totals = sessions.select_related(None).only(*USAGE_FIELDS)
-    return [s.pk for s in totals if usage.session_usage(s, policy=policy).level.value == level]
+    unknown = sessions.filter(level="").select_related(None).only(*USAGE_FIELDS)
+    found = [s.pk for s in unknown if usage.session_usage(s, policy=policy).level.value == level]
+    return sessions.filter(Q(level=level) | Q(pk__in=found)) if found else sessions.filter(level=level)
 
 
 def session_rows(sessions: Iterable[AgentSession]) -> list[dict[str, Any]]:

@@ -65,18 +65,11 @@ def project_detail(request: AuthenticatedHttpRequest, project_id: int) -> HttpRe
         model=values.get("model") or None,
     ).defer(*pages.LIST_DEFERRED)
     if values.get("level"):
-        # The level is derived from each session's cached totals: find the ids at that level, page
-        # them, then read the page's sessions whole.
-        ids = pages.session_ids_at_level(sessions, project=project, level=values["level"])
-        by_id: Paginator[Any] = Paginator(ids, SESSIONS_PER_PAGE)
-        page = by_id.get_page(request.GET.get("page"))
-        found = sessions.in_bulk(list(page.object_list))
-        page.object_list = pages.session_rows(found[pk] for pk in page.object_list)
-    else:
-        # The sessions are paged, then their rows take their place on the page.
-        paginator: Paginator[Any] = Paginator(sessions, SESSIONS_PER_PAGE)
-        page = paginator.get_page(request.GET.get("page"))
-        page.object_list = pages.session_rows(page.object_list)
+        sessions = pages.sessions_at_level(sessions, project=project, level=values["level"])
+    # The sessions are paged, then their rows take their place on the page.
+    paginator: Paginator[Any] = Paginator(sessions, SESSIONS_PER_PAGE)
+    page = paginator.get_page(request.GET.get("page"))
+    page.object_list = pages.session_rows(page.object_list)
     query = request.GET.copy()
     query.pop("page", None)
     return render(

@@ -276,6 +276,12 @@ class World:
         status = self.read(self.api, f"{s}/status/").json()
         parts = ("system_prompt", "tool_definitions", "messages", "summary")
         assert status["used"] == sum(status[p] for p in parts), status
+        from sessions_app.models import AgentSession
+
+        # The stored level and usage (what lists, the level filter and the dashboard read in SQL)
+        # are STATUS's after every accepted write.
+        stored = AgentSession.objects.values("level", "usage_percent").get(pk=session_id)
+        assert stored == {"level": status["level"], "usage_percent": status["usage_percent"]}, (stored, status)
         session = self.read(self.api, f"{s}/").json()
         self.read(self.api, f"{s}/compactions/")
         self.read(self.html, f"/projects/{session['project']}/")

@@ -258,13 +258,17 @@ def test_the_migration_fills_the_daily_figures_from_the_messages_already_stored(
 
 
 def test_the_cost_cache_key_holds_no_text_of_the_agents_own(team):
-    from sessions_app.selectors.dashboard import _sent_key
+    from sessions_app.selectors.dashboard import _SENT_KEY_FIELDS, _ModelKey, _sent_key
+
+    def key_of(session: AgentSession) -> str:
+        row = AgentSession.objects.filter(pk=session.pk).values_list(*_SENT_KEY_FIELDS).get()
+        return _sent_key(row, _ModelKey.of(session.model))
 
     odd = agent_sessions.session_create(
         user=team.alice.user, project=team.project, name="s", model="my model\x1b[31m é"
     )
-    key = _sent_key(odd)
+    key = key_of(odd)
     assert all(33 <= ord(c) < 127 for c in key), key  # memcached's rule: no spaces, no control characters
     renamed = AgentSession.objects.get(pk=odd.pk)
     renamed.model = "my model"
-    assert _sent_key(renamed) != key  # another model, another figure
+    assert key_of(renamed) != key  # another model, another figure

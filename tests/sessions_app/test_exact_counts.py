@@ -56,6 +56,8 @@ def test_exact_count_is_stored_marked_and_calibrates_the_model(fake, session_of)
     status = usage.session_status(session)
     assert status["token_source"] == "exact"
     assert status["used"] == expected
+    # The stored level and usage follow the exact figure (lists and the dashboard read them).
+    assert (session.level, session.usage_percent) == (status["level"], status["usage_percent"])
     profile = ModelProfile.objects.get(name="claude-sonnet-4-5")
     raw = session.system_tokens + session.message_tokens + 3
     assert profile.calibration_samples == 1

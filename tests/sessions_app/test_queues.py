@@ -15,6 +15,7 @@ KINDS = {
     tasks.requeue_stale_compactions: "maintenance",
     tasks.expire_compaction_backups: "maintenance",
     tasks.prune: "maintenance",
+    tasks.relevel_sessions: "maintenance",
     tasks.send_due_webhooks: "maintenance",
     tasks.deliver_webhook: "maintenance",
 }
