@@ -119,7 +119,7 @@ def sessions_relevel(sessions: QuerySet[AgentSession] | None = None, *, decide_a
     policy) and for sessions whose figures were never worked out (from before the columns came).
     A level that moved is announced as after an append, and an active session whose level moved (any
     active session, with ``decide_all``) is decided as after an append: a compaction is queued when it
-    is over a threshold. Read in batches; each session's write is its own conditional UPDATE."""
+    is over a threshold. A level stored for the first time is neither announced nor decided on. Read in batches; each session's write is its own conditional UPDATE."""
     usage.forget_model_profiles()  # this process may still hold the profiles from before an edit
     rows = (sessions if sessions is not None else AgentSession.objects.all()).select_related(
         "project", "project__policy"
@@ -128,9 +128,11 @@ def sessions_relevel(sessions: QuerySet[AgentSession] | None = None, *, decide_a
     for session in rows.defer("tools", "system_prompt", "metadata").order_by("pk").iterator(chunk_size=500):
         before = (session.level, session.usage_percent)
         session_level_note(session)
-        changed = (session.level, session.usage_percent) != before
-        moved += changed
-        if session.status == SessionStatus.ACTIVE and (changed or decide_all):
+        moved += (session.level, session.usage_percent) != before
+        # A level worked out for the first time is no move: no decision is taken on it (as the
+        # announcement isn't made), or an upgrade would compact every old session at once.
+        level_moved = bool(before[0]) and session.level != before[0]
+        if session.status == SessionStatus.ACTIVE and (level_moved or decide_all):
             record = auto_queue(session)
             if record is not None:
                 queued.append(record.pk)

@@ -165,3 +165,20 @@ def test_a_model_profile_edit_in_admin_moves_the_stored_levels(team, staff):
     assert response.status_code == 302, response.content[:2000]
     assert stored(session) == live(session) != before
     assert before[0] == "ok" and stored(session)[0] != "ok"
+
+
+def test_relevel_decides_on_levels_that_moved_not_on_levels_seen_for_the_first_time(team):
+    session = make(team, "s", 10, 20_000)
+    agent_sessions.session_update(session=session, context_window_override=None, auto_compact=True)
+    assert stored(session)[0] == "ok"
+    ModelProfile.objects.filter(name="claude-sonnet-4-5").update(context_window=9_000)
+    forget(session)
+    first = auto.sessions_relevel()  # an upgrade: its level is worked out, nothing is decided on it
+    assert (first.moved, first.queued) == (1, [])
+    assert stored(session)[0] in ("compact", "summarize", "handoff")
+    ModelProfile.objects.filter(name="claude-sonnet-4-5").update(context_window=200_000)
+    auto.sessions_relevel()
+    ModelProfile.objects.filter(name="claude-sonnet-4-5").update(context_window=9_000)
+    moved = auto.sessions_relevel()  # a profile's edit moved it from ok: decided as after an append
+    assert moved.moved == 1 and len(moved.queued) == 1
+    assert Compaction.objects.get(pk=moved.queued[0]).session_id == session.pk
