@@ -75,8 +75,9 @@ def gunicorn_on_postgres(db: str, *, workers: int = 4, extra_env: dict[str, str]
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-        with suppress(subprocess.CalledProcessError):  # the server is gone already (a fault scenario stopped it)
-            _psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)", pg)
+        if not os.environ.get("BENCH_KEEP_DB"):  # set: left for a look afterwards (EXPLAIN, a profiler)
+            with suppress(subprocess.CalledProcessError):  # the server is gone already (a fault scenario stopped it)
+                _psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)", pg)
 
 
 def make_key(env: dict[str, str], username: str = "bench") -> str:

@@ -127,7 +127,8 @@ def copy_messages(session_sizes: list[tuple[int, int, int]], rng: random.Random,
         cursor.execute(
             """UPDATE sessions_app_agentsession s
                   SET last_seq = m.last, message_count = m.n, active_message_count = m.n,
-                      message_tokens = m.tokens, last_activity_at = m.at
+                      message_tokens = m.tokens, last_activity_at = m.at,
+                      level = '', usage_percent = NULL  -- as loaded by an older version: relevel works them out
                  FROM (SELECT session_id, max(seq) AS last, count(*) AS n, sum(tokens) AS tokens,
                               max(created_at) AS at
                          FROM sessions_app_message WHERE session_id = ANY(%s) GROUP BY 1) m

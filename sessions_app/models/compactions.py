@@ -68,6 +68,8 @@ class Compaction(models.Model):
                 name="compaction_pending",
                 condition=Q(status__in=["queued", "running"]),
             ),
+            # The dashboard's "what failed": a few rows, not a probe of every session's newest compaction.
+            models.Index(fields=["session"], name="compaction_failed", condition=Q(status="failed")),
         ]
 
     def __str__(self) -> str:

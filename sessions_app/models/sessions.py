@@ -72,7 +72,12 @@ class AgentSession(models.Model):
                 fields=["project", "external_id"], condition=~Q(external_id=""), name="session_external_id_unique"
             )
         ]
-        indexes = [models.Index(fields=["project", "status", "-last_activity_at"], name="session_project_status")]
+        indexes = [
+            models.Index(fields=["project", "status", "-last_activity_at"], name="session_project_status"),
+            # The level filter and the dashboard's counts and closest five, without a pass over the project.
+            models.Index(fields=["project", "status", "level"], name="session_project_level"),
+            models.Index(fields=["project", "status", "-usage_percent"], name="session_project_usage"),
+        ]
 
     def __str__(self) -> str:
         return self.name or self.external_id or f"session {self.pk}"

@@ -5,7 +5,6 @@ sessions the project holds; nothing is re-tokenized."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -179,8 +178,12 @@ def _compactions(project: Project, start: datetime) -> dict[str, dict[str, int]]
 
 def _trouble(project: Project) -> list[Trouble]:
     newest = Compaction.objects.filter(session=OuterRef("pk")).order_by("-pk")
+    # Only sessions paused or with a failed compaction at all can be in trouble: the newest compaction
+    # is then looked up for those few (the partial index ``compaction_failed``), not for every session.
+    failed = Compaction.objects.filter(status=CompactionStatus.FAILED, session__project=project).values("session_id")
     rows = (
         AgentSession.objects.filter(project=project, status=SessionStatus.ACTIVE)
+        .filter(Q(auto_paused=True) | Q(pk__in=failed))
         .annotate(
             last_status=Subquery(newest.values("status")[:1]),
             last_level=Subquery(newest.values("level")[:1]),
@@ -204,33 +207,36 @@ def _trouble(project: Project) -> list[Trouble]:
     ]
 
 
-# What a session's cached ``context_sent`` is keyed by: whatever changes its history changes one of
-# these (a compaction or revert changes its message and summary totals; a new calibration, the factor).
-_SENT_KEY_FIELDS = ("pk", "created_at", "last_seq", "message_tokens", "summary_tokens", "system_tokens", "tool_tokens")
+# What a session's cached ``context_sent`` was worked out from: whatever changes its history changes
+# one of these (a compaction or revert changes its message and summary totals; a new calibration,
+# the factor, added below).
+_SENT_FIELDS = ("last_seq", "message_tokens", "summary_tokens", "system_tokens", "tool_tokens", "model")
 
 
 def _cost(project: Project) -> Cost:
     """``context_sent`` of every session (the input tokens its model calls carried) at its model's
-    input price. A session's figure is cached until it changes (a message, a compaction, a revert),
-    so a dashboard reads only the sessions that moved since it was last drawn; the others are a
-    narrow row each (no session object) and a key in the cache."""
+    input price. The figures are cached, one entry per project holding each session's figure with what
+    it was worked out from, so a dashboard reads a narrow row per session, one cache entry, and the
+    history of only the sessions that moved since it was last drawn (a message, a compaction, a revert)."""
     prices = dict(
         ModelProfile.objects.filter(input_price_per_mtok__isnull=False).values_list("name", "input_price_per_mtok")
     )
-    rows = list(AgentSession.objects.filter(project=project).values_list(*_SENT_KEY_FIELDS, "model"))
-    models = {model: _ModelKey.of(model) for *_fields, model in rows}
-    keys = {row[0]: _sent_key(row[:-1], models[row[-1]]) for row in rows}
-    known: dict[str, int] = cache.get_many(list(keys.values()))
-    missing = [pk for pk, key in keys.items() if key not in known]
-    fresh: dict[int, int] = {}
+    rows = list(AgentSession.objects.filter(project=project).values_list("pk", *_SENT_FIELDS))
+    infos = {model: model_info(model) for model in {row[-1] for row in rows}}  # once per model
+    versions = {pk: (*fields, infos[fields[-1]].calibration) for pk, *fields in rows}
+    # (The project's created_at: a database rebuilt with the same ids never reads another's figures.)
+    key = f"ctxweb:sent:project:{project.pk}:{project.created_at.timestamp()}"
+    cached: dict[int, tuple[tuple[Any, ...], int]] = cache.get(key) or {}
+    figures = {pk: cached[pk][1] for pk, version in versions.items() if pk in cached and cached[pk][0] == version}
+    missing = [pk for pk in versions if pk not in figures]
     if missing:
-        fresh = context_sent_by_session(_with_project(AgentSession.objects.filter(pk__in=missing), project))
-        cache.set_many({keys[pk]: sent for pk, sent in fresh.items()}, _SENT_CACHE_SECONDS)
+        figures.update(context_sent_by_session(_with_project(AgentSession.objects.filter(pk__in=missing), project)))
+        cache.set(key, {pk: (version, figures[pk]) for pk, version in versions.items()}, _SENT_CACHE_SECONDS)
     dollars, priced, priced_n, unpriced, unpriced_n = Decimal(0), 0, 0, 0, 0
     unpriced_models: set[str] = set()
     for pk, *_fields, model in rows:
-        sent = fresh[pk] if pk in fresh else known[keys[pk]]
-        price = prices.get(models[model].profile)
+        sent = figures[pk]
+        price = prices.get(infos[model].name)
         if price is None:
             unpriced, unpriced_n = unpriced + sent, unpriced_n + 1
             unpriced_models.add(model)
@@ -238,24 +244,6 @@ def _cost(project: Project) -> Cost:
             dollars += Decimal(sent) * price / Decimal(1_000_000)
             priced, priced_n = priced + sent, priced_n + 1
     return Cost(dollars.quantize(Decimal("0.01")), priced, priced_n, unpriced, unpriced_n, sorted(unpriced_models))
-
-
-@dataclass(frozen=True)
-class _ModelKey:
-    profile: str  # the profile (or catalogue entry) its price is on
-    factor: float
-    digest: str  # the name is the agent's text: hashed, so a key holds no spaces or control characters
-
-    @classmethod
-    def of(cls, model: str) -> _ModelKey:
-        info = model_info(model)
-        return cls(info.name, info.calibration, hashlib.sha256(model.encode()).hexdigest()[:16])
-
-
-def _sent_key(row: tuple[Any, ...], model: _ModelKey) -> str:
-    pk, created_at, *totals = row
-    # (created_at: a database rebuilt with the same ids never reads another's figures.)
-    return f"ctxweb:sent:{pk}:{created_at.timestamp()}:{':'.join(map(str, totals))}:{model.digest}:{model.factor}"
 
 
 def dashboard_payload(board: ProjectDashboard) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
+from compaction.policy import Policy
 from compaction.types import Level
 from sessions_app.models import (
     ACTIVE_COMPACTION_STATUSES,
@@ -119,15 +120,19 @@ def sessions_relevel(sessions: QuerySet[AgentSession] | None = None, *, decide_a
     policy) and for sessions whose figures were never worked out (from before the columns came).
     A level that moved is announced as after an append, and an active session whose level moved (any
     active session, with ``decide_all``) is decided as after an append: a compaction is queued when it
-    is over a threshold. A level stored for the first time is neither announced nor decided on. Read in batches; each session's write is its own conditional UPDATE."""
+    is over a threshold. A level stored for the first time is neither announced nor decided on.
+    Read in batches; each session's write is its own conditional UPDATE."""
     usage.forget_model_profiles()  # this process may still hold the profiles from before an edit
     rows = (sessions if sessions is not None else AgentSession.objects.all()).select_related(
         "project", "project__policy"
     )
     moved, queued = 0, []
+    policies: dict[int, Policy] = {}  # built once per project, not once per session
     for session in rows.defer("tools", "system_prompt", "metadata").order_by("pk").iterator(chunk_size=500):
         before = (session.level, session.usage_percent)
-        session_level_note(session)
+        if session.project_id not in policies:
+            policies[session.project_id] = usage.policy_for(session)
+        session_level_note(session, policy=policies[session.project_id])
         moved += (session.level, session.usage_percent) != before
         # A level worked out for the first time is no move: no decision is taken on it (as the
         # announcement isn't made), or an upgrade would compact every old session at once.

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from compaction.policy import Policy
 from sessions_app.models import (
     AgentSession,
     Compaction,
@@ -47,14 +48,14 @@ def webhook_event_record(
     return [row.pk for row in rows]
 
 
-def session_level_note(session: AgentSession) -> bool:
+def session_level_note(session: AgentSession, *, policy: Policy | None = None) -> bool:
     """Stores the session's level and usage (``AgentSession.level``/``usage_percent``) from the totals
     of the row given, and records ``session.level_changed`` when the level moved (not when it was
     never worked out before). Every path that changes a session's usage ends here. The UPDATE is
     conditional on the level and the totals it was worked out from: of concurrent callers, each change
     is announced once, and figures from totals that have moved since are not written over newer ones
     (whoever moved them notes them). True when a webhook is to be told (a delivery was recorded)."""
-    current = session_usage(session)
+    current = session_usage(session, policy=policy)
     level, percent = current.level.value, current.usage_percent
     before = session.level
     if before == level and session.usage_percent == percent:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from compaction.tokens import calibrate
 from sessions_app.models import AgentSession, Compaction, DailyIngest, Message, ModelProfile
+from sessions_app.selectors import dashboard as dashboard_module
 from sessions_app.selectors import usage
 from sessions_app.selectors.dashboard import dashboard_payload, project_dashboard
 from sessions_app.selectors.history import session_history
@@ -257,18 +258,26 @@ def test_the_migration_fills_the_daily_figures_from_the_messages_already_stored(
     }
 
 
-def test_the_cost_cache_key_holds_no_text_of_the_agents_own(team):
-    from sessions_app.selectors.dashboard import _SENT_KEY_FIELDS, _ModelKey, _sent_key
-
-    def key_of(session: AgentSession) -> str:
-        row = AgentSession.objects.filter(pk=session.pk).values_list(*_SENT_KEY_FIELDS).get()
-        return _sent_key(row, _ModelKey.of(session.model))
-
+def test_the_cost_cache_holds_no_text_of_the_agents_own_in_its_key_and_follows_a_model_change(team, monkeypatch):
+    cache.clear()
     odd = agent_sessions.session_create(
         user=team.alice.user, project=team.project, name="s", model="my model\x1b[31m é"
     )
-    key = key_of(odd)
-    assert all(33 <= ord(c) < 127 for c in key), key  # memcached's rule: no spaces, no control characters
-    renamed = AgentSession.objects.get(pk=odd.pk)
-    renamed.model = "my model"
-    assert key_of(renamed) != key  # another model, another figure
+    append(odd, agent_rounds(3, seed=2, output_lines=20))
+    worked_out: list[int] = []
+    real = dashboard_module.context_sent_by_session
+
+    def counting(sessions):
+        worked_out.extend(s.pk for s in sessions)
+        return real(sessions)
+
+    monkeypatch.setattr(dashboard_module, "context_sent_by_session", counting)
+    keys_set: list[str] = []
+    real_set = cache.set
+    monkeypatch.setattr(cache, "set", lambda key, *a, **k: keys_set.append(key) or real_set(key, *a, **k))
+    first = project_dashboard(project=team.project).cost
+    assert all(33 <= ord(c) < 127 for key in keys_set for c in key), keys_set  # no spaces, no control characters
+    assert project_dashboard(project=team.project).cost == first and worked_out == [odd.pk]  # cached
+    AgentSession.objects.filter(pk=odd.pk).update(model="my model")
+    project_dashboard(project=team.project)
+    assert worked_out == [odd.pk, odd.pk]  # another model, another figure
