@@ -121,24 +121,30 @@ def sessions_relevel(sessions: QuerySet[AgentSession] | None = None, *, decide_a
     A level that moved is announced as after an append, and an active session whose level moved (any
     active session, with ``decide_all``) is decided as after an append: a compaction is queued when it
     is over a threshold. A level stored for the first time is neither announced nor decided on.
-    Read in batches; each session's write is its own conditional UPDATE."""
+    Read and written in batches of ``RELEVEL_BATCH`` sessions, a transaction each (one commit per
+    batch, not per session); each session's write is its own conditional UPDATE."""
     usage.forget_model_profiles()  # this process may still hold the profiles from before an edit
-    rows = (sessions if sessions is not None else AgentSession.objects.all()).select_related(
-        "project", "project__policy"
-    )
+    chosen = sessions if sessions is not None else AgentSession.objects.all()
+    ids = list(chosen.order_by("pk").values_list("pk", flat=True))
+    rows = AgentSession.objects.select_related("project", "project__policy").defer("tools", "system_prompt", "metadata")
     moved, queued = 0, []
     policies: dict[int, Policy] = {}  # built once per project, not once per session
-    for session in rows.defer("tools", "system_prompt", "metadata").order_by("pk").iterator(chunk_size=500):
-        before = (session.level, session.usage_percent)
-        if session.project_id not in policies:
-            policies[session.project_id] = usage.policy_for(session)
-        session_level_note(session, policy=policies[session.project_id])
-        moved += (session.level, session.usage_percent) != before
-        # A level worked out for the first time is no move: no decision is taken on it (as the
-        # announcement isn't made), or an upgrade would compact every old session at once.
-        level_moved = bool(before[0]) and session.level != before[0]
-        if session.status == SessionStatus.ACTIVE and (level_moved or decide_all):
-            record = auto_queue(session)
-            if record is not None:
-                queued.append(record.pk)
+    for start in range(0, len(ids), RELEVEL_BATCH):
+        with transaction.atomic():
+            for session in rows.filter(pk__in=ids[start : start + RELEVEL_BATCH]).order_by("pk"):
+                before = (session.level, session.usage_percent)
+                if session.project_id not in policies:
+                    policies[session.project_id] = usage.policy_for(session)
+                session_level_note(session, policy=policies[session.project_id])
+                moved += (session.level, session.usage_percent) != before
+                # A level worked out for the first time is no move: no decision is taken on it (as the
+                # announcement isn't made), or an upgrade would compact every old session at once.
+                level_moved = bool(before[0]) and session.level != before[0]
+                if session.status == SessionStatus.ACTIVE and (level_moved or decide_all):
+                    record = auto_queue(session)
+                    if record is not None:
+                        queued.append(record.pk)
     return Relevel(moved, queued)
+
+
+RELEVEL_BATCH = 200  # sessions per transaction: row locks held for a few milliseconds at most
