@@ -133,7 +133,8 @@ def _sessions_by_ref(qs: QuerySet[AgentSession], ref: str) -> list[AgentSession]
     """What ``ref`` names among ``qs``: the session with that id; else those (at most two, enough to
     tell one from several) whose external id it is: the agent's own session id."""
     pk = as_pk(ref)
-    found = qs.filter(pk=pk).first() if pk is not None else None
+    # (No ORDER BY for a lookup by id: the list's default ordering cost 0.2 ms of ORM work per request.)
+    found = next(iter(qs.filter(pk=pk).order_by()[:1]), None) if pk is not None else None
     if found is not None:
         return [found]
     return list(qs.filter(external_id=ref)[:2]) if ref and _storable(ref) else []
