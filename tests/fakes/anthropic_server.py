@@ -45,7 +45,17 @@ Token counts (``usage.input_tokens`` and count_tokens) come from the count funct
 ``ceil(len(bytes) / 4) + 3 * len(messages)``. Replace it with ``set_count_function(fn)``.
 ``usage.output_tokens`` is ``ceil(len(text.encode()) / 4)`` (at least 1) unless queued explicitly.
 
-Streaming (``"stream": true``) is not supported and answered with a 400.
+Streaming (``"stream": true``) answers the same message as server-sent events, in the order the
+real API sends them: ``message_start`` (the message with empty content, ``stop_reason`` null and the
+input usage, ``output_tokens`` 1), ``ping``, then per content block ``content_block_start``, its
+deltas (``text_delta`` pieces of the text; ``input_json_delta`` pieces of a ``tool_use`` block's
+input as JSON) and ``content_block_stop``, then ``message_delta`` (``stop_reason``, ``stop_sequence``
+and the final ``output_tokens``) and ``message_stop``; chunked, ``Content-Type: text/event-stream``.
+Errors scripted with ``queue_error`` come before the stream as plain JSON answers, as the real API
+sends them. ``queue_stream_error(after_events=N)`` sends an ``error`` event after N events and ends
+the stream (the real API's mid-stream ``overloaded_error``); ``queue_stream_cut(after_events=N)``
+drops the connection after N events, without ending the chunked body. ``set_event_interval(s)``
+sleeps between events.
 """
 
 from __future__ import annotations
@@ -59,6 +69,7 @@ import os
 import secrets
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -83,6 +94,7 @@ __all__ = [
     "error_type_for",
     "fetch_requests",
     "script",
+    "stream_events",
 ]
 
 DEFAULT_REPLY = "This is the default reply of the fake Anthropic server."
@@ -202,8 +214,8 @@ def _validate(endpoint: str, body: Any) -> None:
             raise _ApiError(400, "max_tokens: Input should be a valid integer")
         if max_tokens < 1:
             raise _ApiError(400, "max_tokens: Input should be greater than or equal to 1")
-        if body.get("stream"):
-            raise _ApiError(400, "stream: streaming is not supported by the fake Anthropic server")
+        if "stream" in body and not isinstance(body["stream"], bool):
+            raise _ApiError(400, "stream: Input should be a valid boolean")
     else:
         for key in _COUNT_TOKENS_FORBIDDEN:
             if key in body:
@@ -233,10 +245,22 @@ class _Reply:
 
 
 @dataclass
+class _StreamFault:
+    kind: str  # "error": an error event, then the end of the stream; "cut": the connection dropped
+    after_events: int
+    error_type: str = "overloaded_error"
+    message: str = "Overloaded"
+
+
+@dataclass
 class _Response:
     status: int
     body: bytes
     headers: dict[str, str]
+    # A streamed answer: the (event name, data) pairs to send instead of ``body``, and how it ends.
+    events: list[tuple[str, dict[str, Any]]] | None = None
+    fault: _StreamFault | None = None
+    event_interval: float = 0.0
 
 
 class FakeAnthropic:
@@ -311,6 +335,8 @@ class FakeAnthropic:
         self._replies: list[_Reply] = []
         self._scripted: list[_Scripted] = []
         self._delays: dict[str | None, float] = {}
+        self._stream_faults: list[_StreamFault] = []
+        self._event_interval = 0.0
         self._count_function: Callable[[Mapping[str, Any]], int] = default_count_tokens
         self._reply_function: Callable[[Mapping[str, Any]], str | None] | None = None
         self._default_reply = self._initial_default_reply
@@ -421,6 +447,23 @@ class FakeAnthropic:
             self._scripted.append(entry)
 
     queue_malformed = queue_malformed_json_body
+
+    def queue_stream_error(
+        self, *, after_events: int = 3, error_type: str = "overloaded_error", message: str = "Overloaded"
+    ) -> None:
+        """The next streamed answer sends an ``error`` event after ``after_events`` events, then ends."""
+        with self._lock:
+            self._stream_faults.append(_StreamFault("error", int(after_events), error_type, message))
+
+    def queue_stream_cut(self, *, after_events: int = 3) -> None:
+        """The next streamed answer drops the connection after ``after_events`` events."""
+        with self._lock:
+            self._stream_faults.append(_StreamFault("cut", int(after_events)))
+
+    def set_event_interval(self, seconds: float) -> None:
+        """Sleep ``seconds`` between the events of a streamed answer (0: none)."""
+        with self._lock:
+            self._event_interval = float(seconds)
 
     def set_delay(self, seconds: float, endpoint: str | None = None) -> None:
         """Sleep ``seconds`` before answering each request to ``endpoint`` (None: every endpoint
@@ -549,6 +592,11 @@ class FakeAnthropic:
             "stop_sequence": None,
             "usage": usage,
         }
+        if body.get("stream") is True:
+            with self._lock:
+                fault = self._stream_faults.pop(0) if self._stream_faults else None
+                interval = self._event_interval
+            return _Response(200, b"", {}, events=stream_events(message), fault=fault, event_interval=interval)
         return _json_response(200, message)
 
     def _handle_script(self, body: Any) -> _Response:
@@ -582,9 +630,54 @@ SCRIPT_ACTIONS: dict[str, Callable[..., None]] = {
     "queue_malformed": FakeAnthropic.queue_malformed_json_body,
     "set_delay": FakeAnthropic.set_delay,
     "set_default_reply": FakeAnthropic.set_default_reply,
+    "queue_stream_error": FakeAnthropic.queue_stream_error,
+    "queue_stream_cut": FakeAnthropic.queue_stream_cut,
+    "set_event_interval": FakeAnthropic.set_event_interval,
     "set_fixed_count": _set_fixed_count,  # {"input_tokens": N} or {"input_tokens": null} for the default
     "reset": FakeAnthropic.reset,
 }
+
+
+_TEXT_PIECE = 24  # characters per text_delta
+_JSON_PIECE = 16  # characters per input_json_delta
+
+
+def stream_events(message: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``message`` (a whole Message body) as the server-sent events that stream it."""
+    usage = dict(message["usage"])
+    start_usage = {**{k: v for k, v in usage.items() if k != "output_tokens"}, "output_tokens": 1}
+    started = {**message, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": started}),
+        ("ping", {"type": "ping"}),
+    ]
+    for index, block in enumerate(message["content"]):
+        if block.get("type") == "tool_use":
+            opening = {**block, "input": {}}
+            raw = json.dumps(block.get("input", {}))
+            deltas = [
+                {"type": "input_json_delta", "partial_json": raw[i : i + _JSON_PIECE]}
+                for i in range(0, len(raw), _JSON_PIECE)
+            ]
+        elif block.get("type") == "text":
+            opening = {**block, "text": ""}
+            text = block.get("text", "")
+            deltas = [
+                {"type": "text_delta", "text": text[i : i + _TEXT_PIECE]} for i in range(0, len(text), _TEXT_PIECE)
+            ]
+        else:  # a block the fake has no delta for (thinking, compaction …) arrives whole
+            opening, deltas = dict(block), []
+        events.append(
+            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening})
+        )
+        events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": message.get("stop_sequence")}
+    events.append(
+        ("message_delta", {"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage["output_tokens"]}})
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
 
 
 def _json_response(status: int, payload: Any, headers: Mapping[str, str] | None = None) -> _Response:
@@ -620,7 +713,41 @@ def _make_handler(server: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             return self.rfile.read(length) if length > 0 else b""
 
+        def _send_stream(self, response: _Response, request_id: str) -> None:
+            events, fault = response.events or [], response.fault
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("request-id", request_id)
+                self.end_headers()
+                for n, (name, data) in enumerate(events):
+                    if fault is not None and n == fault.after_events:
+                        if fault.kind == "cut":  # no last chunk: the client sees the body end early
+                            self.close_connection = True
+                            self.wfile.flush()
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                            return
+                        error = {"type": "error", "error": {"type": fault.error_type, "message": fault.message}}
+                        self._chunk(f"event: error\ndata: {json.dumps(error)}\n\n".encode())
+                        break
+                    if n and response.event_interval:
+                        server._stopping.wait(response.event_interval)
+                    self._chunk(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+                self.close_connection = True
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
         def _send(self, response: _Response, request_id: str) -> None:
+            if response.events is not None:
+                self._send_stream(response, request_id)
+                return
             body = response.body
             if response.status >= 400 and body.startswith(b'{"type": "error"'):
                 payload = json.loads(body)

@@ -307,7 +307,7 @@ def test_required_api_key():
         ("/v1/messages", {"model": MODEL, "max_tokens": 5, "messages": []}, "messages"),
         ("/v1/messages", {"model": MODEL, "max_tokens": 5, "messages": [{"role": "system", "content": "x"}]}, "role"),
         ("/v1/messages", {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": 3}]}, "content"),
-        ("/v1/messages", {"model": MODEL, "max_tokens": 5, "messages": MESSAGES, "stream": True}, "stream"),
+        ("/v1/messages", {"model": MODEL, "max_tokens": 5, "messages": MESSAGES, "stream": "yes"}, "stream"),
         ("/v1/messages", [1, 2], "JSON object"),
         ("/v1/messages", b"{not json", "not valid JSON"),
         ("/v1/messages/count_tokens", {"model": MODEL, "messages": "hi"}, "messages"),
@@ -402,3 +402,106 @@ def test_fake_anthropic_process_helper():
         assert len(proc.requests()) == 2
         process = proc.process
     assert process.poll() is not None
+
+
+# --------------------------------------------------------------------- streaming
+
+
+TOOL_REPLY = [
+    {"type": "text", "text": "I'll read the file first, then run the tests that cover it."},
+    {"type": "tool_use", "id": "toolu_01A", "name": "Read", "input": {"path": "src/app.py", "lines": [1, 80]}},
+]
+
+
+def test_a_stream_carries_the_same_message_as_a_plain_answer(fake_anthropic):
+    usage = {"cache_read_input_tokens": 120, "cache_creation_input_tokens": 7}
+    fake_anthropic.queue_message(TOOL_REPLY, stop_reason="tool_use", usage=usage)
+    fake_anthropic.queue_message(TOOL_REPLY, stop_reason="tool_use", usage=usage)
+    with client(fake_anthropic) as c:
+        plain = create(c)
+        with c.messages.stream(model=MODEL, max_tokens=64, messages=MESSAGES) as stream:
+            streamed = stream.get_final_message()
+    assert streamed.model_dump(exclude={"id"}) == plain.model_dump(exclude={"id"})
+    assert streamed.usage.input_tokens == default_count_tokens({"messages": MESSAGES}) > 0
+    assert streamed.usage.cache_read_input_tokens == 120
+    assert fake_anthropic.requests[-1]["body"]["stream"] is True
+
+
+def test_the_events_come_in_the_order_the_api_sends_them(fake_anthropic):
+    fake_anthropic.queue_message(TOOL_REPLY, stop_reason="tool_use")
+    with client(fake_anthropic) as c:
+        events = list(c.messages.create(model=MODEL, max_tokens=64, messages=MESSAGES, stream=True))
+    kinds = [e.type for e in events]  # (the SDK drops the ping; the wire test below sees it)
+    assert kinds[0] == "message_start" and kinds[-2:] == ["message_delta", "message_stop"]
+    assert events[0].message.stop_reason is None and events[0].message.content == []
+    # each block: start, its deltas, stop; a text block's deltas are text, a tool call's its input as JSON
+    for index, block in enumerate(TOOL_REPLY):
+        mine = [e for e in events if getattr(e, "index", None) == index]
+        assert mine[0].type == "content_block_start" and mine[-1].type == "content_block_stop"
+        deltas = [e.delta for e in mine[1:-1]]
+        assert len(deltas) > 1 and all(e.type == "content_block_delta" for e in mine[1:-1])
+        if block["type"] == "text":
+            assert "".join(d.text for d in deltas) == block["text"]
+        else:
+            assert json.loads("".join(d.partial_json for d in deltas)) == block["input"]
+    assert events[-2].delta.stop_reason == "tool_use" and events[-2].usage.output_tokens > 1
+
+
+def test_a_scripted_error_comes_before_the_stream_as_json(fake_anthropic):
+    fake_anthropic.queue_error(529, endpoint="messages")
+    with client(fake_anthropic) as c, pytest.raises(anthropic.APIStatusError) as info:
+        list(c.messages.create(model=MODEL, max_tokens=64, messages=MESSAGES, stream=True))
+    assert info.value.status_code == 529
+
+
+def test_an_error_in_the_middle_of_a_stream_reaches_the_sdk(fake_anthropic):
+    fake_anthropic.queue_stream_error(after_events=4, error_type="overloaded_error", message="Overloaded")
+    seen = []
+    with client(fake_anthropic) as c, pytest.raises(anthropic.APIStatusError) as info:
+        for event in c.messages.create(model=MODEL, max_tokens=64, messages=MESSAGES, stream=True):
+            seen.append(event.type)
+    assert len(seen) == 3 and "overloaded" in str(info.value.body).lower()  # 4 events on the wire, a ping among them
+
+
+def test_a_cut_stream_ends_the_sdks_read_with_an_error(fake_anthropic):
+    fake_anthropic.queue_stream_cut(after_events=3)
+    seen = []
+    with client(fake_anthropic) as c, pytest.raises(Exception) as info:  # httpx's or the SDK's
+        for event in c.messages.create(model=MODEL, max_tokens=64, messages=MESSAGES, stream=True):
+            seen.append(event.type)
+    assert len(seen) == 2  # 3 events on the wire, a ping among them
+    assert "message_stop" not in seen
+    # httpx's "incomplete chunked read" (the SDK passes a transport error met while iterating through)
+    assert isinstance(info.value, anthropic.APIConnectionError) or "incomplete chunked read" in str(info.value)
+    # the server is still fine afterwards
+    with client(fake_anthropic) as c:
+        assert create(c).content[0].text == DEFAULT_REPLY
+
+
+def test_streaming_is_scriptable_out_of_process():
+    with FakeAnthropicProcess() as proc:
+        proc.script(action="queue_stream_error", after_events=2)
+        with client(proc.base_url) as c, pytest.raises(anthropic.APIStatusError):
+            list(c.messages.create(model=MODEL, max_tokens=64, messages=MESSAGES, stream=True))
+
+
+def test_on_the_wire_a_stream_is_chunked_server_sent_events_with_a_ping(fake_anthropic):
+    fake_anthropic.queue_reply("Hello")
+    body = {"model": MODEL, "max_tokens": 5, "messages": MESSAGES, "stream": True}
+    req = urllib.request.Request(
+        fake_anthropic.base_url + "/v1/messages",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"content-type": "application/json", "x-api-key": "k"},
+    )
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        assert resp.headers["Transfer-Encoding"] == "chunked" and REQ_ID.match(resp.headers["request-id"])
+        text = resp.read().decode()
+    events = [block.split("\n") for block in text.strip().split("\n\n")]
+    names = [lines[0].removeprefix("event: ") for lines in events]
+    assert names == ["message_start", "ping", "content_block_start", "content_block_delta", "content_block_stop",
+                     "message_delta", "message_stop"]  # fmt: skip
+    assert all(
+        json.loads(lines[1].removeprefix("data: "))["type"] == name for name, lines in zip(names, events, strict=True)
+    )
