@@ -199,6 +199,11 @@ ANTHROPIC_API_KEY = env.str("ANTHROPIC_API_KEY", default="")
 ANTHROPIC_BASE_URL = env.str("ANTHROPIC_BASE_URL", default="") or None
 ANTHROPIC_TIMEOUT = env.float("ANTHROPIC_TIMEOUT", default=30.0)
 ANTHROPIC_MAX_RETRIES = env.int("ANTHROPIC_MAX_RETRIES", default=2)
+# The Anthropic-compatible proxy (/proxy/anthropic/v1/…, docs/PROXY.md): where it forwards, how long it
+# waits for an answer (a long stream included), and the largest request it takes (Anthropic's own: 32 MB).
+CTX_PROXY_UPSTREAM_URL = env.str("CTX_PROXY_UPSTREAM_URL", default="https://api.anthropic.com")
+CTX_PROXY_TIMEOUT = env.float("CTX_PROXY_TIMEOUT", default=600.0)
+CTX_PROXY_MAX_BODY_BYTES = env.int("CTX_PROXY_MAX_BODY_BYTES", default=32 * 1024 * 1024)
 # Where people reach this service; handoff documents name it in their "how to resume" footer.
 CTX_PUBLIC_URL = env.str("CTX_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 

@@ -2,12 +2,17 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from sessions_app.api import proxy_views
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", include("sessions_app.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    # Anthropic's paths under a prefix: an SDK's base URL is http://ctxweb/proxy/anthropic.
+    path("proxy/anthropic/v1/messages", proxy_views.messages, name="proxy-messages"),
+    path("proxy/anthropic/v1/messages/count_tokens", proxy_views.count_tokens, name="proxy-count-tokens"),
     path("", include("sessions_app.web.urls")),
 ]
 

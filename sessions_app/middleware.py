@@ -14,6 +14,8 @@ class ApiBodyLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path.startswith("/proxy/"):
+            return self._proxy_limit(request) or self.get_response(request)
         if request.path.startswith("/api/"):
             if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower() and not request.META.get(
                 "CONTENT_LENGTH"
@@ -37,6 +39,18 @@ class ApiBodyLimitMiddleware:
                     status=413,
                 )
         return self.get_response(request)
+
+    @staticmethod
+    def _proxy_limit(request: HttpRequest) -> HttpResponse | None:
+        """The proxy's limit, refused in Anthropic's words (its callers are Anthropic clients)."""
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length <= settings.CTX_PROXY_MAX_BODY_BYTES:
+            return None
+        message = f"ctxweb: the request is {length:,} bytes; the limit is {settings.CTX_PROXY_MAX_BODY_BYTES:,}."
+        return JsonResponse({"type": "error", "error": {"type": "request_too_large", "message": message}}, status=413)
 
 
 DATABASE_RETRY_AFTER_SECONDS = 5

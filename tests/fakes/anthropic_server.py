@@ -140,7 +140,10 @@ def default_count_tokens(body: Mapping[str, Any]) -> int:
     """Deterministic stand-in for the real tokenizer; see the module docstring."""
     messages = body.get("messages")
     canonical = {"messages": messages, "system": body.get("system"), "tools": body.get("tools")}
-    data = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    # (surrogatepass: a lone surrogate a client sent as an escape counts as its three bytes)
+    data = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"
+    )
     n_messages = len(messages) if isinstance(messages, list) else 0
     return math.ceil(len(data) / 4) + 3 * n_messages
 

@@ -1,0 +1,87 @@
+"""Reading a streamed Messages response as it passes through the proxy: the bytes go to the caller
+untouched; a copy is fed here, which puts the message back together from its server-sent events
+(the same message a non-streamed response holds) for the proxy to record when the stream ends."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class MessageAccumulator:
+    """Feed it the stream's bytes in any pieces; ``message`` is the message so far, ``complete`` once
+    ``message_stop`` arrived, ``error`` the body of an ``error`` event if one came."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self.message: dict[str, Any] = {}
+        self.complete = False
+        self.error: dict[str, Any] | None = None
+        self._json: dict[int, str] = {}  # a tool_use block's input as it arrives, by block index
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+        while True:
+            # Events end with a blank line; the API sends \n, a relay may send \r\n.
+            cut = min((i for i in (self._buffer.find(b"\n\n"), self._buffer.find(b"\r\n\r\n")) if i >= 0), default=-1)
+            if cut < 0:
+                return
+            block, self._buffer = self._buffer[:cut], self._buffer[cut:].lstrip(b"\r\n")
+            self._event(block)
+
+    def _event(self, block: bytes) -> None:
+        data = b"\n".join(
+            line[5:].lstrip() for line in block.replace(b"\r\n", b"\n").split(b"\n") if line.startswith(b"data:")
+        )
+        try:
+            event = json.loads(data) if data else None
+        except ValueError:
+            return
+        if isinstance(event, dict):
+            self._apply(event)
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        content = self.message.setdefault("content", []) if self.message else []
+        if kind == "message_start" and isinstance(event.get("message"), dict):
+            self.message = {**event["message"], "content": list(event["message"].get("content") or [])}
+        elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
+            content.append(dict(event["content_block"]))
+        elif kind == "content_block_delta" and isinstance(event.get("delta"), dict) and content:
+            self._delta(event.get("index"), event["delta"], content)
+        elif kind == "content_block_stop":
+            self._close(event.get("index"), content)
+        elif kind == "message_delta":
+            delta = event.get("delta")
+            if isinstance(delta, dict):
+                self.message.update({k: v for k, v in delta.items() if k in ("stop_reason", "stop_sequence")})
+            if isinstance(event.get("usage"), dict):  # cumulative figures: they replace the start's
+                self.message["usage"] = {**(self.message.get("usage") or {}), **event["usage"]}
+        elif kind == "message_stop":
+            self.complete = True
+        elif kind == "error":
+            self.error = event
+
+    def _delta(self, index: Any, delta: dict[str, Any], content: list[dict[str, Any]]) -> None:
+        block = content[index] if isinstance(index, int) and 0 <= index < len(content) else content[-1]
+        match delta.get("type"):
+            case "text_delta":
+                block["text"] = block.get("text", "") + str(delta.get("text", ""))
+            case "input_json_delta":
+                position = index if isinstance(index, int) else len(content) - 1
+                self._json[position] = self._json.get(position, "") + str(delta.get("partial_json", ""))
+            case "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + str(delta.get("thinking", ""))
+            case "signature_delta":
+                block["signature"] = str(delta.get("signature", ""))
+            case "citations_delta":
+                block.setdefault("citations", []).append(delta.get("citation"))
+
+    def _close(self, index: Any, content: list[dict[str, Any]]) -> None:
+        if not isinstance(index, int) or index not in self._json or not 0 <= index < len(content):
+            return
+        raw = self._json.pop(index)
+        try:
+            content[index]["input"] = json.loads(raw) if raw else {}
+        except ValueError:
+            content[index]["input"] = {"_partial_json": raw}

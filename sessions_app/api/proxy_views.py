@@ -1,0 +1,195 @@
+"""Anthropic's Messages API through ctxweb: ``POST /proxy/anthropic/v1/messages`` (streamed or not)
+and ``…/v1/messages/count_tokens``, forwarded to ``CTX_PROXY_UPSTREAM_URL`` with the caller's own
+``x-api-key`` / ``Authorization`` (passed on, never stored or logged). The caller is a ctxweb user by
+the ``ctxweb-api-key`` header; ``ctxweb-project`` and ``ctxweb-session`` say where to record (see
+``services.proxy``). Status, headers and body come back as the upstream sent them, a stream event by
+event as it arrives; ctxweb adds only ``ctxweb-*`` headers. ctxweb's own refusals (no or a wrong
+ctxweb key, no project) are answered in Anthropic's error format, so SDKs show them.
+
+When ctxweb itself fails (its database is down), the request is still forwarded, unrecorded
+(``ctxweb-recorded: no``): the agent's history comes with its next request anyway."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+from django.conf import settings
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from sessions_app.api.proxy_stream import MessageAccumulator
+from sessions_app.errors import ServiceError
+from sessions_app.services import keys, proxy
+
+log = logging.getLogger(__name__)
+
+# Not passed on in either direction (RFC 9110 §7.6.1), nor ctxweb's own, nor what the server
+# sets itself.
+_HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+               "transfer-encoding", "upgrade", "host", "content-length"}  # fmt: skip
+_NOT_FORWARDED = _HOP_BY_HOP | {"cookie", "accept-encoding"}
+KEY_HEADER, PROJECT_HEADER, SESSION_HEADER = "ctxweb-api-key", "ctxweb-project", "ctxweb-session"
+
+_client_lock = threading.Lock()
+_clients: dict[str, httpx2.Client] = {}
+
+
+def upstream() -> httpx2.Client:
+    """One pooled client per process (and upstream URL), shared by the request threads."""
+    base = settings.CTX_PROXY_UPSTREAM_URL.rstrip("/")
+    with _client_lock:
+        if base not in _clients:
+            timeout = httpx2.Timeout(settings.CTX_PROXY_TIMEOUT, connect=10.0)
+            _clients[base] = httpx2.Client(base_url=base, timeout=timeout, follow_redirects=False)
+        return _clients[base]
+
+
+@csrf_exempt
+def messages(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    return _proxy(request, "/v1/messages", record=True)
+
+
+@csrf_exempt
+def count_tokens(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    return _proxy(request, "/v1/messages/count_tokens", record=False)
+
+
+def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | StreamingHttpResponse:
+    if request.method != "POST":
+        return anthropic_error(405, "invalid_request_error", f"{request.method} is not allowed here; POST.")
+    raw = request.read()
+    try:
+        body: Any = json.loads(raw)
+    except ValueError:
+        body = None  # the upstream answers it (400), as it would without ctxweb
+    user, refusal = _caller(request)
+    if refusal is not None:
+        return refusal
+    session_id: int | None = None
+    recorded, extra = user is not None, {}
+    if user is not None and record and isinstance(body, dict):
+        try:
+            done = _record_request(request, user, body)
+            session_id, recorded = done.session.pk, not done.rejected
+            extra["ctxweb-appended"] = str(done.appended)
+        except ServiceError as exc:  # no project to record in, or no right to: the caller is told
+            return anthropic_error(exc.status, _ERROR_TYPES.get(exc.status, "invalid_request_error"), exc.detail)
+        except DatabaseError as exc:
+            log.warning("proxy: recording failed, forwarding unrecorded: %s", type(exc).__name__)
+            recorded = False
+        except Exception:  # ctxweb's own fault never stands between an agent and its model
+            log.exception("proxy: recording failed, forwarding unrecorded")
+            recorded = False
+    try:
+        answer = upstream().send(
+            upstream().build_request(
+                "POST", path, content=raw, headers=_forwarded(request), params=request.GET.urlencode() or None
+            ),
+            stream=True,
+        )
+    except httpx2.TimeoutException:
+        return anthropic_error(504, "timeout_error", "ctxweb: the upstream API did not answer in time.")
+    except httpx2.TransportError as exc:
+        message = f"ctxweb: the upstream API could not be reached ({type(exc).__name__})."
+        return anthropic_error(502, "api_error", message)
+    extra["ctxweb-recorded"] = "yes" if recorded and (session_id or not record) else "no"
+    if session_id is not None:
+        extra["ctxweb-session"] = str(session_id)
+    streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
+    response: HttpResponse | StreamingHttpResponse
+    if streamed:
+        response = StreamingHttpResponse(_relay(answer, session_id), status=answer.status_code)
+    else:
+        content = answer.read()
+        answer.close()
+        if session_id is not None and answer.status_code == 200:
+            _record_reply(session_id, content)
+        response = HttpResponse(content, status=answer.status_code)
+    for name, value in answer.headers.multi_items():
+        if name.lower() not in _HOP_BY_HOP:
+            response[name] = value
+    for name, value in extra.items():
+        response[name] = value
+    return response
+
+
+def _caller(request: HttpRequest) -> tuple[Any, HttpResponse | None]:
+    """The ctxweb user of the request; a refusal when the key is missing or wrong; (None, None) when
+    the database can't tell (the request is then forwarded, unrecorded)."""
+    raw = request.headers.get(KEY_HEADER, "").strip()
+    if not raw:
+        message = f"ctxweb: send your ctxweb API key in the {KEY_HEADER} header (your Anthropic key goes in x-api-key)."
+        return None, anthropic_error(401, "authentication_error", message)
+    try:
+        key = keys.apikey_authenticate(raw)
+    except DatabaseError as exc:
+        log.warning("proxy: the key could not be checked, forwarding unrecorded: %s", type(exc).__name__)
+        return None, None
+    if key is None:
+        return None, anthropic_error(401, "authentication_error", f"ctxweb: the {KEY_HEADER} is invalid or revoked.")
+    return key.user, None
+
+
+def _record_request(request: HttpRequest, user: Any, body: dict[str, Any]) -> proxy.Recorded:
+    project = proxy.proxy_project_for(user, request.headers.get(PROJECT_HEADER, "").strip() or None)
+    key = proxy.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None)
+    session = proxy.proxy_session_for(user=user, project=project, key=key, body=body)
+    return proxy.proxy_record_request(session=session, body=body)
+
+
+def _relay(answer: httpx2.Response, session_id: int | None) -> Iterator[bytes]:
+    """The upstream's stream, passed on as it arrives; the reply is recorded once it ends (cut short:
+    the caller went away, or the upstream did)."""
+    seen = MessageAccumulator()
+    try:
+        for chunk in answer.iter_raw():
+            if session_id is not None:
+                seen.feed(chunk)
+            yield chunk
+    finally:
+        answer.close()
+        if session_id is not None and seen.message and answer.status_code == 200:
+            _record_safely(session_id, seen.message, complete=seen.complete and seen.error is None)
+
+
+def _record_reply(session_id: int, content: bytes) -> None:
+    try:
+        message = json.loads(content)
+    except ValueError:
+        return
+    if isinstance(message, dict) and message.get("type") == "message":
+        _record_safely(session_id, message, complete=True)
+
+
+def _record_safely(session_id: int, message: dict[str, Any], *, complete: bool) -> None:
+    try:
+        proxy.proxy_record_reply(session_id=session_id, message=message, complete=complete)
+    except DatabaseError as exc:  # the caller has its answer already; the next request brings the reply
+        log.warning("proxy: session %s: the reply was not recorded: %s", session_id, type(exc).__name__)
+    except Exception:  # a bug here must not cut the caller's stream short
+        log.exception("proxy: session %s: the reply was not recorded", session_id)
+
+
+def _forwarded(request: HttpRequest) -> dict[str, str]:
+    headers = {
+        name: value
+        for name, value in request.headers.items()
+        if name.lower() not in _NOT_FORWARDED and not name.lower().startswith("ctxweb-")
+    }
+    headers["accept-encoding"] = "identity"  # the stream is read on its way through
+    return headers
+
+
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "not_found_error", 409: "invalid_request_error", 413: "request_too_large"}  # fmt: skip
+
+
+def anthropic_error(status: int, error_type: str, message: str) -> JsonResponse:
+    """An error as Anthropic's API words it, so the caller's SDK raises its usual exception."""
+    return JsonResponse({"type": "error", "error": {"type": error_type, "message": message}}, status=status)

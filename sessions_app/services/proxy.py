@@ -1,0 +1,276 @@
+"""What the Anthropic-compatible proxy records (``api/proxy_views`` forwards; this stores).
+
+An agent that points its base URL at ctxweb resends its whole history with every request. Each
+request appends only what is new since the session's last stored message; the model's reply is
+appended when its response (or stream) ends; the response's ``usage`` becomes the session's exact
+count and teaches the model's calibration. Nothing here talks to Anthropic, and the caller's API key
+never reaches this module.
+
+Which session: the ``ctxweb-session`` header (an external id of the caller's choosing), else the
+request's ``metadata.user_id`` (Claude Code puts its own session id there), else a hash of the
+conversation's start (system prompt and first message), so one conversation is one session however
+many requests it takes. A history that no longer starts with what is stored (the agent compacted or
+edited its own) continues in a fresh session linked to the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError, transaction
+
+from compaction.messages import MessageError, NormalizedMessage, normalize_message
+from compaction.tokens import DEFAULT_FRAMING
+from sessions_app.errors import InvalidInput
+from sessions_app.models import AgentSession, Message, Project, Role, SessionStatus
+from sessions_app.selectors import access
+from sessions_app.services import agent_sessions, counting, ingest
+from sessions_app.services.webhook_events import session_level_note
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
+
+log = logging.getLogger(__name__)
+
+REPLY_PREFIX = "px-reply-"  # client ids of replies recorded from a response
+EXTERNAL_ID_MAX = agent_sessions.SESSION_TEXT_LIMITS["external_id"]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    session: AgentSession
+    appended: int  # messages of the request stored now (0: nothing new)
+    rejected: str = ""  # why the request's new messages could not be stored ("" when they were)
+
+
+def proxy_project_for(user: User, ref: str | None) -> Project:
+    """The project named by the ``ctxweb-project`` header (an id or a name among the user's projects),
+    else the user's only project; the user must be a member who may write."""
+    if ref:
+        project = access.project_find(ref, user=user) if not ref.isdigit() else None
+        return access.project_get_for(user, project.pk if project else ref, min_role=Role.MEMBER)
+    mine = list(access.project_list_for(user).values_list("pk", flat=True)[:2])
+    if len(mine) != 1:
+        raise InvalidInput(
+            "Say which project to record in with the ctxweb-project header (its id or name): "
+            + ("you are a member of several." if mine else "you are a member of none."),
+            code="project_required",
+        )
+    return access.project_get_for(user, mine[0], min_role=Role.MEMBER)
+
+
+def conversation_key(body: dict[str, Any], header: str | None) -> str:
+    """The external id of the conversation a request belongs to (see the module docstring)."""
+    metadata = body.get("metadata")
+    user_id = metadata.get("user_id") if isinstance(metadata, dict) else None
+    for given in (header, user_id):
+        if isinstance(given, str) and given.strip():
+            given = given.strip()
+            # An id a column can't hold as it is (too long, a NUL, a lone surrogate) is hashed.
+            fits = len(given) <= EXTERNAL_ID_MAX and "\x00" not in given and given.isprintable()
+            return given if fits and _encodes(given) else "proxy-" + hashlib.sha256(_canonical(given)).hexdigest()[:32]
+    messages = _list(body.get("messages"))
+    start = {"system": body.get("system"), "first": messages[:1]}
+    return "proxy-" + hashlib.sha256(_canonical(start)).hexdigest()[:32]
+
+
+def proxy_session_for(*, user: User, project: Project, key: str, body: dict[str, Any]) -> AgentSession:
+    """The session of conversation ``key`` in ``project``, made on its first request (with the
+    request's model, system prompt and tools)."""
+    found = _current(project, key)
+    if found is not None:
+        return found
+    try:
+        return agent_sessions.session_create(
+            user=user,
+            project=project,
+            name=f"proxy {key[:60]}",
+            model=_model(body),
+            system_prompt=system_text(body.get("system")),
+            tools=_list(body.get("tools")),
+            external_id=key,
+            metadata={"source": "proxy"},
+        )
+    except InvalidInput:  # tools or a prompt the session can't hold: recorded without them
+        return agent_sessions.session_create(
+            user=user, project=project, name=f"proxy {key[:60]}", model=_model(body), external_id=key
+        )
+    except IntegrityError:
+        found = _current(project, key)  # another request of the conversation made it first
+        if found is None:
+            raise
+        return found
+
+
+def proxy_record_request(*, session: AgentSession, body: dict[str, Any]) -> Recorded:
+    """Append what the request holds beyond the session's stored messages. A request whose history
+    no longer starts with the stored messages continues in a fresh session linked to this one."""
+    messages = _list(body.get("messages"))
+    start = _new_from(session, messages)
+    if start is None:
+        session = _continue_in_fresh_session(session, body)
+        start = 0
+    fresh = messages[start:]
+    if not fresh:
+        return Recorded(session, 0)
+    try:
+        batch = [_normalized(m, start + i) for i, m in enumerate(fresh)]
+        result = ingest.message_append(session=session, messages=batch)
+    except (MessageError, InvalidInput) as exc:
+        log.warning("proxy: session %s: the request's messages were not stored: %s", session.pk, exc)
+        return Recorded(session, 0, str(exc)[:500])
+    return Recorded(result.session, result.created)
+
+
+def proxy_record_reply(*, session_id: int, message: dict[str, Any], complete: bool) -> None:
+    """The model's reply, appended once its response ended (``complete`` False: the stream was cut,
+    and what arrived is stored, marked as such), and its usage as the session's exact count."""
+    content = _list(message.get("content"))
+    if not complete:
+        content = [*content, {"type": "text", "text": "[ctxweb: the response stream was cut here]"}]
+    if not content:
+        return
+    session = AgentSession.objects.select_related("project", "project__policy").filter(pk=session_id).first()
+    if session is None or session.status != SessionStatus.ACTIVE:
+        return
+    said = message.get("id")  # a response always has one; a cut stream may not have said it
+    reply_id = said if isinstance(said, str) else hashlib.sha256(_canonical(content)).hexdigest()
+    raw = {
+        "role": "assistant",
+        "content": content,
+        "client_id": (REPLY_PREFIX + reply_id)[:200],
+        "metadata": {"proxy": {"stop_reason": message.get("stop_reason"), "cut": not complete}},
+    }
+    try:
+        reply = normalize_message(raw)
+        before = session.system_tokens + session.tool_tokens + session.message_tokens + DEFAULT_FRAMING.request
+        result = ingest.message_append(session=session, messages=[reply])
+    except (MessageError, InvalidInput) as exc:
+        log.warning("proxy: session %s: the reply was not stored: %s", session_id, exc)
+        return
+    usage = _dict(message.get("usage"))
+    if complete and result.created:
+        _exact_from_usage(result.session, usage, raw_request=before)
+
+
+def _exact_from_usage(session: AgentSession, usage: dict[str, Any], *, raw_request: int) -> None:
+    """The response's usage as the session's exact count: what the model read (input, cache reads and
+    writes) plus what it wrote, the context the next request starts from; the input figure against the
+    offline estimate of the request teaches the model's calibration."""
+    figures = [usage.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+    read = sum(n for n in figures if isinstance(n, int) and not isinstance(n, bool) and n >= 0)
+    wrote = usage.get("output_tokens")
+    if not read or not isinstance(wrote, int) or isinstance(wrote, bool) or wrote < 0:
+        return
+    with transaction.atomic():
+        locked = AgentSession.objects.select_for_update().get(pk=session.pk)
+        locked.project = session.project
+        locked.exact_tokens = min(read + wrote, 2**31 - 1)
+        locked.exact_upto_seq = locked.last_seq
+        locked.exact_cached = False
+        locked.exact_counted_at = session.last_activity_at
+        locked.save(update_fields=["exact_tokens", "exact_upto_seq", "exact_cached", "exact_counted_at"])
+        session_level_note(locked)
+    counting.model_calibration_update(model=session.model, exact=read, raw_estimate=raw_request)
+
+
+def _new_from(session: AgentSession, messages: list[Any]) -> int | None:
+    """Where the request's new messages start, or None when its history is not the stored one: the
+    stored last message (and the one before it) must be the request's at the same place."""
+    stored = session.last_seq
+    if stored == 0:
+        return 0
+    if len(messages) < stored:
+        return None
+    ids = dict(Message.objects.filter(session=session, seq__in=[stored - 1, stored]).values_list("seq", "client_id"))
+    return stored if all(_same(ids.get(seq) or "", seq - 1, messages) for seq in ids) else None
+
+
+def _same(stored_id: str, index: int, messages: list[Any]) -> bool:
+    # A reply recorded from a response stands for whatever the agent made of it (it may drop empty
+    # blocks or thinking signatures): any assistant message in its place.
+    if stored_id.startswith(REPLY_PREFIX):
+        return isinstance(messages[index], dict) and messages[index].get("role") == "assistant"
+    return stored_id == client_id(index, messages[index])
+
+
+def _continue_in_fresh_session(session: AgentSession, body: dict[str, Any]) -> AgentSession:
+    """The old session keeps its messages under a retired external id; the conversation's id now
+    names a fresh session, linked to it, that the request's whole history goes into."""
+    key = session.external_id
+    retired = f"{key[: EXTERNAL_ID_MAX - 24]}@{session.pk}"
+    with transaction.atomic():
+        AgentSession.objects.filter(pk=session.pk).update(external_id=retired)
+        fresh = agent_sessions.session_create(
+            user=session.owner,
+            project=session.project,
+            name=session.name,
+            model=_model(body),
+            system_prompt=system_text(body.get("system")),
+            tools=_list(body.get("tools")),
+            external_id=key,
+            parent=session,
+            metadata={"source": "proxy", "continues": session.pk},
+        )
+    return fresh
+
+
+def _current(project: Project, key: str) -> AgentSession | None:
+    return (
+        AgentSession.objects.select_related("project", "project__policy")
+        .filter(project=project, external_id=key)
+        .first()
+    )
+
+
+def _normalized(raw: Any, index: int) -> NormalizedMessage:
+    if not isinstance(raw, dict):
+        raise MessageError("a message is a JSON object", code="invalid_message", index=index)
+    return normalize_message({**raw, "client_id": client_id(index, raw)}, index=index)
+
+
+def client_id(index: int, message: Any) -> str:
+    """A request message's client id: its place and a hash of what it says, so resending the same
+    history stores nothing twice and a changed history is told apart."""
+    if isinstance(message, dict):
+        message = {"role": message.get("role"), "content": message.get("content")}
+    return f"px-{index}-{hashlib.sha256(_canonical(message)).hexdigest()[:24]}"
+
+
+def system_text(system: Any) -> str:
+    """A request's ``system`` (a string or a list of text blocks) as the session's system prompt."""
+    if isinstance(system, str):
+        return system
+    if isinstance(system, list):
+        return "\n\n".join(b["text"] for b in system if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
+
+
+def _model(body: dict[str, Any]) -> str:
+    model = body.get("model")
+    return model[: agent_sessions.SESSION_TEXT_LIMITS["model"]] if isinstance(model, str) and model else "unknown"
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
+
+
+def _canonical(value: Any) -> bytes:
+    # ASCII with escapes: any JSON value hashes, lone surrogates included.
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()

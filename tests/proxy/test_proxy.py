@@ -1,0 +1,205 @@
+"""The Anthropic-compatible proxy, driven by the real ``anthropic`` SDK over HTTP (Django's live
+server) against the fake Anthropic server: the caller gets what the upstream sent, the session holds
+every message once however often the history is resent, and STATUS is the upstream's own usage."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import pytest
+from django.apps import apps
+
+from sessions_app.models import AgentSession, Message
+from sessions_app.selectors import usage
+from tests.conftest import Team
+from tests.fakes.anthropic_server import FakeAnthropic
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MODEL = "claude-sonnet-4-5"
+CALLER_KEY = "sk-ant-callers-own-key-0123456789"
+SYSTEM = "You are a careful coding agent."
+TOOLS = [{"name": "Read", "description": "Read a file", "input_schema": {"type": "object", "properties": {}}}]
+
+
+@pytest.fixture
+def fake(settings: Any) -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as server:
+        settings.CTX_PROXY_UPSTREAM_URL = server.base_url
+        yield server
+
+
+def proxied(live_server: Any, team: Team, **kwargs: Any) -> anthropic.Anthropic:
+    headers = {"ctxweb-api-key": team.bob.key, **kwargs.pop("headers", {})}
+    return anthropic.Anthropic(
+        api_key=CALLER_KEY, base_url=f"{live_server.url}/proxy/anthropic", default_headers=headers, max_retries=0
+    )
+
+
+def direct(fake: FakeAnthropic) -> anthropic.Anthropic:
+    return anthropic.Anthropic(api_key=CALLER_KEY, base_url=fake.base_url, max_retries=0)
+
+
+def without_stream_id(raw: bytes) -> bytes:
+    first = json.loads(raw.split(b"data: ", 1)[1].split(b"\n", 1)[0])  # message_start
+    return raw.replace(first["message"]["id"].encode(), b"msg_")
+
+
+def without_id(raw: bytes) -> dict[str, Any]:
+    body = json.loads(raw)
+    body.pop("id", None)
+    return body
+
+
+TURNS: list[tuple[str, list[dict[str, Any]], dict[str, Any]]] = [
+    # (what the user says next, what the model answers, the answer's usage beyond the computed one)
+    (
+        "Fix the failing test in src/app.py",
+        [{"type": "text", "text": "Reading it."}, {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}],
+        {"cache_read_input_tokens": 40},
+    ),
+    ("", [{"type": "text", "text": "Found it: an off-by-one in the loop. Fixed."}], {"cache_creation_input_tokens": 9}),
+    ("Thanks. Now run the tests.", [{"type": "text", "text": "All 12 pass."}], {}),
+]
+
+
+def run_agent(client: anthropic.Anthropic, fake: FakeAnthropic, *, stream: bool) -> list[dict[str, Any]]:
+    """Three turns of a tool-using agent that resends its whole history each time, as agents do;
+    the history it ends with."""
+    history: list[dict[str, Any]] = []
+    for said, answer, extra in TURNS:
+        if said:
+            history.append({"role": "user", "content": said})
+        else:  # the tool's result answers the call
+            history.append(
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "12 lines"}]}
+            )
+        fake.queue_message(answer, stop_reason="tool_use" if len(answer) > 1 else "end_turn", usage=extra)
+        kwargs = {"model": MODEL, "max_tokens": 512, "system": SYSTEM, "tools": TOOLS, "messages": history}
+        if stream:
+            with client.messages.stream(**kwargs) as events:
+                reply = events.get_final_message()
+        else:
+            reply = client.messages.create(**kwargs)
+        history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
+    return history
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_the_caller_gets_exactly_what_the_upstream_sends(live_server, team, fake, stream):
+    reply = [{"type": "text", "text": "Hello."}, {"type": "tool_use", "id": "toolu_9", "name": "Read", "input": {}}]
+    body = {"model": MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    answers = []
+    for c in (direct(fake), proxied(live_server, team)):
+        fake.queue_message(reply, stop_reason="tool_use", usage={"cache_read_input_tokens": 3})
+        response = c.messages.with_raw_response.create(**body)
+        answers.append((response.http_response.status_code, response.http_response.read(), response.headers))
+    (status_a, bytes_a, headers_a), (status_b, bytes_b, headers_b) = answers
+    assert status_a == status_b == 200
+    if stream:  # the same events, byte for byte but for the message id
+        assert without_stream_id(bytes_a) == without_stream_id(bytes_b)
+    else:
+        assert without_id(bytes_a) == without_id(bytes_b)
+    assert headers_b["content-type"] == headers_a["content-type"]
+    assert headers_b["request-id"].startswith("req_") and headers_b["ctxweb-recorded"] == "yes"
+    assert headers_b["ctxweb-appended"] == "1"
+    # The caller's own key went upstream; ctxweb's did not.
+    sent = fake.requests_for("messages")[-1]["headers"]
+    assert CALLER_KEY in (sent.get("x-api-key", ""), sent.get("authorization", "").removeprefix("Bearer "))
+    assert not any(name.startswith("ctxweb-") for name in sent)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_tool_loop_is_recorded_once_and_status_is_the_upstreams_usage(live_server, team, fake, stream):
+    history = run_agent(proxied(live_server, team), fake, stream=stream)
+    session = AgentSession.objects.get(project=team.project)
+    stored = list(Message.objects.filter(session=session).order_by("seq").values_list("role", "content"))
+    assert [(m["role"], m["content"]) for m in history] == stored
+    assert len(stored) == len(history) == 6  # every message once, though each request resent them all
+    assert (session.system_prompt, session.tools, session.model) == (SYSTEM, TOOLS, MODEL)
+    status = usage.session_status(session)
+    assert status["token_source"] == "exact"
+    assert status["used"] == fake_answer_usage(fake, history) > 0
+
+
+def fake_answer_usage(fake: FakeAnthropic, history: list[dict[str, Any]]) -> int:
+    """What the fake's last answer said it used: its input (with the cache figures queued for that
+    turn) and its output."""
+    body = fake.requests_for("messages")[-1]["body"]
+    text = "".join(b.get("text", "") for b in history[-1]["content"] if b.get("type") == "text")
+    output = max(1, -(-len(text.encode()) // 4))
+    return fake.count_tokens_for(body) + sum(TURNS[-1][2].values()) + output
+
+
+def test_errors_and_their_headers_reach_the_caller_unchanged(live_server, team, fake):
+    client = proxied(live_server, team)
+    fake.queue_error(429, retry_after_ms=1, message="slow down")
+    with pytest.raises(anthropic.RateLimitError) as limited:
+        client.messages.create(model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+    assert limited.value.response.headers["retry-after-ms"] == "1"
+    assert limited.value.body["error"]["message"] == "slow down"
+    fake.queue_error(529)
+    with pytest.raises(anthropic.APIStatusError) as overloaded:
+        client.messages.create(model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+    assert overloaded.value.status_code == 529 and overloaded.value.body["error"]["type"] == "overloaded_error"
+
+
+def test_without_a_ctxweb_key_the_sdk_sees_an_authentication_error_and_nothing_goes_upstream(live_server, team, fake):
+    client = anthropic.Anthropic(api_key=CALLER_KEY, base_url=f"{live_server.url}/proxy/anthropic", max_retries=0)
+    with pytest.raises(anthropic.AuthenticationError) as refused:
+        client.messages.create(model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+    assert "ctxweb-api-key" in refused.value.body["error"]["message"]
+    assert fake.requests == [] and not AgentSession.objects.exists()
+
+
+def test_the_callers_anthropic_key_is_never_stored(live_server, team, fake):
+    run_agent(proxied(live_server, team), fake, stream=True)
+    for model in apps.get_app_config("sessions_app").get_models():
+        for row in model.objects.values():
+            assert CALLER_KEY not in json.dumps(row, default=str), model.__name__
+
+
+def test_count_tokens_is_passed_through(live_server, team, fake):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "How long is this?"}]}
+    counted = proxied(live_server, team).messages.count_tokens(**body)
+    assert counted.input_tokens == fake.count_tokens_for(body)
+    assert not AgentSession.objects.exists()  # counting records nothing
+
+
+def ask(client: anthropic.Anthropic, fake: FakeAnthropic, history: list[dict[str, Any]], said: str) -> None:
+    history.append({"role": "user", "content": said})
+    fake.queue_reply(f"answer to {said}")
+    reply = client.messages.create(model=MODEL, max_tokens=64, messages=history)
+    history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
+
+
+def test_each_conversation_is_one_session_found_again_by_its_start(live_server, team, fake):
+    client = proxied(live_server, team)
+    first: list[dict[str, Any]] = []
+    second: list[dict[str, Any]] = []
+    for n in range(3):
+        ask(client, fake, first, f"first conversation, turn {n}")
+        ask(client, fake, second, f"second conversation, turn {n}")
+    sessions = list(AgentSession.objects.filter(project=team.project).order_by("pk"))
+    assert len(sessions) == 2 and [s.message_count for s in sessions] == [6, 6]
+    assert [m["content"] for m in first[::2]] == list(
+        Message.objects.filter(session=sessions[0], role="user").order_by("seq").values_list("content", flat=True)
+    )
+
+
+def test_a_rewritten_history_continues_in_a_fresh_linked_session(live_server, team, fake):
+    client = proxied(live_server, team, headers={"ctxweb-session": "agent-run-7"})
+    history: list[dict[str, Any]] = []
+    for n in range(2):
+        ask(client, fake, history, f"turn {n}")
+    # The agent compacted its own history: it now starts with a summary of the above.
+    rewritten = [{"role": "user", "content": "Summary of the work so far: two turns."}]
+    ask(client, fake, rewritten, "go on")
+    old, fresh = AgentSession.objects.filter(project=team.project).order_by("pk")
+    assert fresh.external_id == "agent-run-7" and fresh.parent_id == old.pk
+    assert old.external_id.startswith("agent-run-7@") and old.message_count == 4
+    roles = list(Message.objects.filter(session=fresh).order_by("seq").values_list("role", flat=True))
+    assert roles == ["user", "user", "assistant"]

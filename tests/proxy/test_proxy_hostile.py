@@ -1,0 +1,101 @@
+"""Whatever an agent sends through the proxy, ctxweb answers (or passes on the upstream's answer),
+never with a server error of its own, and the session it recorded into still reads back. Bodies from
+``tests/hostile_json.py``: Messages requests with hostile values in one or two places, tool turns,
+resent and extended histories, and arbitrary JSON."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sessions_app.models import AgentSession
+from tests import hostile_json as hj
+from tests.fakes.anthropic_server import FakeAnthropic
+
+pytestmark = pytest.mark.django_db
+
+EXAMPLES = int(os.environ.get("CTX_READBACK_EXAMPLES", "8")) * 5
+
+requests = st.one_of(
+    hj.mutated(
+        st.fixed_dictionaries(
+            {
+                "model": st.sampled_from(["claude-sonnet-4-5", "claude-haiku-4-5"]),
+                "max_tokens": st.integers(1, 4096),
+                "messages": st.lists(hj.message(), min_size=1, max_size=4),
+            },
+            optional={
+                "system": st.one_of(hj.text(), st.lists(hj.text_block, max_size=2)),
+                "metadata": st.fixed_dictionaries({"user_id": hj.text()}),
+                "stream": st.booleans(),
+            },
+        )
+    ),
+    st.builds(lambda turns: {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": turns}, hj.tool_turn()),
+    hj.JSON_ANY,
+)
+
+
+@pytest.fixture
+def upstream(settings: Any) -> Any:
+    with FakeAnthropic() as server:
+        settings.CTX_PROXY_UPSTREAM_URL = server.base_url
+        yield server
+
+
+class Caught(logging.Handler):
+    """What the proxy logged as its own failure: it forwards anyway, so only its log tells."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def proxy_failures() -> Any:
+    caught = Caught()
+    logger = logging.getLogger("sessions_app.api.proxy_views")
+    logger.addHandler(caught)
+    yield caught.records
+    logger.removeHandler(caught)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(bodies=st.lists(requests, min_size=1, max_size=3), resend=st.booleans())
+def test_no_server_error_and_every_recorded_session_reads_back(
+    team, upstream, client, api_as, proxy_failures, bodies, resend
+):
+    api = api_as(team.bob)
+    proxy_failures.clear()
+    for body in bodies + ([bodies[0]] if resend else []):
+        response = client.post(
+            "/proxy/anthropic/v1/messages",
+            data=hj.encode(body),
+            content_type="application/json",
+            HTTP_CTXWEB_API_KEY=team.bob.key,
+            HTTP_X_API_KEY="sk-callers-key",
+        )
+        answer = b"".join(response.streaming_content) if response.streaming else response.content
+        # A 5xx is only ever the upstream's own, passed on (it says which request it was).
+        assert response.status_code < 500 or response.has_header("request-id"), answer[:500]
+        if response.status_code >= 400:
+            error = json.loads(answer)
+            assert error["type"] == "error" and error["error"]["message"], error
+    # Recording never failed with an exception (it would have been logged and the call forwarded).
+    assert [r.getMessage() for r in proxy_failures if r.exc_info] == []
+    for session in AgentSession.objects.filter(project=team.project):
+        s = f"/api/v1/sessions/{session.pk}"
+        for path in (f"{s}/", f"{s}/status/", f"{s}/context/", f"{s}/messages/?state=all", f"{s}/history/"):
+            assert api.get(path).status_code == 200, path
+        client.force_login(team.bob.user)
+        assert client.get(f"/sessions/{session.pk}/").status_code == 200
+        client.logout()
