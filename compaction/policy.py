@@ -56,6 +56,8 @@ class Policy:
     auto: bool = True
     # At the handoff level: close the session and continue in a fresh linked one (`brainchain`).
     auto_continue: bool = False
+    # Requests through the Anthropic-compatible proxy go upstream as the compacted context (opt-in).
+    proxy_compaction: bool = False
     summarizer_model: str = "claude-haiku-4-5"
     preserve_patterns: tuple[str, ...] = field(default=DEFAULT_PRESERVE_PATTERNS)
 

@@ -135,7 +135,7 @@ def _preset_action(name: str) -> Callable[[admin.ModelAdmin, HttpRequest, QueryS
 
 # Where each engine setting shows in the change form; one the engine gains later lands in "Other".
 _POLICY_FIELDSETS: list[tuple[str | None, list[str]]] = [
-    (None, ["project", "preset", "auto", "auto_continue", "summarizer_model"]),
+    (None, ["project", "preset", "auto", "auto_continue", "proxy_compaction", "summarizer_model"]),
     ("Thresholds (fractions of the context window)", ["remind", "compact", "summarize", "handoff", "output_reserve"]),
     ("What a run does", ["target_after", "reversible_first", "min_saving_tokens", "summary_budget"]),
     (

@@ -23,6 +23,7 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from sessions_app import tasks
 from sessions_app.api.proxy_stream import MessageAccumulator
 from sessions_app.errors import ServiceError
 from sessions_app.services import keys, proxy
@@ -78,6 +79,13 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
             done = _record_request(request, user, body)
             session_id, recorded = done.session.pk, not done.rejected
             extra["ctxweb-appended"] = str(done.appended)
+            if done.appended:
+                tasks.after_append(done.session)  # a compaction when a threshold was crossed
+                done.session.refresh_from_db()
+            sent = proxy.proxy_upstream_request(session=done.session, body=body)
+            if sent.body is not None:
+                raw = json.dumps(sent.body).encode()
+                extra["ctxweb-compacted"] = str(sent.compaction_id)
         except ServiceError as exc:  # no project to record in, or no right to: the caller is told
             return anthropic_error(exc.status, _ERROR_TYPES.get(exc.status, "invalid_request_error"), exc.detail)
         except DatabaseError as exc:

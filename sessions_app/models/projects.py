@@ -157,6 +157,11 @@ class CompactionPolicy(models.Model):
     auto_continue = models.BooleanField(
         default=False, help_text="At the handoff level, close the session and continue in a fresh linked one."
     )
+    proxy_compaction = models.BooleanField(
+        default=False,
+        help_text="Requests through the Anthropic-compatible proxy go upstream as the compacted context "
+        "(checkpoint and kept messages) once a compaction has run; the agent's own history is untouched.",
+    )
     summarizer_model = models.CharField(max_length=100, default="claude-haiku-4-5")
     preserve_patterns = models.JSONField(default=list, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

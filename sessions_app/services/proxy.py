@@ -23,11 +23,21 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
+from compaction import context as engine_context
 from compaction.messages import MessageError, NormalizedMessage, normalize_message
 from compaction.tokens import DEFAULT_FRAMING
 from sessions_app.errors import InvalidInput
-from sessions_app.models import AgentSession, Message, Project, Role, SessionStatus
+from sessions_app.models import (
+    AgentSession,
+    Compaction,
+    CompactionStatus,
+    Message,
+    Project,
+    Role,
+    SessionStatus,
+)
 from sessions_app.selectors import access
+from sessions_app.selectors.model_context import current_checkpoint, session_context_messages
 from sessions_app.services import agent_sessions, counting, ingest
 from sessions_app.services.webhook_events import session_level_note
 
@@ -155,6 +165,72 @@ def proxy_record_reply(*, session_id: int, message: dict[str, Any], complete: bo
     usage = _dict(message.get("usage"))
     if complete and result.created:
         _exact_from_usage(result.session, usage, raw_request=before)
+
+
+@dataclass(frozen=True)
+class Upstream:
+    body: dict[str, Any] | None  # the request to send instead of the caller's; None: the caller's as it came
+    compaction_id: int | None = None  # the compaction the sent context comes from
+
+
+MAX_CACHE_BREAKPOINTS = 4  # Anthropic refuses a request with more cache_control blocks than this
+
+
+def proxy_upstream_request(*, session: AgentSession, body: dict[str, Any]) -> Upstream:
+    """With the project's ``proxy_compaction`` on and a compaction in effect, the request goes upstream
+    as the session's compacted context (its checkpoint's summary and the messages kept), the rest of
+    the caller's request (model, system, tools, settings) as it came. Not when the request asks the
+    provider to manage its context itself (``context_management``): the provider's compaction is not
+    fought. Cache breakpoints: the stored messages' own are dropped (an agent moves its marker every
+    request; the stored copies keep old ones), one goes after the summary (the prefix that changes
+    only when a compaction runs) and one on the last message, within the API's limit of four."""
+    policy = getattr(session.project, "policy", None)
+    if policy is None or not policy.proxy_compaction or "context_management" in body:
+        return Upstream(None)
+    in_effect = (
+        Compaction.objects.filter(session=session, status=CompactionStatus.SUCCEEDED)
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if in_effect is None:
+        return Upstream(None)
+    messages = [
+        _without_cache_marks(m) for m in engine_context.to_anthropic_messages(session_context_messages(session))
+    ]
+    budget = MAX_CACHE_BREAKPOINTS - _cache_marks(body.get("system")) - _cache_marks(body.get("tools"))
+    summarized = bool(messages) and current_checkpoint(session) is not None
+    for index in ([0] if summarized else []) + [len(messages) - 1]:
+        if budget > 0 and 0 <= index < len(messages):
+            messages[index] = _with_cache_mark(messages[index])
+            budget -= 1
+    return Upstream({**body, "messages": messages}, in_effect)
+
+
+def _cache_marks(value: Any) -> int:
+    if isinstance(value, dict):
+        return ("cache_control" in value) + sum(_cache_marks(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_cache_marks(v) for v in value)
+    return 0
+
+
+def _without_cache_marks(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    return {**message, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in content]}
+
+
+def _with_cache_mark(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    blocks: list[dict[str, Any]] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    )
+    if not blocks:
+        return message
+    blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+    return {**message, "content": blocks}
 
 
 def _exact_from_usage(session: AgentSession, usage: dict[str, Any], *, raw_request: int) -> None:

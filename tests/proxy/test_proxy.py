@@ -203,3 +203,24 @@ def test_a_rewritten_history_continues_in_a_fresh_linked_session(live_server, te
     assert old.external_id.startswith("agent-run-7@") and old.message_count == 4
     roles = list(Message.objects.filter(session=fresh).order_by("seq").values_list("role", flat=True))
     assert roles == ["user", "user", "assistant"]
+
+
+@pytest.mark.parametrize("where", ["key check", "recording", "reply"])
+def test_when_ctxweb_fails_the_call_still_goes_through_unrecorded(live_server, team, fake, monkeypatch, where):
+    from django.db import OperationalError
+
+    from sessions_app.services import keys, proxy
+
+    def down(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("connection to server at 127.0.0.1 failed")
+
+    target = {"key check": (keys, "apikey_authenticate"), "recording": (proxy, "proxy_record_request"),
+              "reply": (proxy, "proxy_record_reply")}[where]  # fmt: skip
+    monkeypatch.setattr(*target, down)
+    fake.queue_reply("Still here.")
+    response = proxied(live_server, team).messages.with_raw_response.create(
+        model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert response.parse().content[0].text == "Still here."
+    assert response.headers["ctxweb-recorded"] == ("yes" if where == "reply" else "no")
+    assert Message.objects.filter(role="assistant").count() == 0
