@@ -19,7 +19,8 @@ from . import jsonvalues
 from .types import ROLES
 
 NUL, REPLACEMENT = "\x00", "\ufffd"
-BLOCK_TYPES = ("text", "tool_use", "tool_result", "image", "thinking", "redacted_thinking", "document")
+# ``compaction``: the summary Anthropic's server-side compaction returns, which the agent sends back.
+BLOCK_TYPES = ("text", "tool_use", "tool_result", "image", "thinking", "redacted_thinking", "document", "compaction")
 CLIENT_ID_MAX = 200
 TOOL_ID_MAX = 255  # the ToolUse index's column
 # Real UTC offsets run from -12:00 to +14:00; PostgreSQL refuses beyond ±15:59, Python reads up to ±23:59.
@@ -208,6 +209,8 @@ def _normalize_block(block: Any, fail: Callable[[str, str], MessageError], where
         raise fail(f"{where}: an image block needs a 'source' object", "invalid_content")
     if kind == "thinking" and not isinstance(block.get("thinking", ""), str):
         raise fail(f"{where}: a thinking block needs a string 'thinking'", "invalid_content")
+    if kind == "compaction" and not isinstance(block.get("content"), str | None):
+        raise fail(f"{where}: a compaction block's 'content' is a string or null", "invalid_content")
     return block
 
 

@@ -129,6 +129,8 @@ class OfflineTokenizer:
             return f.block + self.count_text(str(block.get("thinking", "")))
         if kind == "redacted_thinking":
             return f.block
+        if kind == "compaction":  # its summary is what the model reads of it
+            return f.block + self.count_text(str(block.get("content") or ""))
         if kind == "document":
             source = block.get("source") or {}
             return f.block + self.count_text(str(source.get("data", "") if source.get("type") == "text" else ""))

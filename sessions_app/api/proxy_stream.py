@@ -74,6 +74,10 @@ class MessageAccumulator:
                 block["thinking"] = block.get("thinking", "") + str(delta.get("thinking", ""))
             case "signature_delta":
                 block["signature"] = str(delta.get("signature", ""))
+            case "compaction_delta":  # a provider's compaction summary
+                block["content"] = (block.get("content") or "") + str(delta.get("content") or "")
+                if delta.get("encrypted_content") is not None:
+                    block["encrypted_content"] = delta["encrypted_content"]
             case "citations_delta":
                 block.setdefault("citations", []).append(delta.get("citation"))
 

@@ -33,7 +33,12 @@ class Compaction(models.Model):
     # "transcript": the agent compacted its own context and its transcript recorded it (services.boundaries).
     trigger = models.CharField(
         max_length=10,
-        choices=[("auto", "Automatic"), ("manual", "Manual"), ("transcript", "From the transcript")],
+        choices=[
+            ("auto", "Automatic"),
+            ("manual", "Manual"),
+            ("transcript", "From the transcript"),
+            ("provider", "By the model's provider"),
+        ],
         default="auto",
     )
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

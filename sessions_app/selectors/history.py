@@ -176,9 +176,10 @@ def _events(stored: _Stored, received: list[tuple[datetime, int]]) -> list[Histo
     for pk, level, trigger, status, finished, upto, before, after, _items in stored.compactions:
         if status != CompactionStatus.SUCCEEDED or finished is None or before is None or after is None:
             continue
-        # A compaction the agent recorded in its transcript happened where the transcript says, however
-        # late ctxweb read it (an import reads it after every message); ctxweb's own, when it finished.
-        placed = upto or 0 if trigger == "transcript" else max(_seq_at(received, finished), upto or 0)
+        # A compaction the agent recorded in its transcript (or the provider made) happened where it
+        # says, however late ctxweb read it (an import reads it after every message); ctxweb's own,
+        # when it finished.
+        placed = upto or 0 if trigger in ("transcript", "provider") else max(_seq_at(received, finished), upto or 0)
         found.append(
             HistoryEvent(
                 kind="compaction",

@@ -20,7 +20,7 @@ boundary once its summary message is stored, so any chunking of the file ends th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -49,6 +49,7 @@ from sessions_app.selectors import model_context, usage
 from sessions_app.services import ingest, planning
 
 TRIGGER = "transcript"
+PROVIDER = "provider"  # a compaction the model's provider made (the proxy records it)
 OBJECTIVE_CHARS = 2_000  # the first request is copied verbatim up to this; a pasted file is not an objective
 
 
@@ -88,73 +89,124 @@ def boundary_apply(*, session: AgentSession, boundary: Boundary) -> Compaction |
         row = _stored_summary(locked, boundary.summary)
         if row is None:
             return None
-        rows = list(
-            Message.objects.select_for_update()
-            .filter(session=locked, state__in=CONTEXT_STATES, seq__lte=row.seq)
-            .order_by("seq")
-        )
-        info = usage.model_info(locked.model)
-        policy = usage.policy_for(locked)
-        before = usage.session_usage(locked, policy=policy).used
-        previous = model_context.current_checkpoint(locked)
-        facts_budget = policy.facts_tokens(
-            max(1, int((locked.context_window_override or info.context_window) / info.calibration))
-        )
-        data = _checkpoint_data(
-            previous, rows, boundary, compacted_at=row.created_at.isoformat(), facts_budget=facts_budget
-        )
-        summary_tokens = summary_tokens_of(data["summary_text"], offline_tokenizer())
-        now = timezone.now()
-        record = Compaction.objects.create(
-            session=locked,
-            level=Level.SUMMARIZE.value,
-            status=CompactionStatus.SUCCEEDED,
+        rows = _context_rows(locked, upto_seq=row.seq)
+        source = {"kind": "compact_boundary", "trigger": boundary.trigger, "pre_tokens": boundary.pre_tokens}
+        # The last row is the summary message: the checkpoint, not what it covers.
+        return _summarized(
+            locked,
+            rows,
+            rows[:-1],
+            boundary.narrative,
+            source,
             trigger=TRIGGER,
-            upto_seq=row.seq,
-            tokens_before=before,
-            notes=[_note(boundary)],
-            items=[
-                *(_item("summarize", r.seq, calibrate(r.tokens, info.calibration), 0) for r in rows),
-                _item("checkpoint", None, 0, calibrate(summary_tokens, info.calibration)),
-            ],
-            started_at=now,
-            finished_at=now,
-            revertible_until=now + timedelta(hours=policy.revert_hours),
+            at=row.created_at,
+            note=_note(boundary),
         )
-        MessageBackup.objects.bulk_create(
-            MessageBackup(
-                compaction=record,
-                message=r,
-                content=r.content,
-                tokens=r.tokens,
-                tokens_exact=r.tokens_exact,
-                state=r.state,
-                previous_compaction_id=r.compaction_id,
-            )
-            for r in rows
+
+
+def provider_compaction_apply(*, session: AgentSession, reply_seq: int, narrative: str) -> Compaction | None:
+    """A compaction the model's provider made (Anthropic's server-side compaction: a ``compaction``
+    block at the start of the reply stored at ``reply_seq``): from that reply on, the model reads the
+    block's summary instead of what came before, so those messages leave the context behind a
+    checkpoint holding it, as for a boundary in a transcript. None when nothing came before."""
+    with transaction.atomic():
+        locked = ingest.lock_open_session(session)
+        rows = _context_rows(locked, upto_seq=reply_seq - 1)
+        if not rows:
+            return None
+        note = (
+            "Made by the model's provider (server-side compaction): its summary is the checkpoint; the "
+            "messages before the reply that carried it are summarized."
         )
-        for r in rows:
-            r.state, r.compaction = MessageState.SUMMARIZED, record
-        Message.objects.bulk_update(rows, ["state", "compaction"])
-        Checkpoint.objects.create(
-            session=locked,
-            version=model_context.next_checkpoint_version(locked),
-            data=data,
-            reason="compaction",
+        source = {"kind": "provider_compaction", "reply_seq": reply_seq}
+        return _summarized(locked, rows, rows, narrative, source, trigger=PROVIDER, at=timezone.now(), note=note)
+
+
+def _context_rows(session: AgentSession, *, upto_seq: int) -> list[Message]:
+    return list(
+        Message.objects.select_for_update()
+        .filter(session=session, state__in=CONTEXT_STATES, seq__lte=upto_seq)
+        .order_by("seq")
+    )
+
+
+def _summarized(
+    locked: AgentSession,
+    rows: list[Message],
+    covered: list[Message],
+    narrative: str,
+    source: dict[str, Any],
+    *,
+    trigger: str,
+    at: datetime,
+    note: str,
+) -> Compaction:
+    """``rows`` leave the context (summarized, backed up for a revert) behind a checkpoint whose text
+    is ``narrative``, under one succeeded summarize compaction (inside the caller's transaction, with
+    the session's row locked)."""
+    info = usage.model_info(locked.model)
+    policy = usage.policy_for(locked)
+    before = usage.session_usage(locked, policy=policy).used
+    previous = model_context.current_checkpoint(locked)
+    facts_budget = policy.facts_tokens(
+        max(1, int((locked.context_window_override or info.context_window) / info.calibration))
+    )
+    data = _checkpoint_data(
+        previous, covered, narrative, source, compacted_at=at.isoformat(), facts_budget=facts_budget
+    )
+    summary_tokens = summary_tokens_of(data["summary_text"], offline_tokenizer())
+    now = timezone.now()
+    upto = rows[-1].seq
+    record = Compaction.objects.create(
+        session=locked,
+        level=Level.SUMMARIZE.value,
+        status=CompactionStatus.SUCCEEDED,
+        trigger=trigger,
+        upto_seq=upto,
+        tokens_before=before,
+        notes=[note],
+        items=[
+            *(_item("summarize", r.seq, calibrate(r.tokens, info.calibration), 0) for r in rows),
+            _item("checkpoint", None, 0, calibrate(summary_tokens, info.calibration)),
+        ],
+        started_at=now,
+        finished_at=now,
+        revertible_until=now + timedelta(hours=policy.revert_hours),
+    )
+    MessageBackup.objects.bulk_create(
+        MessageBackup(
             compaction=record,
-            upto_seq=row.seq,
-            tokens=summary_tokens,
-            lossy=True,
+            message=r,
+            content=r.content,
+            tokens=r.tokens,
+            tokens_exact=r.tokens_exact,
+            state=r.state,
+            previous_compaction_id=r.compaction_id,
         )
-        locked.message_tokens -= sum(r.tokens for r in rows)
-        locked.active_message_count -= len(rows)
-        locked.summary_tokens = summary_tokens
-        locked.exact_upto_seq = None  # an exact count described the context before
-        locked.save(
-            update_fields=["message_tokens", "active_message_count", "summary_tokens", "exact_upto_seq", "updated_at"]
-        )
-        record.tokens_after = usage.session_usage(locked, policy=policy).used
-        record.save(update_fields=["tokens_after"])
+        for r in rows
+    )
+    for r in rows:
+        r.state, r.compaction = MessageState.SUMMARIZED, record
+    Message.objects.bulk_update(rows, ["state", "compaction"])
+    Checkpoint.objects.create(
+        session=locked,
+        version=model_context.next_checkpoint_version(locked),
+        data=data,
+        reason="compaction",
+        compaction=record,
+        upto_seq=upto,
+        tokens=summary_tokens,
+        lossy=True,
+    )
+    locked.message_tokens -= sum(r.tokens for r in rows)
+    locked.active_message_count -= len(rows)
+    locked.summary_tokens = summary_tokens
+    locked.exact_upto_seq = None  # an exact count described the context before
+    locked.save(
+        update_fields=["message_tokens", "active_message_count", "summary_tokens", "exact_upto_seq", "updated_at"]
+    )
+    record.tokens_after = usage.session_usage(locked, policy=policy).used
+    record.save(update_fields=["tokens_after"])
     return record
 
 
@@ -175,20 +227,25 @@ def _stored_summary(session: AgentSession, summary: NormalizedMessage) -> Messag
 
 
 def _checkpoint_data(
-    previous: Checkpoint | None, rows: list[Message], boundary: Boundary, *, compacted_at: str, facts_budget: int
+    previous: Checkpoint | None,
+    covered: list[Message],
+    narrative: str,
+    source: dict[str, Any],
+    *,
+    compacted_at: str,
+    facts_budget: int,
 ) -> dict[str, Any]:
     """Claude's summary supersedes the previous checkpoint (it was written from a context that held
     it); the objective carries over, else it is the first request a person typed. The facts of what
     it covers are recorded for ctxweb's own later summaries (the first request stays the first) but
     not shown: the model saw Claude's summary alone, and usage stays what Claude had."""
-    objective = (previous.data.get("objective") if previous is not None else None) or _first_request(rows)
+    objective = (previous.data.get("objective") if previous is not None else None) or _first_request(covered)
     if not objective:
-        objective = next((line.strip() for line in boundary.narrative.splitlines() if line.strip()), "(not recorded)")
-    covered = rows[:-1]  # the last row is the summary message: the checkpoint, not what it covers
+        objective = next((line.strip() for line in narrative.splitlines() if line.strip()), "(not recorded)")
     stamps = sorted(r.created_at.isoformat() for r in covered)
     data = merge_checkpoint(
         previous.data if previous is not None else None,
-        {"objective": _cut(objective, OBJECTIVE_CHARS), "narrative": boundary.narrative},
+        {"objective": _cut(objective, OBJECTIVE_CHARS), "narrative": narrative},
         messages_compacted=len(covered),
         oldest=stamps[0] if stamps else None,
         newest=stamps[-1] if stamps else None,
@@ -200,11 +257,7 @@ def _checkpoint_data(
             facts_budget,
         ),
     )
-    data["source"] = {
-        "kind": "compact_boundary",
-        "trigger": boundary.trigger,
-        "pre_tokens": boundary.pre_tokens,
-    }
+    data["source"] = source
     data["summary_text"] = render_summary_text({**data, "facts": None})
     return data
 

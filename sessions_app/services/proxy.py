@@ -38,7 +38,7 @@ from sessions_app.models import (
 )
 from sessions_app.selectors import access
 from sessions_app.selectors.model_context import current_checkpoint, session_context_messages
-from sessions_app.services import agent_sessions, counting, ingest
+from sessions_app.services import agent_sessions, boundaries, counting, ingest
 from sessions_app.services.webhook_events import session_level_note
 
 if TYPE_CHECKING:
@@ -133,6 +133,9 @@ def proxy_record_request(*, session: AgentSession, body: dict[str, Any]) -> Reco
     except (MessageError, InvalidInput) as exc:
         log.warning("proxy: session %s: the request's messages were not stored: %s", session.pk, exc)
         return Recorded(session, 0, str(exc)[:500])
+    # A reply that carried a provider's compaction and was not recorded from its response (ctxweb was
+    # down then) arrives here, with the agent's history.
+    _provider_compactions(result.session, result.messages)
     return Recorded(result.session, result.created)
 
 
@@ -163,8 +166,25 @@ def proxy_record_reply(*, session_id: int, message: dict[str, Any], complete: bo
         log.warning("proxy: session %s: the reply was not stored: %s", session_id, exc)
         return
     usage = _dict(message.get("usage"))
+    if result.created:
+        _provider_compactions(result.session, result.messages)
     if complete and result.created:
         _exact_from_usage(result.session, usage, raw_request=before)
+
+
+def _provider_compactions(session: AgentSession, rows: list[Message]) -> None:
+    """Each stored reply holding a provider's ``compaction`` block with a summary becomes a compaction
+    of the session, its summary the checkpoint (once: what came before is out of the context after)."""
+    for row in rows:
+        if row.role != "assistant" or not isinstance(row.content, list):
+            continue
+        summaries = [
+            b["content"]
+            for b in row.content
+            if isinstance(b, dict) and b.get("type") == "compaction" and isinstance(b.get("content"), str)
+        ]
+        if summaries and summaries[-1].strip():
+            boundaries.provider_compaction_apply(session=session, reply_seq=row.seq, narrative=summaries[-1])
 
 
 @dataclass(frozen=True)

@@ -258,6 +258,8 @@ def blocks_of(content: Any) -> list[Block]:
             out.append(block)
         elif kind in ("thinking", "redacted_thinking"):
             out.append(_block("thinking", "thinking", str(b.get("thinking", ""))))
+        elif kind == "compaction":
+            out.append(_block("compaction", "compaction by the provider", str(b.get("content") or "(no summary)")))
         else:
             out.append(_block(str(kind), str(kind), json.dumps(b, ensure_ascii=False)[:2000]))
     return out
