@@ -28,7 +28,14 @@ def _psql(sql: str, pg: str = PG) -> None:
 
 
 @contextmanager
-def gunicorn_on_postgres(db: str, *, workers: int = 4, extra_env: dict[str, str] | None = None, pg: str = PG):
+def gunicorn_on_postgres(
+    db: str,
+    *,
+    workers: int = 4,
+    extra_env: dict[str, str] | None = None,
+    pg: str = PG,
+    extra_args: list[str] | None = None,
+):
     """A fresh database, migrated; gunicorn serving it; yields (base_url, env)."""
     _psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)", pg)
     _psql(f"CREATE DATABASE {db}", pg)
@@ -59,6 +66,7 @@ def gunicorn_on_postgres(db: str, *, workers: int = 4, extra_env: dict[str, str]
             str(workers),
             "--log-level",
             "warning",
+            *(extra_args or []),
         ],
         cwd=ROOT,
         env=env,
