@@ -67,21 +67,23 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
     raw = request.read()
     try:
         body: Any = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
         body = None  # the upstream answers it (400), as it would without ctxweb
     user, refusal = _caller(request)
     if refusal is not None:
         return refusal
     session_id: int | None = None
+    after_seq = 0  # the session's last message once the request is recorded: the reply goes after it
     recorded, extra = user is not None, {}
     if user is not None and record and isinstance(body, dict):
         try:
             done = _record_request(request, user, body)
-            session_id, recorded = done.session.pk, not done.rejected
+            session_id, recorded, after_seq = done.session.pk, not done.rejected, done.session.last_seq
             extra["ctxweb-appended"] = str(done.appended)
             if done.appended:
                 tasks.after_append(done.session)  # a compaction when a threshold was crossed
                 done.session.refresh_from_db()
+                after_seq = done.session.last_seq
             sent = proxy.proxy_upstream_request(session=done.session, body=body)
             if sent.body is not None:
                 raw = json.dumps(sent.body).encode()
@@ -112,12 +114,12 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     response: HttpResponse | StreamingHttpResponse
     if streamed:
-        response = StreamingHttpResponse(_relay(answer, session_id), status=answer.status_code)
+        response = StreamingHttpResponse(_Relay(answer, session_id, after_seq), status=answer.status_code)
     else:
         content = answer.read()
         answer.close()
         if session_id is not None and answer.status_code == 200:
-            _record_reply(session_id, content)
+            _record_reply(session_id, after_seq, content)
         response = HttpResponse(content, status=answer.status_code)
     for name, value in answer.headers.multi_items():
         if name.lower() not in _HOP_BY_HOP:
@@ -151,33 +153,44 @@ def _record_request(request: HttpRequest, user: Any, body: dict[str, Any]) -> pr
     return proxy.proxy_record_request(session=session, body=body)
 
 
-def _relay(answer: httpx2.Response, session_id: int | None) -> Iterator[bytes]:
-    """The upstream's stream, passed on as it arrives; the reply is recorded once it ends (cut short:
-    the caller went away, or the upstream did)."""
-    seen = MessageAccumulator()
-    try:
-        for chunk in answer.iter_raw():
-            if session_id is not None:
-                seen.feed(chunk)
+class _Relay:
+    """The upstream's stream, passed on as it arrives, a copy read on its way through. The reply is
+    recorded when the response is closed: after its last byte went out (the server closes it then,
+    so the caller does not wait for ctxweb's writes), or when the caller went away (cut short)."""
+
+    def __init__(self, answer: httpx2.Response, session_id: int | None, after_seq: int) -> None:
+        self.answer, self.session_id, self.after_seq = answer, session_id, after_seq
+        self.seen = MessageAccumulator()
+        self.closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.answer.iter_raw():
+            if self.session_id is not None:
+                self.seen.feed(chunk)
             yield chunk
-    finally:
-        answer.close()
-        if session_id is not None and seen.message and answer.status_code == 200:
-            _record_safely(session_id, seen.message, complete=seen.complete and seen.error is None)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.answer.close()
+        if self.session_id is not None and self.seen.message and self.answer.status_code == 200:
+            complete = self.seen.complete and self.seen.error is None
+            _record_safely(self.session_id, self.after_seq, self.seen.message, complete=complete)
 
 
-def _record_reply(session_id: int, content: bytes) -> None:
+def _record_reply(session_id: int, after_seq: int, content: bytes) -> None:
     try:
         message = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         return
     if isinstance(message, dict) and message.get("type") == "message":
-        _record_safely(session_id, message, complete=True)
+        _record_safely(session_id, after_seq, message, complete=True)
 
 
-def _record_safely(session_id: int, message: dict[str, Any], *, complete: bool) -> None:
+def _record_safely(session_id: int, after_seq: int, message: dict[str, Any], *, complete: bool) -> None:
     try:
-        proxy.proxy_record_reply(session_id=session_id, message=message, complete=complete)
+        proxy.proxy_record_reply(session_id=session_id, after_seq=after_seq, message=message, complete=complete)
     except DatabaseError as exc:  # the caller has its answer already; the next request brings the reply
         log.warning("proxy: session %s: the reply was not recorded: %s", session_id, type(exc).__name__)
     except Exception:  # a bug here must not cut the caller's stream short

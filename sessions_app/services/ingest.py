@@ -36,14 +36,17 @@ class AppendResult:
     mismatched: frozenset[str] = frozenset()
 
 
-def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) -> AppendResult:
+def message_append(
+    *, session: AgentSession, messages: list[NormalizedMessage], after_seq: int | None = None
+) -> AppendResult:
     """Store a batch of validated messages at the end of a session, all or nothing.
 
     Counting happens before the lock (it is the slow part); seq assignment, the tool-call check,
     the insert and the running totals happen under the session's row lock, so concurrent appends
     get gapless seqs and totals that equal the sum over stored rows. A message whose client_id is
     already stored is not stored again: the stored one is answered in its place. What the new
-    messages set off is the caller's next step (``tasks.after_append``).
+    messages set off is the caller's next step (``tasks.after_append``). ``after_seq``: store them
+    only right after that message (else ``Conflict``, code ``moved_on``, nothing stored).
     """
     started = time.monotonic()
     tokenizer = offline_tokenizer()
@@ -51,6 +54,8 @@ def message_append(*, session: AgentSession, messages: list[NormalizedMessage]) 
     now = timezone.now()
     with transaction.atomic():
         locked = lock_open_session(session)
+        if after_seq is not None and locked.last_seq != after_seq:
+            raise Conflict(f"Session {locked.pk} has moved on past seq {after_seq}.", code="moved_on")
         client_ids = [m.client_id for m in messages if m.client_id]
         existing = (
             {row.client_id: row for row in Message.objects.filter(session=locked, client_id__in=client_ids)}

@@ -26,7 +26,7 @@ from django.db import IntegrityError, transaction
 from compaction import context as engine_context
 from compaction.messages import MessageError, NormalizedMessage, normalize_message
 from compaction.tokens import DEFAULT_FRAMING
-from sessions_app.errors import InvalidInput
+from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import (
     AgentSession,
     Compaction,
@@ -139,9 +139,11 @@ def proxy_record_request(*, session: AgentSession, body: dict[str, Any]) -> Reco
     return Recorded(result.session, result.created)
 
 
-def proxy_record_reply(*, session_id: int, message: dict[str, Any], complete: bool) -> None:
+def proxy_record_reply(*, session_id: int, after_seq: int, message: dict[str, Any], complete: bool) -> None:
     """The model's reply, appended once its response ended (``complete`` False: the stream was cut,
-    and what arrived is stored, marked as such), and its usage as the session's exact count."""
+    and what arrived is stored, marked as such), and its usage as the session's exact count. Only
+    right after its request's last message (``after_seq``): when the agent's next request came first
+    and brought the reply with its history, it is stored already."""
     content = _list(message.get("content"))
     if not complete:
         content = [*content, {"type": "text", "text": "[ctxweb: the response stream was cut here]"}]
@@ -161,7 +163,9 @@ def proxy_record_reply(*, session_id: int, message: dict[str, Any], complete: bo
     try:
         reply = normalize_message(raw)
         before = session.system_tokens + session.tool_tokens + session.message_tokens + DEFAULT_FRAMING.request
-        result = ingest.message_append(session=session, messages=[reply])
+        result = ingest.message_append(session=session, messages=[reply], after_seq=after_seq)
+    except Conflict:
+        return  # the next request was recorded first, with this reply in its history
     except (MessageError, InvalidInput) as exc:
         log.warning("proxy: session %s: the reply was not stored: %s", session_id, exc)
         return

@@ -780,7 +780,7 @@ def _make_handler(server: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             if raw:
                 try:
                     body = json.loads(raw)
-                except (ValueError, UnicodeDecodeError) as exc:
+                except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # (nested too deep to read)
                     parse_error = f"Request body is not valid JSON: {exc}"
             elif method == "POST":
                 parse_error = "Request body is empty; expected a JSON object."
