@@ -204,6 +204,9 @@ ANTHROPIC_MAX_RETRIES = env.int("ANTHROPIC_MAX_RETRIES", default=2)
 CTX_PROXY_UPSTREAM_URL = env.str("CTX_PROXY_UPSTREAM_URL", default="https://api.anthropic.com")
 CTX_PROXY_TIMEOUT = env.float("CTX_PROXY_TIMEOUT", default=600.0)
 CTX_PROXY_MAX_BODY_BYTES = env.int("CTX_PROXY_MAX_BODY_BYTES", default=32 * 1024 * 1024)
+# The calibration learns from one (estimate, real usage) pair per model this often (each is a write of
+# the model's profile row, and moves every figure worked out from its factor).
+CTX_PROXY_CALIBRATION_SECONDS = env.int("CTX_PROXY_CALIBRATION_SECONDS", default=60)
 # Where people reach this service; handoff documents name it in their "how to resume" footer.
 CTX_PUBLIC_URL = env.str("CTX_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 

@@ -21,6 +21,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 
 from compaction import context as engine_context
@@ -275,7 +277,12 @@ def _exact_from_usage(session: AgentSession, usage: dict[str, Any], *, raw_reque
         locked.exact_counted_at = session.last_activity_at
         locked.save(update_fields=["exact_tokens", "exact_upto_seq", "exact_cached", "exact_counted_at"])
         session_level_note(locked)
-    counting.model_calibration_update(model=session.model, exact=read, raw_estimate=raw_request)
+    # One observation per model per CTX_PROXY_CALIBRATION_SECONDS: every response would otherwise
+    # write the model's one profile row (every agent of that model waiting on its lock) and move every
+    # figure worked out from the factor (the dashboard's cached costs, the stored levels).
+    model_key = hashlib.sha256(session.model.encode(errors="replace")).hexdigest()[:24]
+    if cache.add(f"ctx:proxy-calibrated:{model_key}", 1, timeout=settings.CTX_PROXY_CALIBRATION_SECONDS):
+        counting.model_calibration_update(model=session.model, exact=read, raw_estimate=raw_request)
 
 
 def _new_from(session: AgentSession, messages: list[Any]) -> int | None:

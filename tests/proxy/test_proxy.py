@@ -224,3 +224,26 @@ def test_when_ctxweb_fails_the_call_still_goes_through_unrecorded(live_server, t
     assert response.parse().content[0].text == "Still here."
     assert response.headers["ctxweb-recorded"] == ("yes" if where == "reply" else "no")
     assert Message.objects.filter(role="assistant").count() == 0
+
+
+def test_responses_teach_the_models_calibration_once_per_interval(live_server, team, fake, settings):
+    from django.core.cache import cache
+
+    from sessions_app.models import ModelProfile
+
+    cache.clear()
+    settings.CTX_PROXY_CALIBRATION_SECONDS = 3600
+    before, _ = ModelProfile.objects.get_or_create(
+        name=MODEL, defaults={"context_window": 200_000, "max_output_tokens": 64_000, "calibration_factor": 1.1}
+    )
+    usage.forget_model_profiles()
+    client = proxied(live_server, team)
+    history: list[dict[str, Any]] = []
+    for n in range(3):  # requests well past the smallest estimate a lesson is taken from
+        history.append({"role": "user", "content": f"Turn {n}: " + "read this file carefully. " * 200})
+        fake.queue_reply("Read.", input_tokens=3_000 + n)
+        reply = client.messages.create(model=MODEL, max_tokens=64, messages=history)
+        history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
+    after = ModelProfile.objects.get(name=MODEL)
+    assert after.calibration_samples == before.calibration_samples + 1  # one lesson in the interval
+    assert after.calibration_factor != before.calibration_factor
