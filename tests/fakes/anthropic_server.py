@@ -702,6 +702,12 @@ def _make_handler(server: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             server._log(format % args)
 
+        def setup(self) -> None:
+            super().setup()
+            # As a real API server: each event leaves at once (Nagle's algorithm held a small write
+            # back until the client acknowledged the one before, 40 ms later with delayed ACKs).
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
         def _read_body(self) -> bytes:
             if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
                 chunks = []
