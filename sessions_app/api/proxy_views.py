@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -72,19 +73,10 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
     user, refusal = _caller(request)
     if refusal is not None:
         return refusal
-    session_id: int | None = None
-    after_seq = 0  # the session's last message once the request is recorded: the reply goes after it
-    recorded, extra = user is not None, {}
+    exchange, recorded, extra = None, user is not None, {}
     if user is not None and record and isinstance(body, dict):
         try:
-            done = _record_request(request, user, body)
-            session_id, recorded, after_seq = done.session.pk, not done.rejected, done.session.last_seq
-            extra["ctxweb-appended"] = str(done.appended)
-            if done.appended:
-                tasks.after_append(done.session)  # a compaction when a threshold was crossed
-                done.session.refresh_from_db()
-                after_seq = done.session.last_seq
-            sent = proxy.proxy_upstream_request(session=done.session, body=body)
+            exchange, sent = _prepare(request, user, body)
             if sent.body is not None:
                 raw = json.dumps(sent.body).encode()
                 extra["ctxweb-compacted"] = str(sent.compaction_id)
@@ -108,18 +100,18 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
     except httpx2.TransportError as exc:
         message = f"ctxweb: the upstream API could not be reached ({type(exc).__name__})."
         return anthropic_error(502, "api_error", message)
-    extra["ctxweb-recorded"] = "yes" if recorded and (session_id or not record) else "no"
-    if session_id is not None:
-        extra["ctxweb-session"] = str(session_id)
+    extra["ctxweb-recorded"] = "yes" if recorded and (exchange is not None or not record) else "no"
+    if exchange is not None:
+        extra["ctxweb-session"] = str(exchange.session_id)
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     response: HttpResponse | StreamingHttpResponse
     if streamed:
-        response = StreamingHttpResponse(_Relay(answer, session_id, after_seq), status=answer.status_code)
+        response = StreamingHttpResponse(_Relay(answer, exchange), status=answer.status_code)
     else:
         content = answer.read()
         answer.close()
-        if session_id is not None and answer.status_code == 200:
-            _record_reply(session_id, after_seq, content)
+        if exchange is not None:
+            exchange.finish(_message_of(content) if answer.status_code == 200 else None, complete=True)
         response = HttpResponse(content, status=answer.status_code)
     for name, value in answer.headers.multi_items():
         if name.lower() not in _HOP_BY_HOP:
@@ -146,55 +138,87 @@ def _caller(request: HttpRequest) -> tuple[Any, HttpResponse | None]:
     return key.user, None
 
 
-def _record_request(request: HttpRequest, user: Any, body: dict[str, Any]) -> proxy.Recorded:
+@dataclass
+class _Exchange:
+    """What a request leaves to record once its answer is there: the request's messages, when they
+    were not recorded before it was forwarded, and the reply, right after them."""
+
+    session_id: int
+    after_seq: int  # the session's last message once the request's are stored: the reply goes after it
+    pending: dict[str, Any] | None = None  # the request's body, when its messages wait to be recorded
+    finished: bool = False
+
+    def finish(self, message: dict[str, Any] | None, *, complete: bool) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        try:
+            if self.pending is not None:
+                session = proxy.proxy_session(self.session_id)
+                if session is None:
+                    return
+                done = proxy.proxy_record_request(session=session, body=self.pending)
+                # (A rewritten history went into a fresh session: the reply goes there too.)
+                self.session_id, self.after_seq = done.session.pk, done.session.last_seq
+            if message is not None:
+                proxy.proxy_record_reply(
+                    session_id=self.session_id, after_seq=self.after_seq, message=message, complete=complete
+                )
+            tasks.after_append(self.session_id)  # a compaction when a threshold was crossed
+        except DatabaseError as exc:  # the caller has its answer already; the next request brings it all
+            log.warning("proxy: session %s: not recorded: %s", self.session_id, type(exc).__name__)
+        except Exception:  # a bug here must not cut the caller's stream short
+            log.exception("proxy: session %s: not recorded", self.session_id)
+
+
+def _prepare(request: HttpRequest, user: Any, body: dict[str, Any]) -> tuple[_Exchange, proxy.Upstream]:
+    """The session the request belongs to, and what goes upstream. The request's messages are recorded
+    before it is forwarded only when the session's context may replace them (the project's
+    ``proxy_compaction``); otherwise with the reply, once the answer is out, so the caller's first
+    byte waits for nothing but finding the session."""
     project = proxy.proxy_project_for(user, request.headers.get(PROJECT_HEADER, "").strip() or None)
     key = proxy.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None)
     session = proxy.proxy_session_for(user=user, project=project, key=key, body=body)
-    return proxy.proxy_record_request(session=session, body=body)
+    if not proxy.compacts_upstream(session, body):
+        return _Exchange(session.pk, session.last_seq, pending=body), proxy.Upstream(None)
+    done = proxy.proxy_record_request(session=session, body=body)
+    if done.appended:
+        tasks.after_append(done.session)  # a compaction when a threshold was crossed (in-process: now)
+        done.session.refresh_from_db()
+    return _Exchange(done.session.pk, done.session.last_seq), proxy.proxy_upstream_request(
+        session=done.session, body=body
+    )
 
 
 class _Relay:
-    """The upstream's stream, passed on as it arrives, a copy read on its way through. The reply is
-    recorded when the response is closed: after its last byte went out (the server closes it then,
-    so the caller does not wait for ctxweb's writes), or when the caller went away (cut short)."""
+    """The upstream's stream, passed on as it arrives, a copy read on its way through. What there is
+    to record is recorded when the response is closed: after its last byte went out (the server
+    closes it then, so the caller does not wait for ctxweb's writes), or when the caller went away
+    (the reply cut short)."""
 
-    def __init__(self, answer: httpx2.Response, session_id: int | None, after_seq: int) -> None:
-        self.answer, self.session_id, self.after_seq = answer, session_id, after_seq
+    def __init__(self, answer: httpx2.Response, exchange: _Exchange | None) -> None:
+        self.answer, self.exchange = answer, exchange
         self.seen = MessageAccumulator()
-        self.closed = False
 
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self.answer.iter_raw():
-            if self.session_id is not None:
+            if self.exchange is not None:
                 self.seen.feed(chunk)
             yield chunk
 
     def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
         self.answer.close()
-        if self.session_id is not None and self.seen.message and self.answer.status_code == 200:
-            complete = self.seen.complete and self.seen.error is None
-            _record_safely(self.session_id, self.after_seq, self.seen.message, complete=complete)
+        if self.exchange is not None:
+            reply = self.seen.message if self.seen.message and self.answer.status_code == 200 else None
+            self.exchange.finish(reply, complete=self.seen.complete and self.seen.error is None)
 
 
-def _record_reply(session_id: int, after_seq: int, content: bytes) -> None:
+def _message_of(content: bytes) -> dict[str, Any] | None:
     try:
         message = json.loads(content)
     except (ValueError, RecursionError):
-        return
-    if isinstance(message, dict) and message.get("type") == "message":
-        _record_safely(session_id, after_seq, message, complete=True)
-
-
-def _record_safely(session_id: int, after_seq: int, message: dict[str, Any], *, complete: bool) -> None:
-    try:
-        proxy.proxy_record_reply(session_id=session_id, after_seq=after_seq, message=message, complete=complete)
-    except DatabaseError as exc:  # the caller has its answer already; the next request brings the reply
-        log.warning("proxy: session %s: the reply was not recorded: %s", session_id, type(exc).__name__)
-    except Exception:  # a bug here must not cut the caller's stream short
-        log.exception("proxy: session %s: the reply was not recorded", session_id)
+        return None
+    return message if isinstance(message, dict) and message.get("type") == "message" else None
 
 
 def _forwarded(request: HttpRequest) -> dict[str, str]:

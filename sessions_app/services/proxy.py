@@ -118,6 +118,17 @@ def proxy_session_for(*, user: User, project: Project, key: str, body: dict[str,
         return found
 
 
+def proxy_session(session_id: int) -> AgentSession | None:
+    return AgentSession.objects.select_related("project", "project__policy").filter(pk=session_id).first()
+
+
+def compacts_upstream(session: AgentSession, body: dict[str, Any]) -> bool:
+    """Whether the request may go upstream as the session's compacted context: the project's
+    ``proxy_compaction`` is on, and the request does not ask the provider to manage its context."""
+    policy = getattr(session.project, "policy", None)
+    return bool(policy is not None and policy.proxy_compaction and "context_management" not in body)
+
+
 def proxy_record_request(*, session: AgentSession, body: dict[str, Any]) -> Recorded:
     """Append what the request holds beyond the session's stored messages. A request whose history
     no longer starts with the stored messages continues in a fresh session linked to this one."""
@@ -151,7 +162,7 @@ def proxy_record_reply(*, session_id: int, after_seq: int, message: dict[str, An
         content = [*content, {"type": "text", "text": "[ctxweb: the response stream was cut here]"}]
     if not content:
         return
-    session = AgentSession.objects.select_related("project", "project__policy").filter(pk=session_id).first()
+    session = proxy_session(session_id)
     if session is None or session.status != SessionStatus.ACTIVE:
         return
     said = message.get("id")  # a response always has one; a cut stream may not have said it
@@ -210,8 +221,7 @@ def proxy_upstream_request(*, session: AgentSession, body: dict[str, Any]) -> Up
     fought. Cache breakpoints: the stored messages' own are dropped (an agent moves its marker every
     request; the stored copies keep old ones), one goes after the summary (the prefix that changes
     only when a compaction runs) and one on the last message, within the API's limit of four."""
-    policy = getattr(session.project, "policy", None)
-    if policy is None or not policy.proxy_compaction or "context_management" in body:
+    if not compacts_upstream(session, body):
         return Upstream(None)
     in_effect = (
         Compaction.objects.filter(session=session, status=CompactionStatus.SUCCEEDED)
@@ -287,14 +297,19 @@ def _exact_from_usage(session: AgentSession, usage: dict[str, Any], *, raw_reque
 
 def _new_from(session: AgentSession, messages: list[Any]) -> int | None:
     """Where the request's new messages start, or None when its history is not the stored one: the
-    stored last message (and the one before it) must be the request's at the same place."""
+    stored message at the request's end, or at the stored end (and the one before it), must be the
+    request's at the same place. A request that is behind what is stored (a retry; one recorded after
+    the request that followed it) has nothing new."""
     stored = session.last_seq
     if stored == 0:
         return 0
-    if len(messages) < stored:
+    at = min(stored, len(messages))
+    if at == 0:
         return None
-    ids = dict(Message.objects.filter(session=session, seq__in=[stored - 1, stored]).values_list("seq", "client_id"))
-    return stored if all(_same(ids.get(seq) or "", seq - 1, messages) for seq in ids) else None
+    ids = dict(
+        Message.objects.filter(session=session, seq__in=[at - 1, at], seq__gte=1).values_list("seq", "client_id")
+    )
+    return at if all(_same(ids.get(seq) or "", seq - 1, messages) for seq in ids) else None
 
 
 def _same(stored_id: str, index: int, messages: list[Any]) -> bool:

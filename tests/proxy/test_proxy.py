@@ -105,7 +105,7 @@ def test_the_caller_gets_exactly_what_the_upstream_sends(live_server, team, fake
         assert without_id(bytes_a) == without_id(bytes_b)
     assert headers_b["content-type"] == headers_a["content-type"]
     assert headers_b["request-id"].startswith("req_") and headers_b["ctxweb-recorded"] == "yes"
-    assert headers_b["ctxweb-appended"] == "1"
+    assert Message.objects.filter(session_id=int(headers_b["ctxweb-session"])).count() == 2  # the ask, the reply
     # The caller's own key went upstream; ctxweb's did not.
     sent = fake.requests_for("messages")[-1]["headers"]
     assert CALLER_KEY in (sent.get("x-api-key", ""), sent.get("authorization", "").removeprefix("Bearer "))
@@ -205,7 +205,7 @@ def test_a_rewritten_history_continues_in_a_fresh_linked_session(live_server, te
     assert roles == ["user", "user", "assistant"]
 
 
-@pytest.mark.parametrize("where", ["key check", "recording", "reply"])
+@pytest.mark.parametrize("where", ["key check", "session lookup", "recording", "reply"])
 def test_when_ctxweb_fails_the_call_still_goes_through_unrecorded(live_server, team, fake, monkeypatch, where):
     from django.db import OperationalError
 
@@ -214,15 +214,16 @@ def test_when_ctxweb_fails_the_call_still_goes_through_unrecorded(live_server, t
     def down(*args: Any, **kwargs: Any) -> Any:
         raise OperationalError("connection to server at 127.0.0.1 failed")
 
-    target = {"key check": (keys, "apikey_authenticate"), "recording": (proxy, "proxy_record_request"),
-              "reply": (proxy, "proxy_record_reply")}[where]  # fmt: skip
+    target = {"key check": (keys, "apikey_authenticate"), "session lookup": (proxy, "proxy_session_for"),
+              "recording": (proxy, "proxy_record_request"), "reply": (proxy, "proxy_record_reply")}[where]  # fmt: skip
     monkeypatch.setattr(*target, down)
     fake.queue_reply("Still here.")
     response = proxied(live_server, team).messages.with_raw_response.create(
         model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
     )
     assert response.parse().content[0].text == "Still here."
-    assert response.headers["ctxweb-recorded"] == ("yes" if where == "reply" else "no")
+    # Before the request is forwarded, the header can tell; a failure once the answer is out can't.
+    assert response.headers["ctxweb-recorded"] == ("no" if where in ("key check", "session lookup") else "yes")
     assert Message.objects.filter(role="assistant").count() == 0
 
 
