@@ -107,6 +107,19 @@ class MessageBackup(models.Model):
     def __str__(self) -> str:
         return f"backup of message {self.message_id} (compaction {self.compaction_id})"
 
+    @classmethod
+    def of(cls, compaction: Compaction, message: Message) -> MessageBackup:
+        """An unsaved backup of ``message`` as it is now, for ``compaction``'s revert to restore."""
+        return cls(
+            compaction=compaction,
+            message=message,
+            content=message.content,
+            tokens=message.tokens,
+            tokens_exact=message.tokens_exact,
+            state=message.state,
+            previous_compaction_id=message.compaction_id,
+        )
+
 
 class Checkpoint(models.Model):
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="checkpoints", db_index=False)

@@ -173,18 +173,7 @@ def _summarized(
         finished_at=now,
         revertible_until=now + timedelta(hours=policy.revert_hours),
     )
-    MessageBackup.objects.bulk_create(
-        MessageBackup(
-            compaction=record,
-            message=r,
-            content=r.content,
-            tokens=r.tokens,
-            tokens_exact=r.tokens_exact,
-            state=r.state,
-            previous_compaction_id=r.compaction_id,
-        )
-        for r in rows
-    )
+    MessageBackup.objects.bulk_create(MessageBackup.of(record, r) for r in rows)
     for r in rows:
         r.state, r.compaction = MessageState.SUMMARIZED, record
     Message.objects.bulk_update(rows, ["state", "compaction"])

@@ -261,14 +261,14 @@ def _rewrite_messages(session: AgentSession, current: Compaction, snap: Snapshot
     backups, token_delta = [], 0
     for change in outcome.changes:
         row = rows[change.seq]
-        backups.append(_backup(current, row))
+        backups.append(MessageBackup.of(current, row))
         token_delta += change.tokens_after - row.tokens
         row.content, row.tokens, row.tokens_exact = change.content, change.tokens_after, None
         row.state, row.compaction = MessageState.COMPACTED, current
     for seq in summarized:
         row = rows[seq]
         if seq not in changed:
-            backups.append(_backup(current, row))
+            backups.append(MessageBackup.of(current, row))
         token_delta -= row.tokens
         row.state, row.compaction = MessageState.SUMMARIZED, current
     MessageBackup.objects.bulk_create(backups)
@@ -293,18 +293,6 @@ def _session_totals(session: AgentSession, *, token_delta: int, left_context: in
             "auto_paused",
             "updated_at",
         ]
-    )
-
-
-def _backup(compaction: Compaction, row: Message) -> MessageBackup:
-    return MessageBackup(
-        compaction=compaction,
-        message=row,
-        content=row.content,
-        tokens=row.tokens,
-        tokens_exact=row.tokens_exact,
-        state=row.state,
-        previous_compaction_id=row.compaction_id,
     )
 
 

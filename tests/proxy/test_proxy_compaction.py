@@ -39,6 +39,15 @@ def small_window(team: Any) -> None:
     policy.save()
 
 
+def agent(live_server: Any, team: Any, session: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(
+        api_key="sk-callers-key",
+        base_url=f"{live_server.url}/proxy/anthropic",
+        default_headers={"ctxweb-api-key": team.bob.key, "ctxweb-session": session},
+        max_retries=0,
+    )
+
+
 def turn(n: int) -> list[dict[str, Any]]:
     """A user's request, the tool output that answers the model's call."""
     output = "\n".join(f"src/module_{n}.py:{i}: checked value {i * n} ok" for i in range(30))
@@ -49,12 +58,7 @@ def turn(n: int) -> list[dict[str, Any]]:
 
 
 def test_a_hundred_turn_loop_never_sends_a_request_over_the_window(live_server, team, fake, small_window, api_as):
-    client = anthropic.Anthropic(
-        api_key="sk-callers-key",
-        base_url=f"{live_server.url}/proxy/anthropic",
-        default_headers={"ctxweb-api-key": team.bob.key, "ctxweb-session": "long-run"},
-        max_retries=0,
-    )
+    client = agent(live_server, team, "long-run")
     history: list[dict[str, Any]] = []
     compacted = 0
     for n in range(TURNS):
@@ -86,12 +90,7 @@ def test_a_hundred_turn_loop_never_sends_a_request_over_the_window(live_server, 
 def test_reverting_the_compaction_makes_the_next_request_carry_the_whole_history(
     live_server, team, fake, small_window, api_as
 ):
-    client = anthropic.Anthropic(
-        api_key="sk-callers-key",
-        base_url=f"{live_server.url}/proxy/anthropic",
-        default_headers={"ctxweb-api-key": team.bob.key, "ctxweb-session": "reverted-run"},
-        max_retries=0,
-    )
+    client = agent(live_server, team, "reverted-run")
     history: list[dict[str, Any]] = []
     for n in range(TURNS):
         history.append(turn(n)[0])
