@@ -185,6 +185,8 @@ def _prepare(request: HttpRequest, user: Any, body: dict[str, Any]) -> tuple[_Ex
     if done.appended:
         tasks.after_append(done.session)  # a compaction when a threshold was crossed (in-process: now)
         done.session.refresh_from_db()
+        if proxy.proxy_compact_before_sending(done.session):  # the workers had not got to it yet
+            done.session.refresh_from_db()
     return _Exchange(done.session.pk, done.session.last_seq), proxy.proxy_upstream_request(
         session=done.session, body=body
     )

@@ -26,8 +26,10 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 
 from compaction import context as engine_context
+from compaction.errors import EngineError
 from compaction.messages import MessageError, NormalizedMessage, normalize_message
 from compaction.tokens import DEFAULT_FRAMING
+from compaction.types import Level
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import (
     AgentSession,
@@ -38,9 +40,9 @@ from sessions_app.models import (
     Role,
     SessionStatus,
 )
-from sessions_app.selectors import access
+from sessions_app.selectors import access, usage
 from sessions_app.selectors.model_context import current_checkpoint, session_context_messages
-from sessions_app.services import agent_sessions, boundaries, counting, ingest
+from sessions_app.services import agent_sessions, boundaries, compaction_records, compaction_runs, counting, ingest
 from sessions_app.services.webhook_events import session_level_note
 
 if TYPE_CHECKING:
@@ -182,11 +184,11 @@ def proxy_record_reply(*, session_id: int, after_seq: int, message: dict[str, An
     except (MessageError, InvalidInput) as exc:
         log.warning("proxy: session %s: the reply was not stored: %s", session_id, exc)
         return
-    usage = _dict(message.get("usage"))
+    reported = _dict(message.get("usage"))
     if result.created:
         _provider_compactions(result.session, result.messages)
     if complete and result.created:
-        _exact_from_usage(result.session, usage, raw_request=before)
+        _exact_from_usage(result.session, reported, raw_request=before)
 
 
 def _provider_compactions(session: AgentSession, rows: list[Message]) -> None:
@@ -202,6 +204,25 @@ def _provider_compactions(session: AgentSession, rows: list[Message]) -> None:
         ]
         if summaries and summaries[-1].strip():
             boundaries.provider_compaction_apply(session=session, reply_seq=row.seq, narrative=summaries[-1])
+
+
+def proxy_compact_before_sending(session: AgentSession) -> bool:
+    """From the summarize level on, the session's queued compaction runs here, before the request is
+    forwarded, rather than when a worker gets to it: the request that crossed the line must not go
+    upstream over the window (seconds, with a model writing the summary). True when one ran; a
+    transient failure leaves it queued for the workers and the request goes as it is."""
+    if usage.session_usage(session).level < Level.SUMMARIZE:
+        return False
+    queued = (
+        Compaction.objects.filter(session=session, status=CompactionStatus.QUEUED).values_list("pk", flat=True).first()
+    )
+    if queued is None:
+        return False
+    try:
+        return compaction_runs.compaction_run(queued) == "succeeded"
+    except EngineError as exc:
+        compaction_records.release_for_retry(queued, str(exc))
+        return False
 
 
 @dataclass(frozen=True)
@@ -269,13 +290,13 @@ def _with_cache_mark(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": blocks}
 
 
-def _exact_from_usage(session: AgentSession, usage: dict[str, Any], *, raw_request: int) -> None:
+def _exact_from_usage(session: AgentSession, reported: dict[str, Any], *, raw_request: int) -> None:
     """The response's usage as the session's exact count: what the model read (input, cache reads and
     writes) plus what it wrote, the context the next request starts from; the input figure against the
     offline estimate of the request teaches the model's calibration."""
-    figures = [usage.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+    figures = [reported.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
     read = sum(n for n in figures if isinstance(n, int) and not isinstance(n, bool) and n >= 0)
-    wrote = usage.get("output_tokens")
+    wrote = reported.get("output_tokens")
     if not read or not isinstance(wrote, int) or isinstance(wrote, bool) or wrote < 0:
         return
     with transaction.atomic():
