@@ -27,6 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 from sessions_app import tasks
 from sessions_app.api.proxy_stream import MessageAccumulator
 from sessions_app.errors import ServiceError
+from sessions_app.models import AgentSession
 from sessions_app.services import keys, proxy
 
 log = logging.getLogger(__name__)
@@ -89,12 +90,15 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
             log.exception("proxy: recording failed, forwarding unrecorded")
             recorded = False
     try:
-        answer = upstream().send(
-            upstream().build_request(
-                "POST", path, content=raw, headers=_forwarded(request), params=request.GET.urlencode() or None
-            ),
-            stream=True,
-        )
+        answer = _send(request, path, raw)
+        if exchange is not None and exchange.session is not None and _too_long(answer):
+            # Compact now and try once more, before the caller sees the refusal.
+            retry = proxy.proxy_compact_for_retry(session=exchange.session, body=body, refusal=answer.text)
+            if retry.body is not None:
+                answer.close()
+                raw = json.dumps(retry.body).encode()
+                extra["ctxweb-compacted"] = str(retry.compaction_id)
+                answer = _send(request, path, raw)
     except httpx2.TimeoutException:
         return anthropic_error(504, "timeout_error", "ctxweb: the upstream API did not answer in time.")
     except httpx2.TransportError as exc:
@@ -119,6 +123,22 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
     for name, value in extra.items():
         response[name] = value
     return response
+
+
+def _send(request: HttpRequest, path: str, raw: bytes) -> httpx2.Response:
+    built = upstream().build_request(
+        "POST", path, content=raw, headers=_forwarded(request), params=request.GET.urlencode() or None
+    )
+    return upstream().send(built, stream=True)
+
+
+def _too_long(answer: httpx2.Response) -> bool:
+    """A 400 saying the prompt is longer than the model's window (read here; the caller never sees it
+    when the retry goes out)."""
+    if answer.status_code != 400:
+        return False
+    answer.read()
+    return "prompt is too long" in answer.text.lower()
 
 
 def _caller(request: HttpRequest) -> tuple[Any, HttpResponse | None]:
@@ -146,6 +166,7 @@ class _Exchange:
     session_id: int
     after_seq: int  # the session's last message once the request's are stored: the reply goes after it
     pending: dict[str, Any] | None = None  # the request's body, when its messages wait to be recorded
+    session: AgentSession | None = None  # when the request may go upstream as its compacted context
     finished: bool = False
 
     def finish(self, message: dict[str, Any] | None, *, complete: bool) -> None:
@@ -187,9 +208,8 @@ def _prepare(request: HttpRequest, user: Any, body: dict[str, Any]) -> tuple[_Ex
         done.session.refresh_from_db()
         if proxy.proxy_compact_before_sending(done.session):  # the workers had not got to it yet
             done.session.refresh_from_db()
-    return _Exchange(done.session.pk, done.session.last_seq), proxy.proxy_upstream_request(
-        session=done.session, body=body
-    )
+    exchange = _Exchange(done.session.pk, done.session.last_seq, session=done.session)
+    return exchange, proxy.proxy_upstream_request(session=done.session, body=body)
 
 
 class _Relay:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -223,6 +224,33 @@ def proxy_compact_before_sending(session: AgentSession) -> bool:
     except EngineError as exc:
         compaction_records.release_for_retry(queued, str(exc))
         return False
+
+
+def proxy_compact_for_retry(*, session: AgentSession, body: dict[str, Any], refusal: str) -> Upstream:
+    """The upstream refused the request as too long for the window: summarize the session now (its
+    queued compaction, if one waits, else a new one) and answer the request to send instead; its
+    ``body`` is None when no compaction could make one. A refusal that names the maximum ("… tokens >
+    200000 maximum") teaches the session its real window first, so the summary fits under it."""
+    stated = re.search(r">\s*([0-9]+)\s*maximum", refusal)
+    window = usage.session_usage(session).context_window
+    if stated and 0 < int(stated.group(1)) < window:
+        session = agent_sessions.session_update(session=session, context_window_override=int(stated.group(1)))
+    waiting = Compaction.objects.filter(session=session, status=CompactionStatus.QUEUED).values_list("pk", flat=True)
+    try:
+        queued = (
+            waiting.first()
+            or compaction_runs.compaction_request(
+                session=session, level=Level.SUMMARIZE.value, user=None, trigger="auto"
+            ).pk
+        )
+    except Conflict:  # one is running in a worker: the refusal reaches the caller
+        return Upstream(None)
+    try:
+        compaction_runs.compaction_run(queued)
+    except EngineError as exc:
+        compaction_records.release_for_retry(queued, str(exc))
+        return Upstream(None)
+    return proxy_upstream_request(session=proxy_session(session.pk) or session, body=body)
 
 
 @dataclass(frozen=True)

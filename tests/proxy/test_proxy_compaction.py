@@ -116,3 +116,31 @@ def test_reverting_the_compaction_makes_the_next_request_carry_the_whole_history
     last = client.messages.with_raw_response.create(model=MODEL, max_tokens=256, messages=history)
     assert "ctxweb-compacted" not in last.headers
     assert fake.requests_for("messages")[-1]["body"]["messages"] == json.loads(json.dumps(history))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_request_refused_as_too_long_is_compacted_and_sent_once_more(live_server, team, fake, small_window, stream):
+    ModelProfile.objects.filter(name=MODEL).update(context_window=400_000)  # no compaction of ctxweb's own
+    usage.forget_model_profiles()
+    client = agent(live_server, team, "too-long")
+    history: list[dict[str, Any]] = []
+    for n in range(12):
+        ask, result = turn(n)
+        history.append({"role": "user", "content": f"{ask['content']}\n{result['content'][0]['content']}"})
+        history.append({"role": "assistant", "content": [{"type": "text", "text": f"Checked {n}."}]})
+    history.append({"role": "user", "content": "Go on."})
+    fake.queue_error(400, message="prompt is too long: 5000 tokens > 3000 maximum")
+    fake.queue_reply("Going on.")
+    kwargs = {"model": MODEL, "max_tokens": 256, "messages": history}
+    if stream:
+        with client.messages.stream(**kwargs) as events:
+            text = events.get_final_message().content[0].text
+    else:
+        text = client.messages.create(**kwargs).content[0].text
+    assert text == "Going on."  # the caller never saw the refusal
+    refused, sent = fake.requests_for("messages")[-2:]
+    assert refused["status"] == 400 and refused["body"]["messages"] == history
+    assert sent["status"] == 200 and fake.count_tokens_for(sent["body"]) < fake.count_tokens_for(refused["body"]) / 2
+    session = AgentSession.objects.get(external_id="too-long")
+    assert session.compactions.get().status == "succeeded"
+    assert session.context_window_override == 3000  # the window the refusal named
