@@ -49,8 +49,10 @@ class ApiBodyLimitMiddleware:
             length = 0
         if length <= settings.CTX_PROXY_MAX_BODY_BYTES:
             return None
+        from sessions_app.api.proxy_views import anthropic_error
+
         message = f"ctxweb: the request is {length:,} bytes; the limit is {settings.CTX_PROXY_MAX_BODY_BYTES:,}."
-        return JsonResponse({"type": "error", "error": {"type": "request_too_large", "message": message}}, status=413)
+        return anthropic_error(413, "request_too_large", message)
 
 
 DATABASE_RETRY_AFTER_SECONDS = 5

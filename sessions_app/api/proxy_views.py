@@ -126,10 +126,11 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
 
 
 def _send(request: HttpRequest, path: str, raw: bytes) -> httpx2.Response:
-    built = upstream().build_request(
+    client = upstream()
+    built = client.build_request(
         "POST", path, content=raw, headers=_forwarded(request), params=request.GET.urlencode() or None
     )
-    return upstream().send(built, stream=True)
+    return client.send(built, stream=True)
 
 
 def _too_long(answer: httpx2.Response) -> bool:
@@ -174,18 +175,15 @@ class _Exchange:
             return
         self.finished = True
         try:
-            if self.pending is not None:
-                session = proxy.proxy_session(self.session_id)
-                if session is None:
-                    return
-                done = proxy.proxy_record_request(session=session, body=self.pending)
-                # (A rewritten history went into a fresh session: the reply goes there too.)
-                self.session_id, self.after_seq = done.session.pk, done.session.last_seq
-            if message is not None:
-                proxy.proxy_record_reply(
-                    session_id=self.session_id, after_seq=self.after_seq, message=message, complete=complete
-                )
-            tasks.after_append(self.session_id)  # a compaction when a threshold was crossed
+            recorded_in = proxy.proxy_record_exchange(
+                session_id=self.session_id,
+                after_seq=self.after_seq,
+                pending=self.pending,
+                message=message,
+                complete=complete,
+            )
+            if recorded_in is not None:
+                tasks.after_append(recorded_in)  # a compaction when a threshold was crossed
         except DatabaseError as exc:  # the caller has its answer already; the next request brings it all
             log.warning("proxy: session %s: not recorded: %s", self.session_id, type(exc).__name__)
         except Exception:  # a bug here must not cut the caller's stream short

@@ -39,7 +39,6 @@ from sessions_app.models import (
     Message,
     Project,
     Role,
-    SessionStatus,
 )
 from sessions_app.selectors import access, usage
 from sessions_app.selectors.model_context import current_checkpoint, session_context_messages
@@ -155,7 +154,24 @@ def proxy_record_request(*, session: AgentSession, body: dict[str, Any]) -> Reco
     return Recorded(result.session, result.created)
 
 
-def proxy_record_reply(*, session_id: int, after_seq: int, message: dict[str, Any], complete: bool) -> None:
+def proxy_record_exchange(
+    *, session_id: int, after_seq: int, pending: dict[str, Any] | None, message: dict[str, Any] | None, complete: bool
+) -> int | None:
+    """What an exchange leaves to record once its answer is out: the request's messages when they
+    waited (``pending``, its body), then the reply right after them. The session recorded into (a
+    rewritten history goes into a fresh one), or None when the session is gone."""
+    session = proxy_session(session_id)
+    if session is None:
+        return None
+    if pending is not None:
+        done = proxy_record_request(session=session, body=pending)
+        session, after_seq = done.session, done.session.last_seq
+    if message is not None:
+        proxy_record_reply(session=session, after_seq=after_seq, message=message, complete=complete)
+    return session.pk
+
+
+def proxy_record_reply(*, session: AgentSession, after_seq: int, message: dict[str, Any], complete: bool) -> None:
     """The model's reply, appended once its response ended (``complete`` False: the stream was cut,
     and what arrived is stored, marked as such), and its usage as the session's exact count. Only
     right after its request's last message (``after_seq``): when the agent's next request came first
@@ -164,9 +180,6 @@ def proxy_record_reply(*, session_id: int, after_seq: int, message: dict[str, An
     if not complete:
         content = [*content, {"type": "text", "text": "[ctxweb: the response stream was cut here]"}]
     if not content:
-        return
-    session = proxy_session(session_id)
-    if session is None or session.status != SessionStatus.ACTIVE:
         return
     said = message.get("id")  # a response always has one; a cut stream may not have said it
     reply_id = said if isinstance(said, str) else hashlib.sha256(_canonical(content)).hexdigest()
@@ -181,9 +194,9 @@ def proxy_record_reply(*, session_id: int, after_seq: int, message: dict[str, An
         before = session.system_tokens + session.tool_tokens + session.message_tokens + DEFAULT_FRAMING.request
         result = ingest.message_append(session=session, messages=[reply], after_seq=after_seq)
     except Conflict:
-        return  # the next request was recorded first, with this reply in its history
+        return  # closed meanwhile, or the next request was recorded first, with this reply in its history
     except (MessageError, InvalidInput) as exc:
-        log.warning("proxy: session %s: the reply was not stored: %s", session_id, exc)
+        log.warning("proxy: session %s: the reply was not stored: %s", session.pk, exc)
         return
     reported = _dict(message.get("usage"))
     if result.created:
@@ -217,12 +230,16 @@ def proxy_compact_before_sending(session: AgentSession) -> bool:
     queued = (
         Compaction.objects.filter(session=session, status=CompactionStatus.QUEUED).values_list("pk", flat=True).first()
     )
-    if queued is None:
-        return False
+    return queued is not None and _run_now(queued)
+
+
+def _run_now(compaction_id: int) -> bool:
+    """Run a queued compaction in this request, not in a worker; True when it succeeded. A transient
+    failure leaves it queued for the workers (as their task does)."""
     try:
-        return compaction_runs.compaction_run(queued) == "succeeded"
+        return compaction_runs.compaction_run(compaction_id) == "succeeded"
     except EngineError as exc:
-        compaction_records.release_for_retry(queued, str(exc))
+        compaction_records.release_for_retry(compaction_id, str(exc))
         return False
 
 
@@ -245,10 +262,7 @@ def proxy_compact_for_retry(*, session: AgentSession, body: dict[str, Any], refu
         )
     except Conflict:  # one is running in a worker: the refusal reaches the caller
         return Upstream(None)
-    try:
-        compaction_runs.compaction_run(queued)
-    except EngineError as exc:
-        compaction_records.release_for_retry(queued, str(exc))
+    if not _run_now(queued):
         return Upstream(None)
     return proxy_upstream_request(session=proxy_session(session.pk) or session, body=body)
 

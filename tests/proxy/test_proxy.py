@@ -248,3 +248,14 @@ def test_responses_teach_the_models_calibration_once_per_interval(live_server, t
     after = ModelProfile.objects.get(name=MODEL)
     assert after.calibration_samples == before.calibration_samples + 1  # one lesson in the interval
     assert after.calibration_factor != before.calibration_factor
+
+
+def test_a_request_past_the_size_limit_is_refused_in_anthropics_words(team, fake, client, settings):
+    settings.CTX_PROXY_MAX_BODY_BYTES = 100
+    body = {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "x" * 200}]}
+    answer = client.post(
+        "/proxy/anthropic/v1/messages", data=json.dumps(body), content_type="application/json",
+        HTTP_CTXWEB_API_KEY=team.bob.key, HTTP_X_API_KEY=CALLER_KEY,
+    )  # fmt: skip
+    assert answer.status_code == 413
+    assert answer.json()["error"]["type"] == "request_too_large" and fake.requests == []
