@@ -28,7 +28,7 @@ from sessions_app.models import (
     SessionStatus,
 )
 from sessions_app.selectors.history import context_sent_by_session
-from sessions_app.selectors.usage import model_info, project_policy, session_usage
+from sessions_app.selectors.usage import model_info, project_policy, session_usage, unleveled
 
 LEVELS = [level.value for level in Level]
 OUTCOMES = ["succeeded", "failed", "reverted", "in_progress"]  # in progress: queued or running
@@ -118,8 +118,8 @@ def _levels(
         levels[level] = levels.get(level, 0) + n
     rows = _with_project(known.filter(usage_percent__gt=0).order_by("-usage_percent", "pk")[:CLOSEST], project)
     candidates = [_use(s, policy) for s in rows]
-    for session in _with_project(active.filter(Q(level="") | Q(usage_percent__isnull=True)), project):
-        use = _use(session, policy)
+    for session, current in unleveled(active):
+        use = SessionUse(session, current.used, current.context_window, current.usage_percent, current.level.value)
         levels[use.level] += 1
         candidates.append(use)
     closest = sorted((u for u in candidates if u.used), key=lambda u: (-u.usage_percent, u.session.pk))[:CLOSEST]

@@ -9,7 +9,7 @@ from django.db.models import Count, Min
 from django.utils import timezone
 
 from sessions_app.models import AgentSession, Compaction, CompactionStatus, SessionStatus
-from sessions_app.selectors.usage import session_usage
+from sessions_app.selectors.usage import unleveled
 
 LEVELS = ("ok", "remind", "compact", "summarize", "handoff")
 
@@ -30,12 +30,10 @@ def gauges() -> Gauges:
     oldest = queued["oldest"]
     age = (timezone.now() - oldest).total_seconds() if oldest else 0.0
     active = AgentSession.objects.filter(status=SessionStatus.ACTIVE)
+    stored = active.exclude(level="").exclude(usage_percent__isnull=True)
     by_level: Counter[str] = Counter(
-        dict(active.exclude(level="").values_list("level").annotate(n=Count("pk")).values_list("level", "n"))
+        dict(stored.values_list("level").annotate(n=Count("pk")).values_list("level", "n"))
     )
-    # A session from before the level column came (migration 0014) has none stored until the relevel
-    # job reaches it: worked out from its totals, which reads no message.
-    unknown = active.filter(level="").select_related("project", "project__policy")
-    for session in unknown.defer("tools", "system_prompt", "metadata").iterator(chunk_size=500):
-        by_level[session_usage(session).level.value] += 1
+    for _session, current in unleveled(active):  # none stored yet: worked out from its totals
+        by_level[current.level.value] += 1
     return Gauges(queued["n"], max(age, 0.0), running, {level: by_level.get(level, 0) for level in LEVELS})

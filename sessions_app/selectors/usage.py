@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -123,6 +124,25 @@ def session_usage(session: AgentSession, *, policy: Policy | None = None) -> Usa
         summary=summary,
         policy=policy,
     )
+
+
+def unleveled(sessions: QuerySet[AgentSession]) -> list[tuple[AgentSession, Usage]]:
+    """The sessions among ``sessions`` without a stored level and usage yet (from before they were
+    stored, until the relevel job reaches them), each with its usage worked out from its totals (no
+    message is read; each project's policy is built once). Readers that count, filter or rank by the
+    stored figures add these."""
+    rows = (
+        sessions.filter(Q(level="") | Q(usage_percent__isnull=True))
+        .select_related("project", "project__policy")
+        .defer("tools", "system_prompt", "metadata")
+    )
+    policies: dict[int, Policy] = {}
+    found = []
+    for session in rows.iterator(chunk_size=500):
+        if session.project_id not in policies:
+            policies[session.project_id] = policy_for(session)
+        found.append((session, session_usage(session, policy=policies[session.project_id])))
+    return found
 
 
 def _exact(session: AgentSession) -> bool:

@@ -67,28 +67,10 @@ def is_admin(user: User, project_id: int) -> bool:
 # ----------------------------------------------------------------------------- sessions list
 
 
-# What a session's level is computed from (``usage.session_usage``): its running totals.
-USAGE_FIELDS = (
-    "id",
-    "model",
-    "context_window_override",
-    "system_tokens",
-    "tool_tokens",
-    "summary_tokens",
-    "message_tokens",
-    "exact_tokens",
-    "exact_upto_seq",
-    "last_seq",
-)
-
-
-def sessions_at_level(sessions: QuerySet[AgentSession], *, project: Project, level: str) -> QuerySet[AgentSession]:
-    """The list's sessions at ``level``, by the stored level (SQL, paged like any list). Those without
-    one yet (from before it was stored, until the relevel job reaches them) are worked out from their
-    totals, with the project's policy built once."""
-    policy = usage.project_policy(project).to_engine()
-    unknown = sessions.filter(level="").select_related(None).only(*USAGE_FIELDS)
-    found = [s.pk for s in unknown if usage.session_usage(s, policy=policy).level.value == level]
+def sessions_at_level(sessions: QuerySet[AgentSession], *, level: str) -> QuerySet[AgentSession]:
+    """The list's sessions at ``level``, by the stored level (SQL, paged like any list), and those
+    without one yet whose totals put them there."""
+    found = [s.pk for s, current in usage.unleveled(sessions) if current.level.value == level]
     return sessions.filter(Q(level=level) | Q(pk__in=found)) if found else sessions.filter(level=level)
 
 

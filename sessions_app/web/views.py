@@ -65,7 +65,7 @@ def project_detail(request: AuthenticatedHttpRequest, project_id: int) -> HttpRe
         model=values.get("model") or None,
     ).defer(*pages.LIST_DEFERRED)
     if values.get("level"):
-        sessions = pages.sessions_at_level(sessions, project=project, level=values["level"])
+        sessions = pages.sessions_at_level(sessions, level=values["level"])
     # The sessions are paged, then their rows take their place on the page.
     paginator: Paginator[Any] = Paginator(sessions, SESSIONS_PER_PAGE)
     page = paginator.get_page(request.GET.get("page"))

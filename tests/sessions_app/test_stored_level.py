@@ -182,3 +182,14 @@ def test_relevel_decides_on_levels_that_moved_not_on_levels_seen_for_the_first_t
     moved = auto.sessions_relevel()  # a profile's edit moved it from ok: decided as after an append
     assert moved.moved == 1 and len(moved.queued) == 1
     assert Compaction.objects.get(pk=moved.queued[0]).session_id == session.pk
+
+
+def test_the_sessions_gauge_counts_stored_and_unknown_levels_alike(team):
+    from sessions_app.selectors.ops_metrics import gauges
+
+    sessions = spread(team)
+    active = [s for s in sessions if s.status == "active"]
+    expected = {level: sum(1 for s in active if live(s)[0] == level) for level in LEVELS}
+    assert gauges().sessions_by_level == expected
+    forget(*active[1::2])
+    assert gauges().sessions_by_level == expected
