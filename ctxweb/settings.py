@@ -207,6 +207,10 @@ CTX_PROXY_MAX_BODY_BYTES = env.int("CTX_PROXY_MAX_BODY_BYTES", default=32 * 1024
 # The calibration learns from one (estimate, real usage) pair per model this often (each is a write of
 # the model's profile row, and moves every figure worked out from its factor).
 CTX_PROXY_CALIBRATION_SECONDS = env.int("CTX_PROXY_CALIBRATION_SECONDS", default=60)
+# Threads per web process that record an exchange once its answer is out (0: the request's own thread,
+# which then serves the connection's next request only after), and how many exchanges each may queue.
+CTX_PROXY_RECORDERS = env.int("CTX_PROXY_RECORDERS", default=2)
+CTX_PROXY_RECORD_QUEUE = env.int("CTX_PROXY_RECORD_QUEUE", default=256)
 # Where people reach this service; handoff documents name it in their "how to resume" footer.
 CTX_PUBLIC_URL = env.str("CTX_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 

@@ -252,6 +252,23 @@ def session_of(team: Team):
     return make
 
 
+@pytest.fixture
+def proxy_sdk(live_server):
+    """Makes official-SDK clients through the live server's proxy (``tests/proxy_client.py``): each
+    call returns once ctxweb has recorded it; closed after the test."""
+    from tests.proxy_client import proxy_client
+
+    made = []
+
+    def make(headers: dict[str, str], **kwargs) -> object:
+        made.append(proxy_client(live_server, headers, **kwargs))
+        return made[-1]
+
+    yield make
+    for sdk in made:
+        sdk.close()
+
+
 # ----------------------------------------------------------------------------- real worker
 
 

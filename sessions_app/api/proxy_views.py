@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpx2
@@ -25,9 +26,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from sessions_app import tasks
+from sessions_app.api.proxy_recorder import RECORDER
 from sessions_app.api.proxy_stream import MessageAccumulator
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession
+from sessions_app.selectors import access
 from sessions_app.services import keys, proxy
 
 log = logging.getLogger(__name__)
@@ -90,20 +93,13 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
             log.exception("proxy: recording failed, forwarding unrecorded")
             recorded = False
     try:
-        answer = _send(request, path, raw)
-        if exchange is not None and exchange.session is not None and _too_long(answer):
-            # Compact now and try once more, before the caller sees the refusal.
-            retry = proxy.proxy_compact_for_retry(session=exchange.session, body=body, refusal=answer.text)
-            if retry.body is not None:
-                answer.close()
-                raw = json.dumps(retry.body).encode()
-                extra["ctxweb-compacted"] = str(retry.compaction_id)
-                answer = _send(request, path, raw)
-    except httpx2.TimeoutException:
-        return anthropic_error(504, "timeout_error", "ctxweb: the upstream API did not answer in time.")
-    except httpx2.TransportError as exc:
-        message = f"ctxweb: the upstream API could not be reached ({type(exc).__name__})."
-        return anthropic_error(502, "api_error", message)
+        answer = _answer(request, path, raw, body, exchange, extra)
+    except httpx2.TransportError as exc:  # the request's messages are recorded all the same
+        _finish(exchange, None)
+        return _unreachable(exc)
+    except BaseException:
+        _finish(exchange, None)
+        raise
     extra["ctxweb-recorded"] = "yes" if recorded and (exchange is not None or not record) else "no"
     if exchange is not None:
         extra["ctxweb-session"] = str(exchange.session_id)
@@ -112,10 +108,14 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
     if streamed:
         response = StreamingHttpResponse(_Relay(answer, exchange), status=answer.status_code)
     else:
-        content = answer.read()
-        answer.close()
-        if exchange is not None:
-            exchange.finish(_message_of(content) if answer.status_code == 200 else None, complete=True)
+        try:
+            content = answer.read()
+        except httpx2.TransportError as exc:
+            _finish(exchange, None)
+            return _unreachable(exc)
+        finally:
+            answer.close()
+        _finish(exchange, partial(_message_of, content) if answer.status_code == 200 else None)
         response = HttpResponse(content, status=answer.status_code)
     for name, value in answer.headers.multi_items():
         if name.lower() not in _HOP_BY_HOP:
@@ -123,6 +123,36 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
     for name, value in extra.items():
         response[name] = value
     return response
+
+
+def _answer(
+    request: HttpRequest, path: str, raw: bytes, body: Any, exchange: _Exchange | None, extra: dict[str, str]
+) -> httpx2.Response:
+    """The upstream's answer to the request; a refusal as too long is compacted and sent once more."""
+    answer = _send(request, path, raw)
+    if exchange is None or exchange.session is None or not _too_long(answer):
+        return answer
+    try:  # compact now and try once more, before the caller sees the refusal
+        retry = proxy.proxy_compact_for_retry(session=exchange.session, body=body, refusal=answer.text)
+    except DatabaseError as exc:
+        log.warning("proxy: session %s: no compaction for the retry: %s", exchange.session_id, type(exc).__name__)
+        return answer
+    if retry.body is None:
+        return answer
+    answer.close()
+    extra["ctxweb-compacted"] = str(retry.compaction_id)
+    return _send(request, path, json.dumps(retry.body).encode())
+
+
+def _unreachable(exc: httpx2.TransportError) -> HttpResponse:
+    if isinstance(exc, httpx2.TimeoutException):
+        return anthropic_error(504, "timeout_error", "ctxweb: the upstream API did not answer in time.")
+    return anthropic_error(502, "api_error", f"ctxweb: the upstream API could not be reached ({type(exc).__name__}).")
+
+
+def _finish(exchange: _Exchange | None, reply: Callable[[], tuple[dict[str, Any] | None, bool]] | None) -> None:
+    if exchange is not None:
+        exchange.finish(reply)
 
 
 def _send(request: HttpRequest, path: str, raw: bytes) -> httpx2.Response:
@@ -162,28 +192,38 @@ def _caller(request: HttpRequest) -> tuple[Any, HttpResponse | None]:
 @dataclass
 class _Exchange:
     """What a request leaves to record once its answer is there: the request's messages, when they
-    were not recorded before it was forwarded, and the reply, right after them."""
+    were not recorded before it was forwarded, and the reply, right after them. Recorded on the
+    session's lane of the process's recorder (``proxy_recorder``), so the connection is free at once."""
 
     session_id: int
-    after_seq: int  # the session's last message once the request's are stored: the reply goes after it
+    after_seq: int  # the request's last message: the reply goes right after it
     pending: dict[str, Any] | None = None  # the request's body, when its messages wait to be recorded
     session: AgentSession | None = None  # when the request may go upstream as its compacted context
     finished: bool = False
 
-    def finish(self, message: dict[str, Any] | None, *, complete: bool) -> None:
+    def __post_init__(self) -> None:
+        RECORDER.begin(self.session_id)
+
+    def finish(self, reply: Callable[[], tuple[dict[str, Any] | None, bool]] | None) -> None:
+        """Record the exchange (in the recorder); ``reply`` reads the answer: the model's message, if
+        it is one, and whether it came whole."""
         if self.finished:
             return
         self.finished = True
+        RECORDER.submit(self.session_id, partial(self._record, reply))
+
+    def _record(self, reply: Callable[[], tuple[dict[str, Any] | None, bool]] | None) -> None:
         try:
-            recorded_in = proxy.proxy_record_exchange(
+            message, complete = reply() if reply is not None else (None, True)
+            recorded = proxy.proxy_record_exchange(
                 session_id=self.session_id,
                 after_seq=self.after_seq,
                 pending=self.pending,
                 message=message,
                 complete=complete,
             )
-            if recorded_in is not None:
-                tasks.after_append(recorded_in)  # a compaction when a threshold was crossed
+            if recorded is not None:
+                tasks.after_append(recorded)  # a compaction when a threshold was crossed
         except DatabaseError as exc:  # the caller has its answer already; the next request brings it all
             log.warning("proxy: session %s: not recorded: %s", self.session_id, type(exc).__name__)
         except Exception:  # a bug here must not cut the caller's stream short
@@ -195,50 +235,67 @@ def _prepare(request: HttpRequest, user: Any, body: dict[str, Any]) -> tuple[_Ex
     before it is forwarded only when the session's context may replace them (the project's
     ``proxy_compaction``); otherwise with the reply, once the answer is out, so the caller's first
     byte waits for nothing but finding the session."""
-    project = proxy.proxy_project_for(user, request.headers.get(PROJECT_HEADER, "").strip() or None)
+    project = access.project_for_writing(user, request.headers.get(PROJECT_HEADER, "").strip() or None)
     key = proxy.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None)
     session = proxy.proxy_session_for(user=user, project=project, key=key, body=body)
+    sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0
     if not proxy.compacts_upstream(session, body):
-        return _Exchange(session.pk, session.last_seq, pending=body), proxy.Upstream(None)
+        return _Exchange(session.pk, sent, pending=body), proxy.Upstream(None)
+    RECORDER.caught_up(session.pk)  # the reply and usage of the request before this one come first
     done = proxy.proxy_record_request(session=session, body=body)
     if done.appended:
         tasks.after_append(done.session)  # a compaction when a threshold was crossed (in-process: now)
         done.session.refresh_from_db()
         if proxy.proxy_compact_before_sending(done.session):  # the workers had not got to it yet
             done.session.refresh_from_db()
-    exchange = _Exchange(done.session.pk, done.session.last_seq, session=done.session)
+    exchange = _Exchange(done.session.pk, sent, session=done.session)
     return exchange, proxy.proxy_upstream_request(session=done.session, body=body)
 
 
 class _Relay:
-    """The upstream's stream, passed on as it arrives, a copy read on its way through. What there is
+    """The upstream's stream, passed on as it arrives, a copy kept on its way through. What there is
     to record is recorded when the response is closed: after its last byte went out (the server
     closes it then, so the caller does not wait for ctxweb's writes), or when the caller went away
-    (the reply cut short)."""
+    (the reply cut short). The copy is read there too, in the recorder, not between the events."""
+
+    READ_AHEAD = 1024 * 1024  # a stream longer than this is read as it passes (memory stays bounded)
 
     def __init__(self, answer: httpx2.Response, exchange: _Exchange | None) -> None:
         self.answer, self.exchange = answer, exchange
         self.seen = MessageAccumulator()
+        self.kept: list[bytes] = []
+        self.kept_bytes = 0
 
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self.answer.iter_raw():
             if self.exchange is not None:
-                self.seen.feed(chunk)
+                self.kept.append(chunk)
+                self.kept_bytes += len(chunk)
+                if self.kept_bytes > self.READ_AHEAD:
+                    self._read_kept()
             yield chunk
+
+    def _read_kept(self) -> None:
+        self.seen.feed(b"".join(self.kept))
+        self.kept, self.kept_bytes = [], 0
+
+    def _reply(self) -> tuple[dict[str, Any] | None, bool]:
+        self._read_kept()
+        reply = self.seen.message if self.seen.message and self.answer.status_code == 200 else None
+        return reply, self.seen.complete and self.seen.error is None
 
     def close(self) -> None:
         self.answer.close()
         if self.exchange is not None:
-            reply = self.seen.message if self.seen.message and self.answer.status_code == 200 else None
-            self.exchange.finish(reply, complete=self.seen.complete and self.seen.error is None)
+            self.exchange.finish(self._reply)
 
 
-def _message_of(content: bytes) -> dict[str, Any] | None:
+def _message_of(content: bytes) -> tuple[dict[str, Any] | None, bool]:
     try:
         message = json.loads(content)
     except (ValueError, RecursionError):
-        return None
-    return message if isinstance(message, dict) and message.get("type") == "message" else None
+        return None, True
+    return (message if isinstance(message, dict) and message.get("type") == "message" else None), True
 
 
 def _forwarded(request: HttpRequest) -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.contrib.auth import get_user_model
 from django.db.models import F, Q, QuerySet
 
-from sessions_app.errors import Forbidden, NotFound
+from sessions_app.errors import Forbidden, InvalidInput, NotFound
 from sessions_app.models import (
     ROLE_RANK,
     AgentSession,
@@ -94,6 +94,31 @@ def project_find_for(user: User, ref: str, *, min_role: Role = Role.VIEWER) -> P
     if len(matches) > 1:
         raise NotFound(f"Several of your projects are named {ref!r}; use the id.")
     return project_get_for(user, matches[0].pk, min_role=min_role)
+
+
+def project_for_writing(user: User, ref: str | None, *, min_role: Role = Role.MEMBER) -> Project:
+    """The project ``ref`` names among the user's (an id or a name), else the user's only project,
+    where the user's role is at least ``min_role``: one query, for a path that runs on every request
+    of an agent (the proxy's). ``InvalidInput`` (code ``project_required``) when ``ref`` is None and
+    the user has no project or several."""
+    mine = Membership.objects.filter(user=user).select_related("project").order_by("project_id")
+    if ref is not None:
+        pk = as_pk(ref)
+        if pk is None and not _storable(ref):
+            raise NotFound(f"No project named {ref!r} among yours.")
+        mine = mine.filter(project_id=pk) if pk is not None else mine.filter(project__name=ref)
+    found = list(mine[:2])
+    if ref is None and len(found) != 1:
+        raise InvalidInput(
+            "Say which project to record in with the ctxweb-project header (its id or name): "
+            + ("you are a member of several." if found else "you are a member of none."),
+            code="project_required",
+        )
+    if not found:
+        raise NotFound("Project not found." if as_pk(ref) is not None else f"No project named {ref!r} among yours.")
+    if len(found) > 1:
+        raise NotFound(f"Several of your projects are named {ref!r}; use the id.")
+    return _require(found[0].project, Role(found[0].role), min_role, "Project")
 
 
 def session_list_for(

@@ -38,9 +38,8 @@ from sessions_app.models import (
     CompactionStatus,
     Message,
     Project,
-    Role,
 )
-from sessions_app.selectors import access, usage
+from sessions_app.selectors import usage
 from sessions_app.selectors.model_context import current_checkpoint, session_context_messages
 from sessions_app.services import agent_sessions, boundaries, compaction_records, compaction_runs, counting, ingest
 from sessions_app.services.webhook_events import session_level_note
@@ -59,22 +58,7 @@ class Recorded:
     session: AgentSession
     appended: int  # messages of the request stored now (0: nothing new)
     rejected: str = ""  # why the request's new messages could not be stored ("" when they were)
-
-
-def proxy_project_for(user: User, ref: str | None) -> Project:
-    """The project named by the ``ctxweb-project`` header (an id or a name among the user's projects),
-    else the user's only project; the user must be a member who may write."""
-    if ref:
-        project = access.project_find(ref, user=user) if not ref.isdigit() else None
-        return access.project_get_for(user, project.pk if project else ref, min_role=Role.MEMBER)
-    mine = list(access.project_list_for(user).values_list("pk", flat=True)[:2])
-    if len(mine) != 1:
-        raise InvalidInput(
-            "Say which project to record in with the ctxweb-project header (its id or name): "
-            + ("you are a member of several." if mine else "you are a member of none."),
-            code="project_required",
-        )
-    return access.project_get_for(user, mine[0], min_role=Role.MEMBER)
+    reply: Message | None = None  # the reply, when it was stored with them (in the same append)
 
 
 def conversation_key(body: dict[str, Any], header: str | None) -> str:
@@ -131,8 +115,11 @@ def compacts_upstream(session: AgentSession, body: dict[str, Any]) -> bool:
     return bool(policy is not None and policy.proxy_compaction and "context_management" not in body)
 
 
-def proxy_record_request(*, session: AgentSession, body: dict[str, Any]) -> Recorded:
-    """Append what the request holds beyond the session's stored messages. A request whose history
+def proxy_record_request(
+    *, session: AgentSession, body: dict[str, Any], reply: NormalizedMessage | None = None
+) -> Recorded:
+    """Append what the request holds beyond the session's stored messages, and ``reply`` (the model's
+    answer to it) after them in the same append when they end the session. A request whose history
     no longer starts with the stored messages continues in a fresh session linked to this one."""
     messages = _list(body.get("messages"))
     start = _new_from(session, messages)
@@ -140,47 +127,67 @@ def proxy_record_request(*, session: AgentSession, body: dict[str, Any]) -> Reco
         session = _continue_in_fresh_session(session, body)
         start = 0
     fresh = messages[start:]
-    if not fresh:
+    with_reply = reply is not None and start == session.last_seq  # not for a request behind what is stored
+    if not fresh and not with_reply:
         return Recorded(session, 0)
     try:
         batch = [_normalized(m, start + i) for i, m in enumerate(fresh)]
-        result = ingest.message_append(session=session, messages=batch)
+        if with_reply and reply is not None:
+            result = ingest.message_append(session=session, messages=[*batch, reply], after_seq=start)
+        else:
+            result = ingest.message_append(session=session, messages=batch)
+    except Conflict:  # another request of the session was stored meanwhile: this one's, on its own
+        return proxy_record_request(session=session, body=body)
     except (MessageError, InvalidInput) as exc:
         log.warning("proxy: session %s: the request's messages were not stored: %s", session.pk, exc)
         return Recorded(session, 0, str(exc)[:500])
     # A reply that carried a provider's compaction and was not recorded from its response (ctxweb was
     # down then) arrives here, with the agent's history.
     _provider_compactions(result.session, result.messages)
-    return Recorded(result.session, result.created)
+    stored_reply = result.messages[-1] if with_reply else None
+    return Recorded(result.session, result.created - (stored_reply is not None), reply=stored_reply)
 
 
 def proxy_record_exchange(
     *, session_id: int, after_seq: int, pending: dict[str, Any] | None, message: dict[str, Any] | None, complete: bool
-) -> int | None:
+) -> AgentSession | None:
     """What an exchange leaves to record once its answer is out: the request's messages when they
-    waited (``pending``, its body), then the reply right after them. The session recorded into (a
-    rewritten history goes into a fresh one), or None when the session is gone."""
+    waited (``pending``, its body), then the reply right after them (``after_seq``: the request's last
+    message; the request's n-th message is a proxied session's seq n), in one append when they can
+    be; the response's usage as the session's exact count. The session recorded into (a rewritten
+    history goes into a fresh one), or None when the session is gone."""
     session = proxy_session(session_id)
     if session is None:
         return None
+    reply = _reply_message(session, message, complete) if message is not None else None
+    stored: Message | None = None
     if pending is not None:
-        done = proxy_record_request(session=session, body=pending)
-        session, after_seq = done.session, done.session.last_seq
-    if message is not None:
-        proxy_record_reply(session=session, after_seq=after_seq, message=message, complete=complete)
-    return session.pk
+        done = proxy_record_request(session=session, body=pending, reply=reply)
+        session, stored = done.session, done.reply
+        if done.rejected:  # a reply is stored only after its request
+            return session
+    if reply is not None and stored is None:
+        try:
+            result = ingest.message_append(session=session, messages=[reply], after_seq=after_seq)
+        except Conflict:
+            return session  # closed meanwhile, or the next request was recorded first, with this reply in it
+        session, stored = result.session, (result.messages[0] if result.created else None)
+        _provider_compactions(session, result.messages)
+    if stored is not None and message is not None and complete:
+        before = session.system_tokens + session.tool_tokens + session.message_tokens - stored.tokens
+        before += DEFAULT_FRAMING.request  # the estimate of the request, as its count would be
+        _exact_from_usage(session, _dict(message.get("usage")), reply_seq=stored.seq, raw_request=before)
+    return session
 
 
-def proxy_record_reply(*, session: AgentSession, after_seq: int, message: dict[str, Any], complete: bool) -> None:
-    """The model's reply, appended once its response ended (``complete`` False: the stream was cut,
-    and what arrived is stored, marked as such), and its usage as the session's exact count. Only
-    right after its request's last message (``after_seq``): when the agent's next request came first
-    and brought the reply with its history, it is stored already."""
+def _reply_message(session: AgentSession, message: dict[str, Any], complete: bool) -> NormalizedMessage | None:
+    """The model's reply as a message to store (``complete`` False: the stream was cut, and what
+    arrived is stored, marked as such); None when it says nothing."""
     content = _list(message.get("content"))
     if not complete:
         content = [*content, {"type": "text", "text": "[ctxweb: the response stream was cut here]"}]
     if not content:
-        return
+        return None
     said = message.get("id")  # a response always has one; a cut stream may not have said it
     reply_id = said if isinstance(said, str) else hashlib.sha256(_canonical(content)).hexdigest()
     raw = {
@@ -190,19 +197,10 @@ def proxy_record_reply(*, session: AgentSession, after_seq: int, message: dict[s
         "metadata": {"proxy": {"stop_reason": message.get("stop_reason"), "cut": not complete}},
     }
     try:
-        reply = normalize_message(raw)
-        before = session.system_tokens + session.tool_tokens + session.message_tokens + DEFAULT_FRAMING.request
-        result = ingest.message_append(session=session, messages=[reply], after_seq=after_seq)
-    except Conflict:
-        return  # closed meanwhile, or the next request was recorded first, with this reply in its history
-    except (MessageError, InvalidInput) as exc:
+        return normalize_message(raw)
+    except MessageError as exc:
         log.warning("proxy: session %s: the reply was not stored: %s", session.pk, exc)
-        return
-    reported = _dict(message.get("usage"))
-    if result.created:
-        _provider_compactions(result.session, result.messages)
-    if complete and result.created:
-        _exact_from_usage(result.session, reported, raw_request=before)
+        return None
 
 
 def _provider_compactions(session: AgentSession, rows: list[Message]) -> None:
@@ -332,24 +330,28 @@ def _with_cache_mark(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": blocks}
 
 
-def _exact_from_usage(session: AgentSession, reported: dict[str, Any], *, raw_request: int) -> None:
+def _exact_from_usage(session: AgentSession, reported: dict[str, Any], *, reply_seq: int, raw_request: int) -> None:
     """The response's usage as the session's exact count: what the model read (input, cache reads and
-    writes) plus what it wrote, the context the next request starts from; the input figure against the
-    offline estimate of the request teaches the model's calibration."""
+    writes) plus what it wrote, the context the next request starts from, while the reply ends the
+    session; the input figure against the offline estimate of the request teaches the model's
+    calibration."""
     figures = [reported.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
     read = sum(n for n in figures if isinstance(n, int) and not isinstance(n, bool) and n >= 0)
     wrote = reported.get("output_tokens")
     if not read or not isinstance(wrote, int) or isinstance(wrote, bool) or wrote < 0:
         return
-    with transaction.atomic():
-        locked = AgentSession.objects.select_for_update().get(pk=session.pk)
-        locked.project = session.project
-        locked.exact_tokens = min(read + wrote, 2**31 - 1)
-        locked.exact_upto_seq = locked.last_seq
-        locked.exact_cached = False
-        locked.exact_counted_at = session.last_activity_at
-        locked.save(update_fields=["exact_tokens", "exact_upto_seq", "exact_cached", "exact_counted_at"])
-        session_level_note(locked)
+    exact = {
+        "exact_tokens": min(read + wrote, 2**31 - 1),
+        "exact_upto_seq": reply_seq,
+        "exact_cached": False,
+        "exact_counted_at": session.last_activity_at,
+    }
+    # Only while the reply is the session's last message (an exact count holds for the messages it
+    # counted); no lock: the level note is conditional on the figures it was worked out from.
+    if AgentSession.objects.filter(pk=session.pk, last_seq=reply_seq).update(**exact):
+        for field, value in exact.items():
+            setattr(session, field, value)
+        session_level_note(session)
     # One observation per model per CTX_PROXY_CALIBRATION_SECONDS: every response would otherwise
     # write the model's one profile row (every agent of that model waiting on its lock) and move every
     # figure worked out from the factor (the dashboard's cached costs, the stored levels).

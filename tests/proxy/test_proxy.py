@@ -32,11 +32,8 @@ def fake(settings: Any) -> Iterator[FakeAnthropic]:
         yield server
 
 
-def proxied(live_server: Any, team: Team, **kwargs: Any) -> anthropic.Anthropic:
-    headers = {"ctxweb-api-key": team.bob.key, **kwargs.pop("headers", {})}
-    return anthropic.Anthropic(
-        api_key=CALLER_KEY, base_url=f"{live_server.url}/proxy/anthropic", default_headers=headers, max_retries=0
-    )
+def proxied(proxy_sdk: Any, team: Team, headers: dict[str, str] | None = None) -> anthropic.Anthropic:
+    return proxy_sdk({"ctxweb-api-key": team.bob.key, **(headers or {})}, api_key=CALLER_KEY)
 
 
 def direct(fake: FakeAnthropic) -> anthropic.Anthropic:
@@ -89,11 +86,11 @@ def run_agent(client: anthropic.Anthropic, fake: FakeAnthropic, *, stream: bool)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
-def test_the_caller_gets_exactly_what_the_upstream_sends(live_server, team, fake, stream):
+def test_the_caller_gets_exactly_what_the_upstream_sends(proxy_sdk, team, fake, stream):
     reply = [{"type": "text", "text": "Hello."}, {"type": "tool_use", "id": "toolu_9", "name": "Read", "input": {}}]
     body = {"model": MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
     answers = []
-    for c in (direct(fake), proxied(live_server, team)):
+    for c in (direct(fake), proxied(proxy_sdk, team)):
         fake.queue_message(reply, stop_reason="tool_use", usage={"cache_read_input_tokens": 3})
         response = c.messages.with_raw_response.create(**body)
         answers.append((response.http_response.status_code, response.http_response.read(), response.headers))
@@ -113,8 +110,8 @@ def test_the_caller_gets_exactly_what_the_upstream_sends(live_server, team, fake
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
-def test_a_tool_loop_is_recorded_once_and_status_is_the_upstreams_usage(live_server, team, fake, stream):
-    history = run_agent(proxied(live_server, team), fake, stream=stream)
+def test_a_tool_loop_is_recorded_once_and_status_is_the_upstreams_usage(proxy_sdk, team, fake, stream):
+    history = run_agent(proxied(proxy_sdk, team), fake, stream=stream)
     session = AgentSession.objects.get(project=team.project)
     stored = list(Message.objects.filter(session=session).order_by("seq").values_list("role", "content"))
     assert [(m["role"], m["content"]) for m in history] == stored
@@ -134,8 +131,8 @@ def fake_answer_usage(fake: FakeAnthropic, history: list[dict[str, Any]]) -> int
     return fake.count_tokens_for(body) + sum(TURNS[-1][2].values()) + output
 
 
-def test_errors_and_their_headers_reach_the_caller_unchanged(live_server, team, fake):
-    client = proxied(live_server, team)
+def test_errors_and_their_headers_reach_the_caller_unchanged(proxy_sdk, team, fake):
+    client = proxied(proxy_sdk, team)
     fake.queue_error(429, retry_after_ms=1, message="slow down")
     with pytest.raises(anthropic.RateLimitError) as limited:
         client.messages.create(model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
@@ -147,24 +144,24 @@ def test_errors_and_their_headers_reach_the_caller_unchanged(live_server, team, 
     assert overloaded.value.status_code == 529 and overloaded.value.body["error"]["type"] == "overloaded_error"
 
 
-def test_without_a_ctxweb_key_the_sdk_sees_an_authentication_error_and_nothing_goes_upstream(live_server, team, fake):
-    client = anthropic.Anthropic(api_key=CALLER_KEY, base_url=f"{live_server.url}/proxy/anthropic", max_retries=0)
+def test_without_a_ctxweb_key_the_sdk_sees_an_authentication_error_and_nothing_goes_upstream(proxy_sdk, team, fake):
+    client = proxy_sdk({}, api_key=CALLER_KEY)
     with pytest.raises(anthropic.AuthenticationError) as refused:
         client.messages.create(model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
     assert "ctxweb-api-key" in refused.value.body["error"]["message"]
     assert fake.requests == [] and not AgentSession.objects.exists()
 
 
-def test_the_callers_anthropic_key_is_never_stored(live_server, team, fake):
-    run_agent(proxied(live_server, team), fake, stream=True)
+def test_the_callers_anthropic_key_is_never_stored(proxy_sdk, team, fake):
+    run_agent(proxied(proxy_sdk, team), fake, stream=True)
     for model in apps.get_app_config("sessions_app").get_models():
         for row in model.objects.values():
             assert CALLER_KEY not in json.dumps(row, default=str), model.__name__
 
 
-def test_count_tokens_is_passed_through(live_server, team, fake):
+def test_count_tokens_is_passed_through(proxy_sdk, team, fake):
     body = {"model": MODEL, "messages": [{"role": "user", "content": "How long is this?"}]}
-    counted = proxied(live_server, team).messages.count_tokens(**body)
+    counted = proxied(proxy_sdk, team).messages.count_tokens(**body)
     assert counted.input_tokens == fake.count_tokens_for(body)
     assert not AgentSession.objects.exists()  # counting records nothing
 
@@ -176,8 +173,8 @@ def ask(client: anthropic.Anthropic, fake: FakeAnthropic, history: list[dict[str
     history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
 
 
-def test_each_conversation_is_one_session_found_again_by_its_start(live_server, team, fake):
-    client = proxied(live_server, team)
+def test_each_conversation_is_one_session_found_again_by_its_start(proxy_sdk, team, fake):
+    client = proxied(proxy_sdk, team)
     first: list[dict[str, Any]] = []
     second: list[dict[str, Any]] = []
     for n in range(3):
@@ -190,8 +187,8 @@ def test_each_conversation_is_one_session_found_again_by_its_start(live_server, 
     )
 
 
-def test_a_rewritten_history_continues_in_a_fresh_linked_session(live_server, team, fake):
-    client = proxied(live_server, team, headers={"ctxweb-session": "agent-run-7"})
+def test_a_rewritten_history_continues_in_a_fresh_linked_session(proxy_sdk, team, fake):
+    client = proxied(proxy_sdk, team, headers={"ctxweb-session": "agent-run-7"})
     history: list[dict[str, Any]] = []
     for n in range(2):
         ask(client, fake, history, f"turn {n}")
@@ -206,19 +203,19 @@ def test_a_rewritten_history_continues_in_a_fresh_linked_session(live_server, te
 
 
 @pytest.mark.parametrize("where", ["key check", "session lookup", "recording", "reply"])
-def test_when_ctxweb_fails_the_call_still_goes_through_unrecorded(live_server, team, fake, monkeypatch, where):
+def test_when_ctxweb_fails_the_call_still_goes_through_unrecorded(proxy_sdk, team, fake, monkeypatch, where):
     from django.db import OperationalError
 
-    from sessions_app.services import keys, proxy
+    from sessions_app.services import ingest, keys, proxy
 
     def down(*args: Any, **kwargs: Any) -> Any:
         raise OperationalError("connection to server at 127.0.0.1 failed")
 
     target = {"key check": (keys, "apikey_authenticate"), "session lookup": (proxy, "proxy_session_for"),
-              "recording": (proxy, "proxy_record_request"), "reply": (proxy, "proxy_record_reply")}[where]  # fmt: skip
+              "recording": (proxy, "proxy_record_request"), "reply": (ingest, "message_append")}[where]  # fmt: skip
     monkeypatch.setattr(*target, down)
     fake.queue_reply("Still here.")
-    response = proxied(live_server, team).messages.with_raw_response.create(
+    response = proxied(proxy_sdk, team).messages.with_raw_response.create(
         model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
     )
     assert response.parse().content[0].text == "Still here."
@@ -227,7 +224,7 @@ def test_when_ctxweb_fails_the_call_still_goes_through_unrecorded(live_server, t
     assert Message.objects.filter(role="assistant").count() == 0
 
 
-def test_responses_teach_the_models_calibration_once_per_interval(live_server, team, fake, settings):
+def test_responses_teach_the_models_calibration_once_per_interval(proxy_sdk, team, fake, settings):
     from django.core.cache import cache
 
     from sessions_app.models import ModelProfile
@@ -238,7 +235,7 @@ def test_responses_teach_the_models_calibration_once_per_interval(live_server, t
         name=MODEL, defaults={"context_window": 200_000, "max_output_tokens": 64_000, "calibration_factor": 1.1}
     )
     usage.forget_model_profiles()
-    client = proxied(live_server, team)
+    client = proxied(proxy_sdk, team)
     history: list[dict[str, Any]] = []
     for n in range(3):  # requests well past the smallest estimate a lesson is taken from
         history.append({"role": "user", "content": f"Turn {n}: " + "read this file carefully. " * 200})

@@ -39,13 +39,8 @@ def small_window(team: Any) -> None:
     policy.save()
 
 
-def agent(live_server: Any, team: Any, session: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(
-        api_key="sk-callers-key",
-        base_url=f"{live_server.url}/proxy/anthropic",
-        default_headers={"ctxweb-api-key": team.bob.key, "ctxweb-session": session},
-        max_retries=0,
-    )
+def agent(proxy_sdk: Any, team: Any, session: str) -> anthropic.Anthropic:
+    return proxy_sdk({"ctxweb-api-key": team.bob.key, "ctxweb-session": session})
 
 
 def turn(n: int) -> list[dict[str, Any]]:
@@ -59,13 +54,13 @@ def turn(n: int) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("workers", ["in-process", "busy"])
 def test_a_hundred_turn_loop_never_sends_a_request_over_the_window(
-    live_server, team, fake, small_window, monkeypatch, workers
+    proxy_sdk, team, fake, small_window, monkeypatch, workers
 ):
     if workers == "busy":  # the queued compactions reach no worker: the proxy must run them itself
         from sessions_app import tasks
 
         monkeypatch.setattr(tasks, "compaction_send", lambda compaction_id: None)
-    client = agent(live_server, team, "long-run")
+    client = agent(proxy_sdk, team, "long-run")
     history: list[dict[str, Any]] = []
     compacted = 0
     for n in range(TURNS):
@@ -95,9 +90,9 @@ def test_a_hundred_turn_loop_never_sends_a_request_over_the_window(
 
 
 def test_reverting_the_compaction_makes_the_next_request_carry_the_whole_history(
-    live_server, team, fake, small_window, api_as
+    proxy_sdk, team, fake, small_window, api_as
 ):
-    client = agent(live_server, team, "reverted-run")
+    client = agent(proxy_sdk, team, "reverted-run")
     history: list[dict[str, Any]] = []
     for n in range(TURNS):
         history.append(turn(n)[0])
@@ -119,10 +114,10 @@ def test_reverting_the_compaction_makes_the_next_request_carry_the_whole_history
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
-def test_a_request_refused_as_too_long_is_compacted_and_sent_once_more(live_server, team, fake, small_window, stream):
+def test_a_request_refused_as_too_long_is_compacted_and_sent_once_more(proxy_sdk, team, fake, small_window, stream):
     ModelProfile.objects.filter(name=MODEL).update(context_window=400_000)  # no compaction of ctxweb's own
     usage.forget_model_profiles()
-    client = agent(live_server, team, "too-long")
+    client = agent(proxy_sdk, team, "too-long")
     history: list[dict[str, Any]] = []
     for n in range(12):
         ask, result = turn(n)

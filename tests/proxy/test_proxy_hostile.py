@@ -44,6 +44,9 @@ requests = st.one_of(
 
 @pytest.fixture
 def upstream(settings: Any) -> Any:
+    # Recorded in the request's own thread: the test's data lives in a transaction only its
+    # connection sees (the recording code is the same; tests/proxy/test_proxy.py runs it in the lanes).
+    settings.CTX_PROXY_RECORDERS = 0
     with FakeAnthropic() as server:
         settings.CTX_PROXY_UPSTREAM_URL = server.base_url
         yield server

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anthropic
 import pytest
 
 from sessions_app.models import AgentSession, Checkpoint, Compaction, Message
@@ -38,16 +37,11 @@ def turns(n: int) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
-def test_a_provider_compaction_passes_through_and_becomes_a_checkpoint(live_server, team, fake, stream):
+def test_a_provider_compaction_passes_through_and_becomes_a_checkpoint(proxy_sdk, team, fake, stream):
     policy = projects.policy_ensure(project=team.project)
     policy.proxy_compaction = True
     policy.save()
-    client = anthropic.Anthropic(
-        api_key="sk-callers-key",
-        base_url=f"{live_server.url}/proxy/anthropic",
-        default_headers={"ctxweb-api-key": team.bob.key, "anthropic-beta": "compact-2026-01-12"},
-        max_retries=0,
-    )
+    client = proxy_sdk({"ctxweb-api-key": team.bob.key, "anthropic-beta": "compact-2026-01-12"})
     history = [*turns(4), {"role": "user", "content": "Go on."}]
     fake.queue_message([{"type": "compaction", "content": SUMMARY}, {"type": "text", "text": "Continuing."}])
     kwargs = {"model": MODEL, "max_tokens": 64, "messages": history, "extra_body": {"context_management": EDITS}}

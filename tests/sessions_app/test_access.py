@@ -165,3 +165,34 @@ def test_unrouted_api_paths_answer_json(team, api_as):
     response = api_as(team.alice).get("/api/v1/sessions/a%2Fb/")
     assert response.status_code == 404
     assert response.json() == {"detail": "Not found.", "code": "not_found"}
+
+
+def test_the_project_to_write_in_is_named_or_the_only_one_and_needs_a_writers_role(team):
+    from sessions_app.errors import Forbidden, InvalidInput, NotFound
+    from sessions_app.selectors.access import project_for_writing
+    from sessions_app.services import projects
+
+    bob = team.bob.user
+    assert project_for_writing(bob, None) == team.project  # his only project
+    assert project_for_writing(bob, str(team.project.pk)) == team.project
+    assert project_for_writing(bob, team.project.name) == team.project
+    for ref in ("no such project", str(2**70), "9" * 30, "a\x00b", "²", str(team.project.pk + 1000)):
+        with pytest.raises(NotFound):
+            project_for_writing(bob, ref)
+    for outsider_ref in (str(team.project.pk), team.project.name):  # another's project is not found, not forbidden
+        with pytest.raises(NotFound):
+            project_for_writing(team.mallory.user, outsider_ref)
+    with pytest.raises(Forbidden):
+        project_for_writing(team.carol.user, team.project.name)  # a viewer
+    from django.contrib.auth import get_user_model
+
+    with pytest.raises(InvalidInput) as none_of_his:
+        project_for_writing(get_user_model().objects.create_user("newcomer"), None)
+    assert none_of_his.value.code == "project_required"
+    twin = projects.project_create(user=bob, name=team.project.name)
+    with pytest.raises(InvalidInput) as several:
+        project_for_writing(bob, None)
+    assert several.value.code == "project_required"
+    with pytest.raises(NotFound, match="use the id"):
+        project_for_writing(bob, team.project.name)
+    assert project_for_writing(bob, str(twin.pk)) == twin

@@ -1,0 +1,128 @@
+"""Where the proxy records an exchange once its answer is out: a few threads per web process.
+
+Recording a reply (the request's new messages, the reply, the exact count: ~25 queries) used to run
+when the response closed, in the thread that served it. A threaded server reads an agent's next
+request on a keep-alive connection only after that, so an agent that asked again at once waited for
+ctxweb's writes before its request even went upstream. Here that work is queued instead, the
+connection is free at once, and the caller's time to first byte holds only finding the session.
+
+Order: an exchange's jobs run on the lane its session hashes to, one at a time, so one process
+records a session's exchanges in the order they ended. Across processes the recording is ordered by
+the data (``services.proxy``: a request behind what is stored adds nothing; a reply goes only right
+after its request). A full lane makes the request thread wait for room (back-pressure, the order
+kept), never drops a job. A process that exits gracefully records what it has queued first; one that
+is killed loses the replies it had queued, which the agent's next request brings with its history.
+
+``CTX_PROXY_RECORDERS`` = 0 records in the request thread, as before."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import close_old_connections, connections
+
+log = logging.getLogger(__name__)
+
+Job = Callable[[], None]
+_STOP = None
+
+
+class Recorder:
+    """``begin(key)`` when an exchange starts, ``submit(key, job)`` when its answer is out (the job
+    records it); ``idle()`` waits for every exchange begun to be recorded, ``caught_up(key)`` for the
+    jobs queued for one session."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._open: Counter[int] = Counter()  # exchanges begun and not yet recorded, by session
+        self._queued: Counter[int] = Counter()  # jobs submitted and not yet run, by session
+        self._lanes: list[queue.Queue[tuple[int, Job] | None]] = []
+        self._threads: list[threading.Thread] = []
+        self._pid = 0
+
+    def begin(self, key: int) -> None:
+        with self._changed:
+            self._open[key] += 1
+
+    def submit(self, key: int, job: Job) -> None:
+        """Run ``job`` on the session's lane (in this thread when there are no lanes)."""
+        lanes = self._started()
+        if not lanes:
+            self._run(key, job, queued=False)
+            return
+        with self._changed:
+            self._queued[key] += 1
+        lanes[key % len(lanes)].put((key, job))  # waits while the lane is full
+
+    def idle(self, timeout: float = 30.0) -> bool:
+        """Every exchange begun is recorded (tests; a graceful exit)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not +self._open, timeout)
+
+    def caught_up(self, key: int, timeout: float = 5.0) -> bool:
+        """The exchanges of session ``key`` that ended are recorded: before a request is recorded
+        ahead of its forwarding, the reply and usage of the one before it are in."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._queued[key], timeout)
+
+    def _started(self) -> list[queue.Queue[tuple[int, Job] | None]]:
+        count = settings.CTX_PROXY_RECORDERS
+        if count <= 0:
+            return []
+        with self._changed:
+            if self._pid != os.getpid():  # first use in this process (a forked worker starts its own)
+                self._pid = os.getpid()
+                self._lanes = [queue.Queue(maxsize=settings.CTX_PROXY_RECORD_QUEUE) for _ in range(count)]
+                self._threads = [
+                    threading.Thread(target=self._work, args=(lane,), name=f"ctxweb-proxy-recorder-{i}", daemon=True)
+                    for i, lane in enumerate(self._lanes)
+                ]
+                for thread in self._threads:
+                    thread.start()
+                atexit.register(self.stop)
+            return self._lanes
+
+    def _work(self, lane: queue.Queue[tuple[int, Job] | None]) -> None:
+        while (item := lane.get()) is not _STOP:
+            key, job = item
+            self._run(key, job, queued=True)
+            if lane.empty():  # an idle lane holds no connection (a busy one keeps its own)
+                connections.close_all()
+        connections.close_all()
+
+    def _run(self, key: int, job: Job, *, queued: bool) -> None:
+        if queued:  # in a lane, as around a request: a connection broken or past its age is replaced
+            close_old_connections()
+        try:
+            job()
+        except Exception:  # a job logs its own failures; this keeps the lane alive whatever it does
+            log.exception("proxy: an exchange was not recorded")
+        finally:
+            with self._changed:
+                self._queued[key] -= queued
+                self._open[key] -= 1
+                for counts in (self._queued, self._open):
+                    if counts[key] <= 0:
+                        del counts[key]
+                self._changed.notify_all()
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Record what is queued, then end the lanes (at exit)."""
+        deadline = time.monotonic() + timeout
+        for lane in self._lanes:
+            lane.put(_STOP)
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._changed:
+            self._pid, self._lanes, self._threads = 0, [], []  # a later job starts new lanes
+
+
+RECORDER = Recorder()

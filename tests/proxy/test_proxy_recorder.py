@@ -1,0 +1,145 @@
+"""Recording proxied exchanges after their answers are out: the recorder's lanes (order, back-pressure,
+failures, exit), and the recording itself, which must give the same session whatever order the
+exchanges of a conversation are recorded in (several web processes record them concurrently)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sessions_app.api.proxy_recorder import Recorder
+from sessions_app.models import Message
+from sessions_app.selectors import usage
+from sessions_app.services import proxy
+
+
+@pytest.fixture
+def lanes(settings: Any) -> Any:
+    settings.CTX_PROXY_RECORDERS = 3
+    settings.CTX_PROXY_RECORD_QUEUE = 4
+    recorder = Recorder()
+    yield recorder
+    recorder.stop()
+
+
+def test_a_sessions_exchanges_are_recorded_in_the_order_they_ended(lanes):
+    done: dict[int, list[int]] = {key: [] for key in range(7)}
+
+    def job(key: int, n: int) -> None:
+        time.sleep(0.001 * ((key * 7 + n) % 3))  # uneven work, so lanes interleave
+        done[key].append(n)
+
+    for n in range(20):
+        for key in done:
+            lanes.begin(key)
+            lanes.submit(key, lambda key=key, n=n: job(key, n))
+    assert lanes.idle(timeout=30)
+    assert done == {key: list(range(20)) for key in done}
+
+
+def test_a_full_lane_makes_the_request_wait_and_drops_nothing(lanes, settings):
+    settings.CTX_PROXY_RECORD_QUEUE = 1
+    recorder = Recorder()  # lanes of one place each
+    release, ran = threading.Event(), []
+    recorder.begin(0)
+    recorder.submit(0, release.wait)  # holds its lane
+    submitted = []
+
+    def submit_more() -> None:
+        for n in range(3):
+            recorder.begin(0)
+            recorder.submit(0, lambda n=n: ran.append(n))
+            submitted.append(n)
+
+    waiting = threading.Thread(target=submit_more)
+    waiting.start()
+    time.sleep(0.2)
+    assert len(submitted) < 3  # the lane is full: the submitting thread waits
+    release.set()
+    waiting.join(10)
+    assert recorder.idle(timeout=10) and ran == [0, 1, 2]
+    recorder.stop()
+
+
+def test_a_failing_job_is_logged_and_the_lane_goes_on(lanes, caplog):
+    ran = []
+    lanes.begin(1)
+    lanes.submit(1, lambda: 1 / 0)
+    lanes.begin(1)
+    lanes.submit(1, lambda: ran.append("next"))
+    assert lanes.idle(timeout=10)
+    assert ran == ["next"]
+    assert any(r.exc_info and r.exc_info[0] is ZeroDivisionError for r in caplog.records)
+
+
+def test_stopping_records_what_is_queued_first(settings):
+    settings.CTX_PROXY_RECORDERS = 1
+    recorder = Recorder()
+    ran = []
+    for n in range(5):
+        recorder.begin(0)
+        recorder.submit(0, lambda n=n: (time.sleep(0.01), ran.append(n)))
+    recorder.stop()
+    assert ran == list(range(5))
+
+
+def test_without_lanes_the_job_runs_in_the_requests_thread(settings):
+    settings.CTX_PROXY_RECORDERS = 0
+    recorder = Recorder()
+    seen = []
+    recorder.begin(5)
+    recorder.submit(5, lambda: seen.append(threading.current_thread()))
+    assert seen == [threading.current_thread()] and recorder.idle(timeout=0)
+
+
+# ----------------------------------------------------------------------------- recording order
+
+
+def conversation(turns: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """An agent's exchanges: each request resends the history, each answer is a message with usage."""
+    history: list[dict[str, Any]] = []
+    exchanges = []
+    for n in range(turns):
+        history.append({"role": "user", "content": f"turn {n}: " + "look at this. " * (n + 1)})
+        answer = {
+            "id": f"msg_{n}",
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "text", "text": f"answer {n}"}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 100 + 10 * n, "output_tokens": 5},
+        }
+        exchanges.append(({"model": "claude-sonnet-4-5", "messages": list(history)}, answer))
+        history.append({"role": "assistant", "content": answer["content"]})
+    return exchanges
+
+
+@pytest.mark.django_db
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(order=st.permutations(range(5)))
+def test_any_order_of_recording_gives_the_conversation_once_in_its_order(team, order):
+    exchanges = conversation(5)
+    session = proxy.proxy_session_for(
+        user=team.bob.user, project=team.project, key=f"order-{'-'.join(map(str, order))}", body=exchanges[0][0]
+    )
+    for index in order:
+        body, answer = exchanges[index]
+        proxy.proxy_record_exchange(
+            session_id=session.pk, after_seq=len(body["messages"]), pending=body, message=answer, complete=True
+        )
+    last_body, last_answer = exchanges[-1]
+    whole = [*last_body["messages"], {"role": "assistant", "content": last_answer["content"]}]
+    stored = list(Message.objects.filter(session=session).order_by("seq").values_list("role", "content"))
+    assert stored == [(m["role"], m["content"]) for m in whole]
+    session.refresh_from_db()
+    status = usage.session_status(session)
+    # The exact count is the last answer's when its exchange was recorded last (else it was stored
+    # with the next request's history, and the figures are estimates until the next answer).
+    if order[-1] == len(exchanges) - 1:
+        assert status["token_source"] == "exact"
+        assert status["used"] == last_answer["usage"]["input_tokens"] + last_answer["usage"]["output_tokens"]

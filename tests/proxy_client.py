@@ -1,0 +1,46 @@
+"""The official SDK pointed at the proxy of a live test server, as an agent is, with one addition for
+tests: each of its calls returns only once ctxweb has recorded the exchange. The proxy records in
+the background after the answer is out (``sessions_app/api/proxy_recorder.py``), and a test reads
+the database right after a call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import httpx2
+
+from sessions_app.api.proxy_recorder import RECORDER
+
+
+class _Settled(httpx2.HTTPTransport):
+    """Closing a response (the SDK does once it has read it) waits for the recorder to be idle. The
+    exchange is begun before the proxy answers a byte, so every one this call made is waited for."""
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = super().handle_request(request)
+        stream = response.stream
+
+        class Waiting(httpx2.SyncByteStream):
+            def __iter__(self) -> Any:
+                yield from stream  # type: ignore[union-attr]
+
+            def close(self) -> None:
+                stream.close()  # type: ignore[union-attr]
+                assert RECORDER.idle(), "the proxy's recorder did not settle"
+
+        response.stream = Waiting()
+        return response
+
+
+def proxy_client(live_server: Any, headers: dict[str, str], *, api_key: str = "sk-callers-key") -> anthropic.Anthropic:
+    """An SDK client through ``live_server``'s proxy; ``headers`` carry the ctxweb key (and more).
+    The ``proxy_clients`` fixture closes the ones a test made (their keep-alive connections would
+    outlive the test's database)."""
+    return anthropic.Anthropic(
+        api_key=api_key,
+        base_url=f"{live_server.url}/proxy/anthropic",
+        default_headers=headers,
+        max_retries=0,
+        http_client=httpx2.Client(transport=_Settled()),
+    )
