@@ -242,6 +242,9 @@ class AgentSessionAdmin(admin.ModelAdmin):
         "usage_percent",
         "rejected_count",
         "rejected_reason",
+        "unrecorded_requests",
+        "unrecorded_from",
+        "unrecorded_to",
     ]
     inlines = [IngestRejectionInline]
 

@@ -78,9 +78,17 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
     if refusal is not None:
         return refusal
     exchange, recorded, extra = None, user is not None, {}
-    if user is not None and record and isinstance(body, dict):
+    recordable = record and isinstance(body, dict)
+    conversation = (
+        proxy.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None) if recordable else ""
+    )
+    # Where this request is counted if it goes upstream unrecorded (services.proxy.gap_key).
+    gap = proxy.gap_key(request.headers.get(KEY_HEADER, "").strip(), conversation) if recordable else ""
+    if recordable and user is None:  # the database could not tell whose key it is
+        proxy.proxy_gap_note(gap)
+    if recordable and user is not None:
         try:
-            exchange, sent = _prepare(request, user, body)
+            exchange, sent = _prepare(request, user, body, conversation, gap)
             if sent.body is not None:
                 raw = json.dumps(sent.body).encode()
                 extra["ctxweb-compacted"] = str(sent.compaction_id)
@@ -89,9 +97,11 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
         except DatabaseError as exc:
             log.warning("proxy: recording failed, forwarding unrecorded: %s", type(exc).__name__)
             recorded = False
+            proxy.proxy_gap_note(gap)
         except Exception:  # ctxweb's own fault never stands between an agent and its model
             log.exception("proxy: recording failed, forwarding unrecorded")
             recorded = False
+            proxy.proxy_gap_note(gap)
     try:
         answer = _answer(request, path, raw, body, exchange, extra)
     except httpx2.TransportError as exc:  # the request's messages are recorded all the same
@@ -199,6 +209,7 @@ class _Exchange:
     after_seq: int  # the request's last message: the reply goes right after it
     pending: dict[str, Any] | None = None  # the request's body, when its messages wait to be recorded
     session: AgentSession | None = None  # when the request may go upstream as its compacted context
+    gap: str = ""  # where the conversation's requests forwarded unrecorded are counted
     finished: bool = False
 
     def __post_init__(self) -> None:
@@ -221,26 +232,29 @@ class _Exchange:
                 pending=self.pending,
                 message=message,
                 complete=complete,
+                gap=self.gap,
             )
             if recorded is not None:
                 tasks.after_append(recorded)  # a compaction when a threshold was crossed
         except DatabaseError as exc:  # the caller has its answer already; the next request brings it all
             log.warning("proxy: session %s: not recorded: %s", self.session_id, type(exc).__name__)
+            proxy.proxy_gap_note(self.gap)
         except Exception:  # a bug here must not cut the caller's stream short
             log.exception("proxy: session %s: not recorded", self.session_id)
 
 
-def _prepare(request: HttpRequest, user: Any, body: dict[str, Any]) -> tuple[_Exchange, proxy.Upstream]:
+def _prepare(
+    request: HttpRequest, user: Any, body: dict[str, Any], conversation: str, gap: str
+) -> tuple[_Exchange, proxy.Upstream]:
     """The session the request belongs to, and what goes upstream. The request's messages are recorded
     before it is forwarded only when the session's context may replace them (the project's
     ``proxy_compaction``); otherwise with the reply, once the answer is out, so the caller's first
     byte waits for nothing but finding the session."""
     project = access.project_for_writing(user, request.headers.get(PROJECT_HEADER, "").strip() or None)
-    key = proxy.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None)
-    session = proxy.proxy_session_for(user=user, project=project, key=key, body=body)
+    session = proxy.proxy_session_for(user=user, project=project, key=conversation, body=body)
     sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0
     if not proxy.compacts_upstream(session, body):
-        return _Exchange(session.pk, sent, pending=body), proxy.Upstream(None)
+        return _Exchange(session.pk, sent, pending=body, gap=gap), proxy.Upstream(None)
     RECORDER.caught_up(session.pk)  # the reply and usage of the request before this one come first
     done = proxy.proxy_record_request(session=session, body=body)
     if done.appended:
@@ -248,7 +262,7 @@ def _prepare(request: HttpRequest, user: Any, body: dict[str, Any]) -> tuple[_Ex
         done.session.refresh_from_db()
         if proxy.proxy_compact_before_sending(done.session):  # the workers had not got to it yet
             done.session.refresh_from_db()
-    exchange = _Exchange(done.session.pk, sent, session=done.session)
+    exchange = _Exchange(done.session.pk, sent, session=done.session, gap=gap)
     return exchange, proxy.proxy_upstream_request(session=done.session, body=body)
 
 

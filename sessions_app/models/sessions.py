@@ -60,6 +60,12 @@ class AgentSession(models.Model):
     # Lines or messages of a recorded transcript that could not be stored (IngestRejection has each).
     rejected_count = models.PositiveIntegerField(default=0)
     rejected_reason = models.CharField(max_length=500, blank=True, help_text="Why the latest one was skipped.")
+    # Requests the proxy forwarded without recording them (ctxweb's database was unreachable), and
+    # when the first and the latest were: their messages come with the agent's next request, but not
+    # their usage, nor the last ones if the conversation ended then.
+    unrecorded_requests = models.PositiveIntegerField(default=0)
+    unrecorded_from = models.DateTimeField(null=True, blank=True)
+    unrecorded_to = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -244,6 +244,13 @@ def _warnings(
             f"{session.rejected_count:,} line(s) or message(s) of the recorded transcript could not be stored and "
             f"were skipped; the rest was stored. The latest: {session.rejected_reason}"
         )
+    if session.unrecorded_requests and session.unrecorded_from and session.unrecorded_to:
+        warnings.append(
+            f"ctxweb's proxy forwarded {session.unrecorded_requests:,} request(s) of this session without recording "
+            f"them (its database was unreachable), from {session.unrecorded_from:%Y-%m-%d %H:%M} to "
+            f"{session.unrecorded_to:%Y-%m-%d %H:%M} UTC: their messages came with the next request it recorded, "
+            "their usage did not."
+        )
     if session.auto_paused:
         warnings.append(
             f"Automatic compaction is paused after {session.compaction_failures} failures in a row; "

@@ -19,12 +19,16 @@ import hashlib
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
+from django.db.models import F, QuerySet, Value
+from django.db.models.functions import Coalesce
 
 from compaction import context as engine_context
 from compaction.errors import EngineError
@@ -105,7 +109,7 @@ def proxy_session_for(*, user: User, project: Project, key: str, body: dict[str,
 
 
 def proxy_session(session_id: int) -> AgentSession | None:
-    return AgentSession.objects.select_related("project", "project__policy").filter(pk=session_id).first()
+    return _sessions().filter(pk=session_id).first()
 
 
 def compacts_upstream(session: AgentSession, body: dict[str, Any]) -> bool:
@@ -149,16 +153,25 @@ def proxy_record_request(
 
 
 def proxy_record_exchange(
-    *, session_id: int, after_seq: int, pending: dict[str, Any] | None, message: dict[str, Any] | None, complete: bool
+    *,
+    session_id: int,
+    after_seq: int,
+    pending: dict[str, Any] | None,
+    message: dict[str, Any] | None,
+    complete: bool,
+    gap: str = "",
 ) -> AgentSession | None:
     """What an exchange leaves to record once its answer is out: the request's messages when they
     waited (``pending``, its body), then the reply right after them (``after_seq``: the request's last
     message; the request's n-th message is a proxied session's seq n), in one append when they can
-    be; the response's usage as the session's exact count. The session recorded into (a rewritten
-    history goes into a fresh one), or None when the session is gone."""
+    be; the response's usage as the session's exact count; the requests of the conversation forwarded
+    unrecorded before (``gap``: see ``proxy_gap_note``) flagged on it. The session recorded into (a
+    rewritten history goes into a fresh one), or None when the session is gone."""
     session = proxy_session(session_id)
     if session is None:
         return None
+    if gap:
+        _gap_flag(session_id, gap)
     reply = _reply_message(session, message, complete) if message is not None else None
     stored: Message | None = None
     if pending is not None:
@@ -178,6 +191,43 @@ def proxy_record_exchange(
         before += DEFAULT_FRAMING.request  # the estimate of the request, as its count would be
         _exact_from_usage(session, _dict(message.get("usage")), reply_seq=stored.seq, raw_request=before)
     return session
+
+
+GAP_SECONDS = 30 * 24 * 3600  # how long requests forwarded unrecorded wait for their conversation
+
+
+def gap_key(ctxweb_key: str, conversation: str) -> str:
+    """Where a conversation's requests forwarded unrecorded are counted: by the caller's ctxweb key
+    (hashed; the database that says whose it is may be the one that is down) and the conversation."""
+    digest = hashlib.sha256(f"{ctxweb_key}\x00{conversation}".encode(errors="replace")).hexdigest()
+    return f"ctx:proxy-gap:{digest[:40]}"
+
+
+def proxy_gap_note(gap: str) -> None:
+    """A request of the conversation went upstream unrecorded (ctxweb's database was unreachable): kept
+    in the cache, not the database, until the conversation is recorded again and its session flagged.
+    Best effort: with the cache down too, the gap goes unflagged (the messages still come with the
+    next request)."""
+    try:
+        noted = cache.get(gap) or {"requests": 0, "from": time.time()}
+        noted.update(requests=noted["requests"] + 1, to=time.time())
+        cache.set(gap, noted, timeout=GAP_SECONDS)
+    except Exception as exc:  # the cache is down as well
+        log.warning("proxy: a request forwarded unrecorded could not be noted: %s", type(exc).__name__)
+
+
+def _gap_flag(session_id: int, gap: str) -> None:
+    noted = cache.get(gap)
+    if not isinstance(noted, dict) or not noted.get("requests"):
+        return
+    cache.delete(gap)
+    first, last = (datetime.fromtimestamp(noted[k], tz=UTC) for k in ("from", "to"))
+    AgentSession.objects.filter(pk=session_id).update(
+        unrecorded_requests=F("unrecorded_requests") + int(noted["requests"]),
+        unrecorded_from=Coalesce(F("unrecorded_from"), Value(first)),
+        unrecorded_to=Value(last),
+    )
+    log.warning("proxy: session %s: %s request(s) were forwarded unrecorded", session_id, noted["requests"])
 
 
 def _reply_message(session: AgentSession, message: dict[str, Any], complete: bool) -> NormalizedMessage | None:
@@ -407,11 +457,13 @@ def _continue_in_fresh_session(session: AgentSession, body: dict[str, Any]) -> A
 
 
 def _current(project: Project, key: str) -> AgentSession | None:
-    return (
-        AgentSession.objects.select_related("project", "project__policy")
-        .filter(project=project, external_id=key)
-        .first()
-    )
+    return _sessions().filter(project=project, external_id=key).first()
+
+
+def _sessions() -> QuerySet[AgentSession]:
+    # Without the system prompt and the tools, read on every request otherwise: an agent such as
+    # Claude Code sends tens of kB of tool definitions (they are read when a context is built).
+    return AgentSession.objects.select_related("project", "project__policy").defer("system_prompt", "tools")
 
 
 def _normalized(raw: Any, index: int) -> NormalizedMessage:

@@ -203,7 +203,9 @@ def test_a_rewritten_history_continues_in_a_fresh_linked_session(proxy_sdk, team
 
 
 @pytest.mark.parametrize("where", ["key check", "session lookup", "recording", "reply"])
-def test_when_ctxweb_fails_the_call_still_goes_through_unrecorded(proxy_sdk, team, fake, monkeypatch, where):
+def test_when_ctxweb_fails_the_call_still_goes_through_unrecorded_and_the_gap_is_flagged(
+    proxy_sdk, team, fake, monkeypatch, where
+):
     from django.db import OperationalError
 
     from sessions_app.services import ingest, keys, proxy
@@ -213,15 +215,28 @@ def test_when_ctxweb_fails_the_call_still_goes_through_unrecorded(proxy_sdk, tea
 
     target = {"key check": (keys, "apikey_authenticate"), "session lookup": (proxy, "proxy_session_for"),
               "recording": (proxy, "proxy_record_request"), "reply": (ingest, "message_append")}[where]  # fmt: skip
-    monkeypatch.setattr(*target, down)
-    fake.queue_reply("Still here.")
-    response = proxied(proxy_sdk, team).messages.with_raw_response.create(
-        model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
-    )
-    assert response.parse().content[0].text == "Still here."
-    # Before the request is forwarded, the header can tell; a failure once the answer is out can't.
-    assert response.headers["ctxweb-recorded"] == ("no" if where in ("key check", "session lookup") else "yes")
-    assert Message.objects.filter(role="assistant").count() == 0
+    client = proxied(proxy_sdk, team)
+    history: list[dict[str, Any]] = []
+    with monkeypatch.context() as outage:
+        outage.setattr(*target, down)
+        fake.queue_reply("Still here.")
+        history.append({"role": "user", "content": "hi"})
+        response = client.messages.with_raw_response.create(model=MODEL, max_tokens=64, messages=history)
+        assert response.parse().content[0].text == "Still here."
+        # Before the request is forwarded, the header can tell; a failure once the answer is out can't.
+        assert response.headers["ctxweb-recorded"] == ("no" if where in ("key check", "session lookup") else "yes")
+        assert Message.objects.filter(role="assistant").count() == 0
+    # ctxweb is back: the next request brings the missed messages, and the session says what was missed.
+    history += [{"role": "assistant", "content": [{"type": "text", "text": "Still here."}]}]
+    ask(client, fake, history, "and now?")
+    session = AgentSession.objects.get(project=team.project)
+    stored = list(Message.objects.filter(session=session).order_by("seq").values_list("role", "content"))
+    assert stored == [(m["role"], m["content"]) for m in history]
+    assert session.unrecorded_requests == 1 and session.unrecorded_from <= session.unrecorded_to
+    assert any("without recording" in w for w in usage.session_status(session)["warnings"])
+    ask(client, fake, history, "once more")  # flagged once, not again
+    session.refresh_from_db()
+    assert session.unrecorded_requests == 1 and session.message_count == len(history)
 
 
 def test_responses_teach_the_models_calibration_once_per_interval(proxy_sdk, team, fake, settings):
