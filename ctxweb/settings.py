@@ -210,6 +210,9 @@ CTX_PROXY_CALIBRATION_SECONDS = env.int("CTX_PROXY_CALIBRATION_SECONDS", default
 # Threads per web process that record an exchange once its answer is out (0: the request's own thread,
 # which then serves the connection's next request only after), and how many exchanges each may queue.
 CTX_PROXY_RECORDERS = env.int("CTX_PROXY_RECORDERS", default=2)
+# Fernet keys (comma-separated; the first seals, all open) for secrets ctxweb reads back: a project's
+# upstream API key. Empty: one derived from SECRET_KEY (services/sealing.py).
+CTX_ENCRYPTION_KEYS = env.str("CTX_ENCRYPTION_KEYS", default="")
 CTX_PROXY_RECORD_QUEUE = env.int("CTX_PROXY_RECORD_QUEUE", default=256)
 # Where people reach this service; handoff documents name it in their "how to resume" footer.
 CTX_PUBLIC_URL = env.str("CTX_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")

@@ -46,6 +46,7 @@ class MembershipInline(admin.TabularInline):
 class ProjectAdmin(admin.ModelAdmin):
     form = ProjectForm
     list_display = ["name", "created_by", "created_at"]
+    readonly_fields = ["upstream_api_key_hint"]  # the key itself is set on the project's settings page
     search_fields = ["name", "description"]
     inlines = [MembershipInline]
 

@@ -77,33 +77,21 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
     user, refusal = _caller(request)
     if refusal is not None:
         return refusal
+    api_key = None
+    if user is not None and not _carries_a_key(request):  # checked before anything is recorded
+        api_key, refusal = _project_key(request, user)
+        if refusal is not None:
+            return refusal
     exchange, recorded, extra = None, user is not None, {}
-    recordable = record and isinstance(body, dict)
-    conversation = (
-        proxy.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None) if recordable else ""
-    )
-    # Where this request is counted if it goes upstream unrecorded (services.proxy.gap_key).
-    gap = proxy.gap_key(request.headers.get(KEY_HEADER, "").strip(), conversation) if recordable else ""
-    if recordable and user is None:  # the database could not tell whose key it is
-        proxy.proxy_gap_note(gap)
-    if recordable and user is not None:
-        try:
-            exchange, sent = _prepare(request, user, body, conversation, gap)
-            if sent.body is not None:
-                raw = json.dumps(sent.body).encode()
-                extra["ctxweb-compacted"] = str(sent.compaction_id)
-        except ServiceError as exc:  # no project to record in, or no right to: the caller is told
-            return anthropic_error(exc.status, _ERROR_TYPES.get(exc.status, "invalid_request_error"), exc.detail)
-        except DatabaseError as exc:
-            log.warning("proxy: recording failed, forwarding unrecorded: %s", type(exc).__name__)
-            recorded = False
-            proxy.proxy_gap_note(gap)
-        except Exception:  # ctxweb's own fault never stands between an agent and its model
-            log.exception("proxy: recording failed, forwarding unrecorded")
-            recorded = False
-            proxy.proxy_gap_note(gap)
+    if record and isinstance(body, dict):
+        exchange, recorded, sent, refusal = _record_start(request, user, body)
+        if refusal is not None:
+            return refusal
+        if sent.body is not None:
+            raw = json.dumps(sent.body).encode()
+            extra["ctxweb-compacted"] = str(sent.compaction_id)
     try:
-        answer = _answer(request, path, raw, body, exchange, extra)
+        answer = _answer(request, path, raw, body, exchange, extra, api_key)
     except httpx2.TransportError as exc:  # the request's messages are recorded all the same
         _finish(exchange, None)
         return _unreachable(exc)
@@ -135,11 +123,42 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
     return response
 
 
+def _record_start(
+    request: HttpRequest, user: Any, body: dict[str, Any]
+) -> tuple[_Exchange | None, bool, proxy.Upstream, HttpResponse | None]:
+    """The exchange to record (None when ctxweb can't record it now: the request goes upstream all the
+    same and is counted as a gap), whether it is recorded, what goes upstream, or a refusal."""
+    conversation = proxy.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None)
+    # Where this request is counted if it goes upstream unrecorded (services.proxy.gap_key).
+    gap = proxy.gap_key(request.headers.get(KEY_HEADER, "").strip(), conversation)
+    if user is None:  # the database could not tell whose key it is
+        proxy.proxy_gap_note(gap)
+        return None, False, proxy.Upstream(None), None
+    try:
+        exchange, sent = _prepare(request, user, body, conversation, gap)
+        return exchange, True, sent, None
+    except ServiceError as exc:  # no project to record in, or no right to: the caller is told
+        refusal = anthropic_error(exc.status, _ERROR_TYPES.get(exc.status, "invalid_request_error"), exc.detail)
+        return None, False, proxy.Upstream(None), refusal
+    except DatabaseError as exc:
+        log.warning("proxy: recording failed, forwarding unrecorded: %s", type(exc).__name__)
+    except Exception:  # ctxweb's own fault never stands between an agent and its model
+        log.exception("proxy: recording failed, forwarding unrecorded")
+    proxy.proxy_gap_note(gap)
+    return None, False, proxy.Upstream(None), None
+
+
 def _answer(
-    request: HttpRequest, path: str, raw: bytes, body: Any, exchange: _Exchange | None, extra: dict[str, str]
+    request: HttpRequest,
+    path: str,
+    raw: bytes,
+    body: Any,
+    exchange: _Exchange | None,
+    extra: dict[str, str],
+    api_key: str | None,
 ) -> httpx2.Response:
     """The upstream's answer to the request; a refusal as too long is compacted and sent once more."""
-    answer = _send(request, path, raw)
+    answer = _send(request, path, raw, api_key)
     if exchange is None or exchange.session is None or not _too_long(answer):
         return answer
     try:  # compact now and try once more, before the caller sees the refusal
@@ -151,7 +170,7 @@ def _answer(
         return answer
     answer.close()
     extra["ctxweb-compacted"] = str(retry.compaction_id)
-    return _send(request, path, json.dumps(retry.body).encode())
+    return _send(request, path, json.dumps(retry.body).encode(), api_key)
 
 
 def _unreachable(exc: httpx2.TransportError) -> HttpResponse:
@@ -165,11 +184,12 @@ def _finish(exchange: _Exchange | None, reply: Callable[[], tuple[dict[str, Any]
         exchange.finish(reply)
 
 
-def _send(request: HttpRequest, path: str, raw: bytes) -> httpx2.Response:
+def _send(request: HttpRequest, path: str, raw: bytes, api_key: str | None) -> httpx2.Response:
     client = upstream()
-    built = client.build_request(
-        "POST", path, content=raw, headers=_forwarded(request), params=request.GET.urlencode() or None
-    )
+    headers = _forwarded(request)
+    if api_key is not None:
+        headers["x-api-key"] = api_key
+    built = client.build_request("POST", path, content=raw, headers=headers, params=request.GET.urlencode() or None)
     return client.send(built, stream=True)
 
 
@@ -182,12 +202,52 @@ def _too_long(answer: httpx2.Response) -> bool:
     return "prompt is too long" in answer.text.lower()
 
 
+def _ctxweb_key(request: HttpRequest) -> str:
+    """The caller's ctxweb key: the ``ctxweb-api-key`` header, else the API key the SDK sends when it
+    is a ctxweb key (an agent that can set no header of its own: ``ANTHROPIC_API_KEY=ctx_…``)."""
+    given = request.headers.get(KEY_HEADER, "").strip()
+    return given or next((c for c in _credentials(request) if c.startswith(keys.API_KEY_PREFIX)), "")
+
+
+def _credentials(request: HttpRequest) -> list[str]:
+    bearer = request.headers.get("authorization", "").strip()
+    return [c for c in (request.headers.get("x-api-key", "").strip(), bearer.removeprefix("Bearer ").strip()) if c]
+
+
+def _carries_a_key(request: HttpRequest) -> bool:
+    """Whether the request brings an Anthropic credential of its own (not a ctxweb key)."""
+    return any(not c.startswith(keys.API_KEY_PREFIX) for c in _credentials(request))
+
+
+def _project_key(request: HttpRequest, user: Any) -> tuple[str | None, HttpResponse | None]:
+    """For a request without an Anthropic key of its own: the key its project's admins set (a
+    member's request may use it), or a refusal saying there is none; (None, None) when ctxweb's
+    database can't tell (the request goes as it came, and the upstream answers)."""
+    try:
+        project = access.project_for_writing(user, request.headers.get(PROJECT_HEADER, "").strip() or None)
+        key = proxy.project_upstream_key(project)
+    except ServiceError as exc:
+        return None, anthropic_error(exc.status, _ERROR_TYPES.get(exc.status, "invalid_request_error"), exc.detail)
+    except DatabaseError:
+        return None, None
+    if key is None:
+        message = (
+            "ctxweb: no Anthropic API key: send yours in the x-api-key header, or ask the project's admins "
+            "to set one in its settings."
+        )
+        return None, anthropic_error(401, "authentication_error", message)
+    return key, None
+
+
 def _caller(request: HttpRequest) -> tuple[Any, HttpResponse | None]:
     """The ctxweb user of the request; a refusal when the key is missing or wrong; (None, None) when
     the database can't tell (the request is then forwarded, unrecorded)."""
-    raw = request.headers.get(KEY_HEADER, "").strip()
+    raw = _ctxweb_key(request)
     if not raw:
-        message = f"ctxweb: send your ctxweb API key in the {KEY_HEADER} header (your Anthropic key goes in x-api-key)."
+        message = (
+            f"ctxweb: send your ctxweb API key in the {KEY_HEADER} header (your Anthropic key goes in x-api-key), "
+            "or in x-api-key itself when the project's admins set its Anthropic key."
+        )
         return None, anthropic_error(401, "authentication_error", message)
     try:
         key = keys.apikey_authenticate(raw)
@@ -316,7 +376,13 @@ def _forwarded(request: HttpRequest) -> dict[str, str]:
     headers = {
         name: value
         for name, value in request.headers.items()
-        if name.lower() not in _NOT_FORWARDED and not name.lower().startswith("ctxweb-")
+        if name.lower() not in _NOT_FORWARDED
+        and not name.lower().startswith("ctxweb-")
+        # A ctxweb key given as the API key stays here.
+        and not (
+            name.lower() in ("x-api-key", "authorization")
+            and value.strip().removeprefix("Bearer ").strip().startswith(keys.API_KEY_PREFIX)
+        )
     }
     headers["accept-encoding"] = "identity"  # the stream is read on its way through
     return headers

@@ -32,6 +32,10 @@ class Project(models.Model):
     description = models.TextField(blank=True)
     # The team's long-lived "project-context.md": pruned to the policy's line limit (docs/OPERATIONS.md, "The pruner").
     context_document = models.TextField(blank=True)
+    # The Anthropic API key the proxy forwards with when the caller sends none, set by the project's
+    # admins: sealed (services/sealing.py), never shown again but for its last characters.
+    upstream_api_key = models.TextField(blank=True)
+    upstream_api_key_hint = models.CharField(max_length=16, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     members: models.ManyToManyField[User, Membership] = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from sessions_app.models import (
     Project,
     Role,
 )
+from sessions_app.services import sealing
 from sessions_app.services.agent_sessions import check_text
 
 if TYPE_CHECKING:
@@ -144,3 +146,20 @@ def _refusal(exc: ValidationError) -> InvalidInput:
     where = None if first == NON_FIELD_ERRORS else first
     detail = f"{where}: {errors[first][0]}" if where else errors[first][0]
     return InvalidInput(detail, code="invalid_policy", field=where, errors=errors)
+
+
+_UPSTREAM_KEY = re.compile(r"[\x21-\x7e]{8,500}")  # one header value: printable ASCII, no spaces or line breaks
+
+
+def project_upstream_key_set(*, project: Project, api_key: str) -> Project:
+    """The Anthropic API key the project's proxy requests go upstream with when the caller sends none
+    (its admins set it; the caller checks the role). Sealed, never written to a log; "" removes it."""
+    api_key = api_key.strip()
+    if api_key and not _UPSTREAM_KEY.fullmatch(api_key):
+        raise InvalidInput(
+            "An API key is 8 to 500 printable characters, without spaces.", code="invalid_api_key", field="api_key"
+        )
+    project.upstream_api_key = sealing.seal(api_key) if api_key else ""
+    project.upstream_api_key_hint = f"…{api_key[-4:]}" if api_key else ""
+    project.save(update_fields=["upstream_api_key", "upstream_api_key_hint"])
+    return project

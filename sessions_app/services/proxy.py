@@ -45,7 +45,15 @@ from sessions_app.models import (
 )
 from sessions_app.selectors import usage
 from sessions_app.selectors.model_context import current_checkpoint, session_context_messages
-from sessions_app.services import agent_sessions, boundaries, compaction_records, compaction_runs, counting, ingest
+from sessions_app.services import (
+    agent_sessions,
+    boundaries,
+    compaction_records,
+    compaction_runs,
+    counting,
+    ingest,
+    sealing,
+)
 from sessions_app.services.webhook_events import session_level_note
 
 if TYPE_CHECKING:
@@ -63,6 +71,16 @@ class Recorded:
     appended: int  # messages of the request stored now (0: nothing new)
     rejected: str = ""  # why the request's new messages could not be stored ("" when they were)
     reply: Message | None = None  # the reply, when it was stored with them (in the same append)
+
+
+def project_upstream_key(project: Project) -> str | None:
+    """The API key the project's admins set for requests that come without one, or None."""
+    if not project.upstream_api_key:
+        return None
+    key = sealing.unseal(project.upstream_api_key)
+    if key is None:
+        log.warning("proxy: project %s: its upstream API key can't be opened (the encryption keys changed)", project.pk)
+    return key
 
 
 def conversation_key(body: dict[str, Any], header: str | None) -> str:

@@ -87,6 +87,18 @@ class ApiKeyForm(forms.Form):
     name = forms.CharField(required=False, max_length=100, help_text="What the key is for, e.g. the agent's host.")
 
 
+class UpstreamKeyForm(forms.Form):
+    api_key = forms.CharField(
+        label="Anthropic API key",
+        required=False,
+        max_length=500,
+        strip=True,
+        widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
+        help_text="Sent upstream for the proxy's requests that come without a key of their own. Stored encrypted; "
+        "only its last characters are shown. Empty: remove it.",
+    )
+
+
 class ProjectForm(forms.ModelForm):
     """A project as admin edits it, with the same limits as the API and ``project_create``."""
 

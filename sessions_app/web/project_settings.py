@@ -19,7 +19,7 @@ from sessions_app.selectors import access, usage
 from sessions_app.services import keys as key_services
 from sessions_app.services import projects
 from sessions_app.web.access import AuthenticatedHttpRequest, apikey_for, member_for, project_for
-from sessions_app.web.forms import ApiKeyForm, MemberForm, PolicyForm, PresetForm, RoleForm
+from sessions_app.web.forms import ApiKeyForm, MemberForm, PolicyForm, PresetForm, RoleForm, UpstreamKeyForm
 
 
 def _settings_url(project: Project, anchor: str = "") -> str:
@@ -41,6 +41,7 @@ def render_settings(
         "keys": access.apikey_list_for(request.user),
         "new_key": forms.get("new_key"),
         "webhook_count": Webhook.objects.filter(project=project).count(),
+        "upstream_key_form": forms.get("upstream_key_form") or UpstreamKeyForm(),
     }
     return render(request, "sessions_app/project_settings.html", context, status=status)
 
@@ -127,6 +128,25 @@ def policy_update(request: AuthenticatedHttpRequest, project_id: int) -> HttpRes
     tasks.after_policy_change(project)
     messages.success(request, f"Policy saved ({policy.preset}).")
     return redirect(_settings_url(project, "#policy"))
+
+
+@login_required
+@require_POST
+def upstream_key_update(request: AuthenticatedHttpRequest, project_id: int) -> HttpResponse:
+    project = project_for(request, project_id, min_role=Role.ADMIN)
+    form = UpstreamKeyForm(request.POST)
+    if not form.is_valid():
+        return render_settings(request, project, upstream_key_form=form, status=400)
+    try:
+        projects.project_upstream_key_set(project=project, api_key=form.cleaned_data["api_key"])
+    except ServiceError as exc:
+        form.add_error("api_key", exc.detail)
+        return render_settings(request, project, upstream_key_form=form, status=400)
+    if project.upstream_api_key_hint:
+        messages.success(request, f"The proxy's Anthropic API key is set ({project.upstream_api_key_hint}).")
+    else:
+        messages.success(request, "The proxy's Anthropic API key is removed: callers send their own.")
+    return redirect(_settings_url(project, "#proxy"))
 
 
 # ----------------------------------------------------------------------------- API keys (the user's own)

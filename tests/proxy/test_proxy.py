@@ -271,3 +271,24 @@ def test_a_request_past_the_size_limit_is_refused_in_anthropics_words(team, fake
     )  # fmt: skip
     assert answer.status_code == 413
     assert answer.json()["error"]["type"] == "request_too_large" and fake.requests == []
+
+
+def test_without_a_key_of_its_own_a_request_goes_upstream_with_the_projects(proxy_sdk, team, fake):
+    from sessions_app.services import projects
+
+    project_key = "sk-ant-the-projects-own-key-42"
+    no_key = proxy_sdk({}, api_key=team.bob.key)  # the ctxweb key as the API key: ANTHROPIC_API_KEY=ctx_…
+    with pytest.raises(anthropic.AuthenticationError) as refused:  # none set yet: said before anything is stored
+        no_key.messages.create(model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+    assert "admins" in refused.value.body["error"]["message"]
+    assert fake.requests == [] and not AgentSession.objects.exists()
+    projects.project_upstream_key_set(project=team.project, api_key=project_key)
+    ask(no_key, fake, [], "with the project's key")
+    sent = {k.lower(): v for k, v in fake.requests_for("messages")[-1]["headers"].items()}
+    assert sent["x-api-key"] == project_key and team.bob.key not in json.dumps(sent)  # ctxweb's key stays here
+    ask(proxied(proxy_sdk, team), fake, [], "with my own")  # a caller's own key goes first
+    sent = {k.lower(): v for k, v in fake.requests_for("messages")[-1]["headers"].items()}
+    assert CALLER_KEY in (sent.get("x-api-key"), sent.get("authorization", "").removeprefix("Bearer ")), list(sent)
+    for model in apps.get_app_config("sessions_app").get_models():
+        for row in model.objects.values():
+            assert project_key not in json.dumps(row, default=str), model.__name__

@@ -196,3 +196,45 @@ def test_revoking_through_a_project_one_cannot_administer_revokes_nothing(as_use
     assert as_user(team.carol).post(url("key-revoke", key.pk), {"project": team.project.pk}).status_code == 403
     key.refresh_from_db()
     assert key.revoked_at is None
+
+
+PROJECT_KEY = "sk-ant-project-key-0123456789abcdef"
+
+
+def test_an_admin_sets_the_proxys_key_which_is_stored_sealed_and_shown_only_by_its_end(as_user, team):
+    from sessions_app.models import Project
+    from sessions_app.services import sealing
+
+    path = url("upstream-key", team.project.pk)
+    for persona, refused in ((team.bob, 403), (team.carol, 403), (team.mallory, 404)):
+        assert as_user(persona).post(path, {"api_key": PROJECT_KEY}).status_code == refused
+    assert Project.objects.get(pk=team.project.pk).upstream_api_key == ""  # nothing written before the check
+    answer = as_user(team.alice).post(path, {"api_key": f"  {PROJECT_KEY} "}, follow=True)
+    assert answer.status_code == 200
+    page = answer.content.decode()
+    assert PROJECT_KEY not in page and "…cdef" in page
+    stored = Project.objects.get(pk=team.project.pk)
+    assert PROJECT_KEY not in stored.upstream_api_key and sealing.unseal(stored.upstream_api_key) == PROJECT_KEY
+    refused = as_user(team.alice).post(path, {"api_key": "sk ant\nkey with spaces"})
+    assert refused.status_code == 400 and "printable" in refused.content.decode()
+    assert sealing.unseal(Project.objects.get(pk=team.project.pk).upstream_api_key) == PROJECT_KEY  # unchanged
+    as_user(team.alice).post(path, {"api_key": ""})
+    assert Project.objects.values_list("upstream_api_key", "upstream_api_key_hint").get(pk=team.project.pk) == ("", "")
+
+
+def test_sealed_secrets_open_under_a_rotated_key_and_not_after_the_secret_key_changed(settings):
+    from cryptography.fernet import Fernet
+
+    from sessions_app.services import sealing
+
+    derived = sealing.seal("secret one")
+    settings.SECRET_KEY = "another-secret-key-" + "x" * 40
+    assert sealing.unseal(derived) is None  # derived from the old SECRET_KEY
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.CTX_ENCRYPTION_KEYS = old
+    sealed = sealing.seal("secret two")
+    settings.CTX_ENCRYPTION_KEYS = f"{new},{old}"  # rotated: the new one seals, both open
+    assert sealing.unseal(sealed) == "secret two"
+    assert sealing.unseal(sealing.seal("secret three")) == "secret three"
+    settings.CTX_ENCRYPTION_KEYS = new
+    assert sealing.unseal(sealed) is None and sealing.unseal("not a token") is None
