@@ -57,6 +57,8 @@ class MessageAccumulator:
                 self.message.update({k: v for k, v in delta.items() if k in ("stop_reason", "stop_sequence")})
             if isinstance(event.get("usage"), dict):  # cumulative figures: they replace the start's
                 self.message["usage"] = {**(self.message.get("usage") or {}), **event["usage"]}
+            if isinstance(event.get("context_management"), dict):  # the provider's context editing
+                self.message["context_management"] = event["context_management"]
         elif kind == "message_stop":
             self.complete = True
         elif kind == "error":

@@ -52,6 +52,7 @@ from sessions_app.services import (
     compaction_runs,
     counting,
     ingest,
+    provider_edits,
     sealing,
 )
 from sessions_app.services.webhook_events import session_level_note
@@ -204,6 +205,13 @@ def proxy_record_exchange(
             return session  # closed meanwhile, or the next request was recorded first, with this reply in it
         session, stored = result.session, (result.messages[0] if result.created else None)
         _provider_compactions(session, result.messages)
+    applied = _dict(message.get("context_management")).get("applied_edits") if message is not None else None
+    if stored is not None and applied:  # the provider cleared tool results before its model read the request
+        requested = _dict(_dict(pending).get("context_management")).get("edits")
+        if provider_edits.provider_edits_apply(
+            session=session, reply_seq=stored.seq, applied=applied, requested=requested
+        ):
+            session = proxy_session(session.pk) or session
     if stored is not None and message is not None and complete:
         before = session.system_tokens + session.tool_tokens + session.message_tokens - stored.tokens
         before += DEFAULT_FRAMING.request  # the estimate of the request, as its count would be

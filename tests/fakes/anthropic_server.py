@@ -56,6 +56,14 @@ sends them. ``queue_stream_error(after_events=N)`` sends an ``error`` event afte
 the stream (the real API's mid-stream ``overloaded_error``); ``queue_stream_cut(after_events=N)``
 drops the connection after N events, without ending the chunked body. ``set_event_interval(s)``
 sleeps between events.
+
+Context editing (``context_management.edits`` with ``clear_tool_uses_20250919``), as the API applies
+it: when the request's input tokens pass the edit's ``trigger`` (default 100,000), the oldest tool
+results (of tools not in ``exclude_tools``) but the newest ``keep`` tool uses (default 3) are
+replaced by ``CLEARED_TOOL_RESULT`` before the "model" reads the request — ``usage.input_tokens`` is
+the edited request's count — and the answer says so: ``context_management.applied_edits`` with
+``cleared_tool_uses`` and ``cleared_input_tokens`` (top level; in a stream, on ``message_delta``).
+The request is recorded as it came; ``server.edited`` holds what the model read.
 """
 
 from __future__ import annotations
@@ -146,6 +154,62 @@ def default_count_tokens(body: Mapping[str, Any]) -> int:
     )
     n_messages = len(messages) if isinstance(messages, list) else 0
     return math.ceil(len(data) / 4) + 3 * n_messages
+
+
+CLEARED_TOOL_RESULT = "[tool result cleared by context editing]"
+
+
+def clear_tool_uses(body: Mapping[str, Any], count: Callable[[Mapping[str, Any]], int]) -> tuple[Any, dict | None]:
+    """The request as the model reads it after its ``clear_tool_uses`` edit, and the applied edit (None
+    when the edit did not trigger or is not asked for)."""
+    management = body.get("context_management")
+    edits = management.get("edits") if isinstance(management, dict) else None
+    edit = next(
+        (e for e in edits or [] if isinstance(e, dict) and str(e.get("type", "")).startswith("clear_tool_uses")), None
+    )
+    messages = body.get("messages")
+    if edit is None or not isinstance(messages, list):
+        return body, None
+    trigger = (edit.get("trigger") or {}).get("value", 100_000)
+    keep = (edit.get("keep") or {}).get("value", 3)
+    excluded = set(edit.get("exclude_tools") or [])
+    before = count(body)
+    if before <= trigger:
+        return body, None
+    names = {
+        b.get("id"): b.get("name")
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    }
+    results = [
+        b.get("tool_use_id")
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result" and names.get(b.get("tool_use_id")) not in excluded
+    ]
+    clearing = set(results[: max(0, len(results) - keep)])
+    if not clearing:
+        return body, None
+
+    def edited(block: Any) -> Any:
+        if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("tool_use_id") in clearing:
+            return {**block, "content": CLEARED_TOOL_RESULT}
+        return block
+
+    seen = {
+        **body,
+        "messages": [
+            {**m, "content": [edited(b) for b in m["content"]]}
+            if isinstance(m, dict) and isinstance(m.get("content"), list)
+            else m
+            for m in messages
+        ],
+    }
+    applied = {"type": edit["type"], "cleared_tool_uses": len(clearing), "cleared_input_tokens": before - count(seen)}
+    return seen, applied
 
 
 def _output_tokens(text: str) -> int:
@@ -335,6 +399,7 @@ class FakeAnthropic:
     # ----------------------------------------------------------------- scripting
     def _reset_state(self) -> None:
         self._requests: list[dict[str, Any]] = []
+        self._edited: list[Any] = []  # requests as the model read them after context editing
         self._replies: list[_Reply] = []
         self._scripted: list[_Scripted] = []
         self._delays: dict[str | None, float] = {}
@@ -357,6 +422,16 @@ class FakeAnthropic:
         ``status`` (the status answered; None while in flight), ``request_id``, ``time``."""
         with self._lock:
             return copy.deepcopy(self._requests)
+
+    @property
+    def edited(self) -> list[Any]:
+        """The requests context editing changed, as the model read them (in the order they came)."""
+        with self._lock:
+            return copy.deepcopy(self._edited)
+
+    def _seen(self, body: Any) -> None:
+        with self._lock:
+            self._edited.append(body)
 
     def requests_for(self, endpoint: str) -> list[dict[str, Any]]:
         """Recorded requests of one endpoint ("messages" or "count_tokens")."""
@@ -568,9 +643,12 @@ class FakeAnthropic:
             reply_fn = self._reply_function
             default_reply = self._default_reply
         try:
-            input_tokens = int(count_fn(body))
+            seen, applied = clear_tool_uses(body, count_fn) if endpoint == "messages" else (body, None)
+            input_tokens = int(count_fn(seen))
         except Exception as exc:  # a broken test count function should be visible, not hang the client
             raise _ApiError(500, f"count function failed: {exc!r}") from exc
+        if applied is not None:
+            self._seen(seen)
         if endpoint == "count_tokens":
             return _json_response(200, {"input_tokens": input_tokens})
         if reply is None:
@@ -585,7 +663,7 @@ class FakeAnthropic:
             "output_tokens": _output_tokens(output_text) if reply.output_tokens is None else reply.output_tokens,
         }
         usage.update(reply.usage)
-        message = {
+        answer: dict[str, Any] = {
             "id": _new_id("msg_"),
             "type": "message",
             "role": "assistant",
@@ -595,12 +673,14 @@ class FakeAnthropic:
             "stop_sequence": None,
             "usage": usage,
         }
+        if applied is not None:
+            answer["context_management"] = {"applied_edits": [applied]}
         if body.get("stream") is True:
             with self._lock:
                 fault = self._stream_faults.pop(0) if self._stream_faults else None
                 interval = self._event_interval
-            return _Response(200, b"", {}, events=stream_events(message), fault=fault, event_interval=interval)
-        return _json_response(200, message)
+            return _Response(200, b"", {}, events=stream_events(answer), fault=fault, event_interval=interval)
+        return _json_response(200, answer)
 
     def _handle_script(self, body: Any) -> _Response:
         if not isinstance(body, dict) or not isinstance(body.get("action"), str):
@@ -650,6 +730,7 @@ def stream_events(message: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]
     usage = dict(message["usage"])
     start_usage = {**{k: v for k, v in usage.items() if k != "output_tokens"}, "output_tokens": 1}
     started = {**message, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}
+    started.pop("context_management", None)
     events: list[tuple[str, dict[str, Any]]] = [
         ("message_start", {"type": "message_start", "message": started}),
         ("ping", {"type": "ping"}),
@@ -676,9 +757,11 @@ def stream_events(message: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]
         events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     delta = {"stop_reason": message["stop_reason"], "stop_sequence": message.get("stop_sequence")}
-    events.append(
-        ("message_delta", {"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage["output_tokens"]}})
-    )
+    ending: dict[str, Any] = {"type": "message_delta", "delta": delta}
+    ending["usage"] = {"output_tokens": usage["output_tokens"]}
+    if "context_management" in message:
+        ending["context_management"] = message["context_management"]
+    events.append(("message_delta", ending))
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 

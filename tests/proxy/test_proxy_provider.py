@@ -73,3 +73,73 @@ def test_a_provider_compaction_passes_through_and_becomes_a_checkpoint(proxy_sdk
     client.messages.create(**kwargs)
     assert Compaction.objects.filter(session=session).count() == 1
     assert Message.objects.filter(session=session).count() == len(history) + 1
+
+
+CLEARING = {
+    "edits": [
+        {
+            "type": "clear_tool_uses_20250919",
+            "trigger": {"type": "input_tokens", "value": 400},
+            "keep": {"type": "tool_uses", "value": 2},
+            "exclude_tools": ["Grep"],
+        }
+    ]
+}
+
+
+def stored_cleared(session: AgentSession) -> list[str]:
+    """The tool uses whose results the stored context holds cleared."""
+    from compaction.reversible import MARK
+
+    rows = Message.objects.filter(session=session, state__in=["active", "compacted"]).order_by("seq")
+    return [
+        b["tool_use_id"]
+        for content in rows.values_list("content", flat=True)
+        if isinstance(content, list)
+        for b in content
+        if b.get("type") == "tool_result" and str(b.get("content")).startswith(MARK)
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_the_providers_tool_clearing_is_recorded_as_its_model_read_it_and_reverts(
+    proxy_sdk, team, fake, api_as, stream
+):
+    from sessions_app.selectors import usage
+    from tests.fakes.anthropic_server import CLEARED_TOOL_RESULT
+
+    client = proxy_sdk({"ctxweb-api-key": team.bob.key, "anthropic-beta": "context-management-2025-06-27"})
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Read every module and report."}]
+    for n in range(8):
+        if n < 7:
+            tool = "Grep" if n == 1 else "Read"
+            fake.queue_message([{"type": "tool_use", "id": f"toolu_{n}", "name": tool, "input": {"path": f"m{n}.py"}}])
+        else:
+            fake.queue_reply("All read.")
+        kwargs = {"model": MODEL, "max_tokens": 64, "messages": history, "extra_body": {"context_management": CLEARING}}
+        if stream:
+            with client.messages.stream(**kwargs) as events:
+                reply = events.get_final_message()
+        else:
+            reply = client.messages.create(**kwargs)
+        history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
+        if n < 7:
+            output = f"module {n}: " + "def f(): pass\n" * 30
+            history.append(
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": output}]}
+            )
+    session = AgentSession.objects.get(project=team.project)
+    seen = fake.edited[-1]["messages"]  # what the model read last
+    read_cleared = [b["tool_use_id"] for m in seen if isinstance(m["content"], list) for b in m["content"]
+                    if b.get("type") == "tool_result" and b.get("content") == CLEARED_TOOL_RESULT]  # fmt: skip
+    assert len(read_cleared) == 4 and "toolu_1" not in read_cleared  # the excluded tool's result stays
+    assert stored_cleared(session) == read_cleared
+    records = list(Compaction.objects.filter(session=session, trigger="provider").order_by("pk"))
+    assert records and all((r.status, r.level) == ("succeeded", "compact") for r in records)
+    status = usage.session_status(session)
+    assert status["token_source"] == "exact"
+    assert status["used"] == fake.count_tokens_for(fake.edited[-1]) + reply.usage.output_tokens
+    # Reverting the provider's clearings brings the results back in ctxweb's copy (the agent has them all).
+    for record in reversed(records):
+        assert api_as(team.bob).post(f"/api/v1/compactions/{record.pk}/revert/").status_code == 200
+    assert stored_cleared(AgentSession.objects.get(pk=session.pk)) == []
