@@ -31,7 +31,7 @@ from sessions_app.api.proxy_stream import MessageAccumulator
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession
 from sessions_app.selectors import access
-from sessions_app.services import keys, proxy
+from sessions_app.services import keys, proxy, proxy_upstream
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
 
 def _record_start(
     request: HttpRequest, user: Any, body: dict[str, Any]
-) -> tuple[_Exchange | None, bool, proxy.Upstream, HttpResponse | None]:
+) -> tuple[_Exchange | None, bool, proxy_upstream.Upstream, HttpResponse | None]:
     """The exchange to record (None when ctxweb can't record it now: the request goes upstream all the
     same and is counted as a gap), whether it is recorded, what goes upstream, or a refusal."""
     conversation = proxy.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None)
@@ -133,19 +133,19 @@ def _record_start(
     gap = proxy.gap_key(request.headers.get(KEY_HEADER, "").strip(), conversation)
     if user is None:  # the database could not tell whose key it is
         proxy.proxy_gap_note(gap)
-        return None, False, proxy.Upstream(None), None
+        return None, False, proxy_upstream.Upstream(None), None
     try:
         exchange, sent = _prepare(request, user, body, conversation, gap)
         return exchange, True, sent, None
     except ServiceError as exc:  # no project to record in, or no right to: the caller is told
         refusal = anthropic_error(exc.status, _ERROR_TYPES.get(exc.status, "invalid_request_error"), exc.detail)
-        return None, False, proxy.Upstream(None), refusal
+        return None, False, proxy_upstream.Upstream(None), refusal
     except DatabaseError as exc:
         log.warning("proxy: recording failed, forwarding unrecorded: %s", type(exc).__name__)
     except Exception:  # ctxweb's own fault never stands between an agent and its model
         log.exception("proxy: recording failed, forwarding unrecorded")
     proxy.proxy_gap_note(gap)
-    return None, False, proxy.Upstream(None), None
+    return None, False, proxy_upstream.Upstream(None), None
 
 
 def _answer(
@@ -162,7 +162,7 @@ def _answer(
     if exchange is None or exchange.session is None or not _too_long(answer):
         return answer
     try:  # compact now and try once more, before the caller sees the refusal
-        retry = proxy.proxy_compact_for_retry(session=exchange.session, body=body, refusal=answer.text)
+        retry = proxy_upstream.proxy_compact_for_retry(session=exchange.session, body=body, refusal=answer.text)
     except DatabaseError as exc:
         log.warning("proxy: session %s: no compaction for the retry: %s", exchange.session_id, type(exc).__name__)
         return answer
@@ -305,7 +305,7 @@ class _Exchange:
 
 def _prepare(
     request: HttpRequest, user: Any, body: dict[str, Any], conversation: str, gap: str
-) -> tuple[_Exchange, proxy.Upstream]:
+) -> tuple[_Exchange, proxy_upstream.Upstream]:
     """The session the request belongs to, and what goes upstream. The request's messages are recorded
     before it is forwarded only when the session's context may replace them (the project's
     ``proxy_compaction``); otherwise with the reply, once the answer is out, so the caller's first
@@ -313,17 +313,20 @@ def _prepare(
     project = access.project_for_writing(user, request.headers.get(PROJECT_HEADER, "").strip() or None)
     session = proxy.proxy_session_for(user=user, project=project, key=conversation, body=body)
     sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0
-    if not proxy.compacts_upstream(session, body):
-        return _Exchange(session.pk, sent, pending=body, gap=gap), proxy.Upstream(None)
+    if not proxy_upstream.compacts_upstream(session, body):
+        return _Exchange(session.pk, sent, pending=body, gap=gap), proxy_upstream.Upstream(None)
     RECORDER.caught_up(session.pk)  # the reply and usage of the request before this one come first
     done = proxy.proxy_record_request(session=session, body=body)
     if done.appended:
         tasks.after_append(done.session)  # a compaction when a threshold was crossed (in-process: now)
         done.session.refresh_from_db()
-        if proxy.proxy_compact_before_sending(done.session):  # the workers had not got to it yet
+        if proxy_upstream.proxy_compact_before_sending(done.session):  # the workers had not got to it yet
             done.session.refresh_from_db()
     exchange = _Exchange(done.session.pk, sent, session=done.session, gap=gap)
-    return exchange, proxy.proxy_upstream_request(session=done.session, body=body)
+    return exchange, proxy_upstream.proxy_upstream_request(session=done.session, body=body)
+
+
+_BROKE_OFF = "ctxweb: the upstream API's stream broke off ({}); send the request again."
 
 
 class _Relay:
@@ -341,13 +344,21 @@ class _Relay:
         self.kept_bytes = 0
 
     def __iter__(self) -> Iterator[bytes]:
-        for chunk in self.answer.iter_raw():
-            if self.exchange is not None:
-                self.kept.append(chunk)
-                self.kept_bytes += len(chunk)
-                if self.kept_bytes > self.READ_AHEAD:
-                    self._read_kept()
-            yield chunk
+        try:
+            for chunk in self.answer.iter_raw():
+                if self.exchange is not None:
+                    self.kept.append(chunk)
+                    self.kept_bytes += len(chunk)
+                    if self.kept_bytes > self.READ_AHEAD:
+                        self._read_kept()
+                yield chunk
+        except httpx2.TransportError as exc:
+            # The upstream's stream broke off: the caller is told as the API tells a failure mid-stream
+            # (an ``error`` event, after a blank line that ends whatever event was cut), whichever server
+            # runs ctxweb (one may end a broken response as if it were whole).
+            log.warning("proxy: the upstream's stream broke off: %s", type(exc).__name__)
+            error = {"type": "error", "error": {"type": "api_error", "message": _BROKE_OFF.format(type(exc).__name__)}}
+            yield b"\n\nevent: error\ndata: " + json.dumps(error).encode() + b"\n\n"
 
     def _read_kept(self) -> None:
         self.seen.feed(b"".join(self.kept))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,27 +28,22 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
-from compaction import context as engine_context
-from compaction.errors import EngineError
 from compaction.messages import MessageError, NormalizedMessage, normalize_message
 from compaction.tokens import DEFAULT_FRAMING
-from compaction.types import Level
+from sessions_app.engine import offline_tokenizer
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import (
     AgentSession,
-    Compaction,
-    CompactionStatus,
     Message,
+    MessageState,
     Project,
+    ToolUse,
 )
-from sessions_app.selectors import usage
-from sessions_app.selectors.model_context import current_checkpoint, session_context_messages
 from sessions_app.services import (
     agent_sessions,
     boundaries,
-    compaction_records,
-    compaction_runs,
     counting,
     ingest,
     provider_edits,
@@ -131,13 +125,6 @@ def proxy_session(session_id: int) -> AgentSession | None:
     return _sessions().filter(pk=session_id).first()
 
 
-def compacts_upstream(session: AgentSession, body: dict[str, Any]) -> bool:
-    """Whether the request may go upstream as the session's compacted context: the project's
-    ``proxy_compaction`` is on, and the request does not ask the provider to manage its context."""
-    policy = getattr(session.project, "policy", None)
-    return bool(policy is not None and policy.proxy_compaction and "context_management" not in body)
-
-
 def proxy_record_request(
     *, session: AgentSession, body: dict[str, Any], reply: NormalizedMessage | None = None
 ) -> Recorded:
@@ -202,9 +189,15 @@ def proxy_record_exchange(
         try:
             result = ingest.message_append(session=session, messages=[reply], after_seq=after_seq)
         except Conflict:
-            return session  # closed meanwhile, or the next request was recorded first, with this reply in it
-        session, stored = result.session, (result.messages[0] if result.created else None)
-        _provider_compactions(session, result.messages)
+            # Closed meanwhile, or the next request was recorded first, with this reply in it; or the
+            # request was sent again after its stream was cut, and this is the whole reply.
+            stored = _cut_reply_completed(session, after_seq, reply) if complete else None
+            if stored is None:
+                return session
+            session = proxy_session(session.pk) or session
+        else:
+            session, stored = result.session, (result.messages[0] if result.created else None)
+            _provider_compactions(session, result.messages)
     applied = _dict(message.get("context_management")).get("applied_edits") if message is not None else None
     if stored is not None and applied:  # the provider cleared tool results before its model read the request
         requested = _dict(_dict(pending).get("context_management")).get("edits")
@@ -217,6 +210,46 @@ def proxy_record_exchange(
         before += DEFAULT_FRAMING.request  # the estimate of the request, as its count would be
         _exact_from_usage(session, _dict(message.get("usage")), reply_seq=stored.seq, raw_request=before)
     return session
+
+
+def _cut_reply_completed(session: AgentSession, after_seq: int, reply: NormalizedMessage) -> Message | None:
+    """The whole reply in place of the one stored cut (its stream broke) right after the same request,
+    when nothing followed it: the agent sent the request again and has the whole reply in its history.
+    None when there is no such cut reply to complete."""
+    try:
+        return _cut_reply_replaced(session, after_seq, reply)
+    except InvalidInput as exc:  # its tool ids are taken by another message: it stays as it was
+        log.warning("proxy: session %s: the cut reply was kept: %s", session.pk, exc)
+        return None
+
+
+def _cut_reply_replaced(session: AgentSession, after_seq: int, reply: NormalizedMessage) -> Message | None:
+    tokens = offline_tokenizer().count_message(reply.role, reply.content)
+    with transaction.atomic():
+        locked = ingest.lock_open_session(session)
+        row = Message.objects.select_for_update().filter(session=locked, seq=after_seq + 1).first()
+        if (
+            row is None
+            or row.seq != locked.last_seq
+            or row.role != "assistant"
+            or row.state != MessageState.ACTIVE
+            or row.compaction_id is not None
+            or _dict(_dict(row.metadata).get("proxy")).get("cut") is not True
+        ):
+            return None
+        ToolUse.objects.filter(session=locked, seq=row.seq).delete()  # the cut reply's calls: the whole one's follow
+        ingest.check_tool_ids(locked, [reply])
+        ToolUse.objects.bulk_create(ToolUse(session=locked, tool_use_id=t, seq=row.seq) for t in reply.tool_use_ids)
+        delta = tokens - row.tokens
+        row.content, row.tokens, row.tokens_exact = reply.content, tokens, None
+        row.client_id, row.metadata = reply.client_id, reply.metadata
+        row.save(update_fields=["content", "tokens", "tokens_exact", "client_id", "metadata"])
+        locked.message_tokens += delta
+        ingest.daily_ingest_add(locked, day=timezone.localdate(row.received_at), tokens=delta, messages=0)
+        locked.exact_upto_seq = None  # the exact count described the cut reply
+        locked.last_activity_at = timezone.now()
+        locked.save(update_fields=["message_tokens", "exact_upto_seq", "last_activity_at", "updated_at"])
+    return row
 
 
 GAP_SECONDS = 30 * 24 * 3600  # how long requests forwarded unrecorded wait for their conversation
@@ -292,118 +325,6 @@ def _provider_compactions(session: AgentSession, rows: list[Message]) -> None:
         ]
         if summaries and summaries[-1].strip():
             boundaries.provider_compaction_apply(session=session, reply_seq=row.seq, narrative=summaries[-1])
-
-
-def proxy_compact_before_sending(session: AgentSession) -> bool:
-    """From the summarize level on, the session's queued compaction runs here, before the request is
-    forwarded, rather than when a worker gets to it: the request that crossed the line must not go
-    upstream over the window (seconds, with a model writing the summary). True when one ran; a
-    transient failure leaves it queued for the workers and the request goes as it is."""
-    if usage.session_usage(session).level < Level.SUMMARIZE:
-        return False
-    queued = (
-        Compaction.objects.filter(session=session, status=CompactionStatus.QUEUED).values_list("pk", flat=True).first()
-    )
-    return queued is not None and _run_now(queued)
-
-
-def _run_now(compaction_id: int) -> bool:
-    """Run a queued compaction in this request, not in a worker; True when it succeeded. A transient
-    failure leaves it queued for the workers (as their task does)."""
-    try:
-        return compaction_runs.compaction_run(compaction_id) == "succeeded"
-    except EngineError as exc:
-        compaction_records.release_for_retry(compaction_id, str(exc))
-        return False
-
-
-def proxy_compact_for_retry(*, session: AgentSession, body: dict[str, Any], refusal: str) -> Upstream:
-    """The upstream refused the request as too long for the window: summarize the session now (its
-    queued compaction, if one waits, else a new one) and answer the request to send instead; its
-    ``body`` is None when no compaction could make one. A refusal that names the maximum ("… tokens >
-    200000 maximum") teaches the session its real window first, so the summary fits under it."""
-    stated = re.search(r">\s*([0-9]+)\s*maximum", refusal)
-    window = usage.session_usage(session).context_window
-    if stated and 0 < int(stated.group(1)) < window:
-        session = agent_sessions.session_update(session=session, context_window_override=int(stated.group(1)))
-    waiting = Compaction.objects.filter(session=session, status=CompactionStatus.QUEUED).values_list("pk", flat=True)
-    try:
-        queued = (
-            waiting.first()
-            or compaction_runs.compaction_request(
-                session=session, level=Level.SUMMARIZE.value, user=None, trigger="auto"
-            ).pk
-        )
-    except Conflict:  # one is running in a worker: the refusal reaches the caller
-        return Upstream(None)
-    if not _run_now(queued):
-        return Upstream(None)
-    return proxy_upstream_request(session=proxy_session(session.pk) or session, body=body)
-
-
-@dataclass(frozen=True)
-class Upstream:
-    body: dict[str, Any] | None  # the request to send instead of the caller's; None: the caller's as it came
-    compaction_id: int | None = None  # the compaction the sent context comes from
-
-
-MAX_CACHE_BREAKPOINTS = 4  # Anthropic refuses a request with more cache_control blocks than this
-
-
-def proxy_upstream_request(*, session: AgentSession, body: dict[str, Any]) -> Upstream:
-    """With the project's ``proxy_compaction`` on and a compaction in effect, the request goes upstream
-    as the session's compacted context (its checkpoint's summary and the messages kept), the rest of
-    the caller's request (model, system, tools, settings) as it came. Not when the request asks the
-    provider to manage its context itself (``context_management``): the provider's compaction is not
-    fought. Cache breakpoints: the stored messages' own are dropped (an agent moves its marker every
-    request; the stored copies keep old ones), one goes after the summary (the prefix that changes
-    only when a compaction runs) and one on the last message, within the API's limit of four."""
-    if not compacts_upstream(session, body):
-        return Upstream(None)
-    in_effect = (
-        Compaction.objects.filter(session=session, status=CompactionStatus.SUCCEEDED)
-        .order_by("-pk")
-        .values_list("pk", flat=True)
-        .first()
-    )
-    if in_effect is None:
-        return Upstream(None)
-    messages = [
-        _without_cache_marks(m) for m in engine_context.to_anthropic_messages(session_context_messages(session))
-    ]
-    budget = MAX_CACHE_BREAKPOINTS - _cache_marks(body.get("system")) - _cache_marks(body.get("tools"))
-    summarized = bool(messages) and current_checkpoint(session) is not None
-    for index in ([0] if summarized else []) + [len(messages) - 1]:
-        if budget > 0 and 0 <= index < len(messages):
-            messages[index] = _with_cache_mark(messages[index])
-            budget -= 1
-    return Upstream({**body, "messages": messages}, in_effect)
-
-
-def _cache_marks(value: Any) -> int:
-    if isinstance(value, dict):
-        return ("cache_control" in value) + sum(_cache_marks(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_cache_marks(v) for v in value)
-    return 0
-
-
-def _without_cache_marks(message: dict[str, Any]) -> dict[str, Any]:
-    content = message.get("content")
-    if not isinstance(content, list):
-        return message
-    return {**message, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in content]}
-
-
-def _with_cache_mark(message: dict[str, Any]) -> dict[str, Any]:
-    content = message.get("content")
-    blocks: list[dict[str, Any]] = (
-        [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-    )
-    if not blocks:
-        return message
-    blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
-    return {**message, "content": blocks}
 
 
 def _exact_from_usage(session: AgentSession, reported: dict[str, Any], *, reply_seq: int, raw_request: int) -> None:

@@ -292,3 +292,36 @@ def test_without_a_key_of_its_own_a_request_goes_upstream_with_the_projects(prox
     for model in apps.get_app_config("sessions_app").get_models():
         for row in model.objects.values():
             assert project_key not in json.dumps(row, default=str), model.__name__
+
+
+@pytest.mark.parametrize("fault", ["cut", "error event"])
+def test_a_reply_cut_short_is_kept_until_the_retry_brings_it_whole(proxy_sdk, team, fake, fault):
+    from django.db.models import Sum
+
+    client = proxied(proxy_sdk, team)
+    history = [{"role": "user", "content": "Explain the module."}]
+    asked = {"model": MODEL, "max_tokens": 256, "messages": history}
+    whole = "The module parses the config, then validates every field against its schema. " * 4
+    fake.queue_reply(whole)
+    if fault == "cut":
+        fake.queue_stream_cut(after_events=6)
+    else:
+        fake.queue_stream_error(after_events=6, error_type="overloaded_error", message="Overloaded")
+    with pytest.raises(anthropic.APIStatusError) as broke, client.messages.stream(**asked) as events:
+        events.get_final_message()
+    assert ("broke off" if fault == "cut" else "Overloaded") in str(broke.value)
+    session = AgentSession.objects.get(project=team.project)
+    cut = Message.objects.get(session=session, seq=2)
+    assert cut.role == "assistant" and cut.metadata["proxy"]["cut"] is True
+    assert "was cut" in json.dumps(cut.content) and whole not in json.dumps(cut.content)
+    fake.queue_reply(whole)  # the agent sends the same request again
+    with client.messages.stream(**asked) as events:
+        reply = events.get_final_message()
+    rows = list(Message.objects.filter(session=session).order_by("seq"))
+    assert [(m.role, m.content) for m in rows] == [
+        ("user", "Explain the module."),
+        ("assistant", [b.model_dump(exclude_none=True) for b in reply.content]),
+    ]
+    session.refresh_from_db()
+    assert session.message_tokens == Message.objects.filter(session=session).aggregate(t=Sum("tokens"))["t"]
+    assert usage.session_status(session)["token_source"] == "exact"
