@@ -7,8 +7,8 @@ count and teaches the model's calibration. Nothing here talks to Anthropic, and 
 never reaches this module.
 
 Which session: the ``ctxweb-session`` header (an external id of the caller's choosing), else the
-request's ``metadata.user_id`` (Claude Code puts its own session id there), else a hash of the
-conversation's start (system prompt and first message), so one conversation is one session however
+request's ``metadata.user_id`` (Claude Code puts its own session id there) with a hash of the system
+prompt (the agent's subagents and side requests share its id), else a hash of the conversation's start (system prompt and first message), so one conversation is one session however
 many requests it takes. A history that no longer starts with what is stored (the agent compacted or
 edited its own) continues in a fresh session linked to the old one.
 """
@@ -82,6 +82,13 @@ def conversation_key(body: dict[str, Any], header: str | None) -> str:
     """The external id of the conversation a request belongs to (see the module docstring)."""
     metadata = body.get("metadata")
     user_id = metadata.get("user_id") if isinstance(metadata, dict) else None
+    if isinstance(user_id, str) and user_id.strip():
+        # An agent's own session id (Claude Code's) covers several conversations: the main one, each
+        # subagent's, the small requests it makes on the side (a title, a check). Their system prompts
+        # tell them apart; a conversation the agent compacted itself keeps its system prompt, and so
+        # its key (it continues in a fresh session linked to the old one).
+        prompt = hashlib.sha256(_canonical(system_text(body.get("system")))).hexdigest()[:12]
+        user_id = f"{user_id.strip()}#{prompt}"
     for given in (header, user_id):
         if isinstance(given, str) and given.strip():
             given = given.strip()
