@@ -31,7 +31,7 @@ from sessions_app.api.proxy_stream import MessageAccumulator
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession
 from sessions_app.selectors import access
-from sessions_app.services import keys, proxy, proxy_upstream
+from sessions_app.services import keys, projects, proxy, proxy_gaps, proxy_upstream
 
 log = logging.getLogger(__name__)
 
@@ -130,9 +130,9 @@ def _record_start(
     same and is counted as a gap), whether it is recorded, what goes upstream, or a refusal."""
     conversation = proxy.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None)
     # Where this request is counted if it goes upstream unrecorded (services.proxy.gap_key).
-    gap = proxy.gap_key(request.headers.get(KEY_HEADER, "").strip(), conversation)
+    gap = proxy_gaps.gap_key(request.headers.get(KEY_HEADER, "").strip(), conversation)
     if user is None:  # the database could not tell whose key it is
-        proxy.proxy_gap_note(gap)
+        proxy_gaps.proxy_gap_note(gap)
         return None, False, proxy_upstream.Upstream(None), None
     try:
         exchange, sent = _prepare(request, user, body, conversation, gap)
@@ -144,7 +144,7 @@ def _record_start(
         log.warning("proxy: recording failed, forwarding unrecorded: %s", type(exc).__name__)
     except Exception:  # ctxweb's own fault never stands between an agent and its model
         log.exception("proxy: recording failed, forwarding unrecorded")
-    proxy.proxy_gap_note(gap)
+    proxy_gaps.proxy_gap_note(gap)
     return None, False, proxy_upstream.Upstream(None), None
 
 
@@ -225,7 +225,7 @@ def _project_key(request: HttpRequest, user: Any) -> tuple[str | None, HttpRespo
     database can't tell (the request goes as it came, and the upstream answers)."""
     try:
         project = access.project_for_writing(user, request.headers.get(PROJECT_HEADER, "").strip() or None)
-        key = proxy.project_upstream_key(project)
+        key = projects.project_upstream_key(project)
     except ServiceError as exc:
         return None, anthropic_error(exc.status, _ERROR_TYPES.get(exc.status, "invalid_request_error"), exc.detail)
     except DatabaseError:
@@ -298,7 +298,7 @@ class _Exchange:
                 tasks.after_append(recorded)  # a compaction when a threshold was crossed
         except DatabaseError as exc:  # the caller has its answer already; the next request brings it all
             log.warning("proxy: session %s: not recorded: %s", self.session_id, type(exc).__name__)
-            proxy.proxy_gap_note(self.gap)
+            proxy_gaps.proxy_gap_note(self.gap)
         except Exception:  # a bug here must not cut the caller's stream short
             log.exception("proxy: session %s: not recorded", self.session_id)
 

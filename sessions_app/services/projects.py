@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -24,6 +25,8 @@ from sessions_app.services.agent_sessions import check_text
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
+
+log = logging.getLogger(__name__)
 
 PROJECT_NAME_MAX = 200  # the column
 
@@ -163,3 +166,13 @@ def project_upstream_key_set(*, project: Project, api_key: str) -> Project:
     project.upstream_api_key_hint = f"…{api_key[-4:]}" if api_key else ""
     project.save(update_fields=["upstream_api_key", "upstream_api_key_hint"])
     return project
+
+
+def project_upstream_key(project: Project) -> str | None:
+    """The API key the project's admins set for requests that come without one, or None."""
+    if not project.upstream_api_key:
+        return None
+    key = sealing.unseal(project.upstream_api_key)
+    if key is None:
+        log.warning("project %s: its upstream API key can't be opened (the encryption keys changed)", project.pk)
+    return key

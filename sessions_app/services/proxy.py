@@ -8,9 +8,11 @@ never reaches this module.
 
 Which session: the ``ctxweb-session`` header (an external id of the caller's choosing), else the
 request's ``metadata.user_id`` (Claude Code puts its own session id there) with a hash of the system
-prompt (the agent's subagents and side requests share its id), else a hash of the conversation's start (system prompt and first message), so one conversation is one session however
-many requests it takes. A history that no longer starts with what is stored (the agent compacted or
-edited its own) continues in a fresh session linked to the old one.
+prompt (the agent's subagents and side requests share its id), else a hash of the conversation's
+start (system prompt and first message), so one conversation is one session however many requests it
+takes. A history that no longer starts with what is stored (the agent compacted or edited its own)
+continues in a fresh session linked to the old one. What goes upstream for ``proxy_compaction`` is
+``services.proxy_upstream``; requests missed while the database was down, ``services.proxy_gaps``.
 """
 
 from __future__ import annotations
@@ -18,16 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
-from django.db.models import F, QuerySet, Value
-from django.db.models.functions import Coalesce
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from compaction.messages import MessageError, NormalizedMessage, normalize_message
@@ -47,7 +46,7 @@ from sessions_app.services import (
     counting,
     ingest,
     provider_edits,
-    sealing,
+    proxy_gaps,
 )
 from sessions_app.services.webhook_events import session_level_note
 
@@ -66,16 +65,6 @@ class Recorded:
     appended: int  # messages of the request stored now (0: nothing new)
     rejected: str = ""  # why the request's new messages could not be stored ("" when they were)
     reply: Message | None = None  # the reply, when it was stored with them (in the same append)
-
-
-def project_upstream_key(project: Project) -> str | None:
-    """The API key the project's admins set for requests that come without one, or None."""
-    if not project.upstream_api_key:
-        return None
-    key = sealing.unseal(project.upstream_api_key)
-    if key is None:
-        log.warning("proxy: project %s: its upstream API key can't be opened (the encryption keys changed)", project.pk)
-    return key
 
 
 def conversation_key(body: dict[str, Any], header: str | None) -> str:
@@ -184,7 +173,7 @@ def proxy_record_exchange(
     if session is None:
         return None
     if gap:
-        _gap_flag(session_id, gap)
+        proxy_gaps.gap_flag(session_id, gap)
     reply = _reply_message(session, message, complete) if message is not None else None
     stored: Message | None = None
     if pending is not None:
@@ -257,43 +246,6 @@ def _cut_reply_replaced(session: AgentSession, after_seq: int, reply: Normalized
         locked.last_activity_at = timezone.now()
         locked.save(update_fields=["message_tokens", "exact_upto_seq", "last_activity_at", "updated_at"])
     return row
-
-
-GAP_SECONDS = 30 * 24 * 3600  # how long requests forwarded unrecorded wait for their conversation
-
-
-def gap_key(ctxweb_key: str, conversation: str) -> str:
-    """Where a conversation's requests forwarded unrecorded are counted: by the caller's ctxweb key
-    (hashed; the database that says whose it is may be the one that is down) and the conversation."""
-    digest = hashlib.sha256(f"{ctxweb_key}\x00{conversation}".encode(errors="replace")).hexdigest()
-    return f"ctx:proxy-gap:{digest[:40]}"
-
-
-def proxy_gap_note(gap: str) -> None:
-    """A request of the conversation went upstream unrecorded (ctxweb's database was unreachable): kept
-    in the cache, not the database, until the conversation is recorded again and its session flagged.
-    Best effort: with the cache down too, the gap goes unflagged (the messages still come with the
-    next request)."""
-    try:
-        noted = cache.get(gap) or {"requests": 0, "from": time.time()}
-        noted.update(requests=noted["requests"] + 1, to=time.time())
-        cache.set(gap, noted, timeout=GAP_SECONDS)
-    except Exception as exc:  # the cache is down as well
-        log.warning("proxy: a request forwarded unrecorded could not be noted: %s", type(exc).__name__)
-
-
-def _gap_flag(session_id: int, gap: str) -> None:
-    noted = cache.get(gap)
-    if not isinstance(noted, dict) or not noted.get("requests"):
-        return
-    cache.delete(gap)
-    first, last = (datetime.fromtimestamp(noted[k], tz=UTC) for k in ("from", "to"))
-    AgentSession.objects.filter(pk=session_id).update(
-        unrecorded_requests=F("unrecorded_requests") + int(noted["requests"]),
-        unrecorded_from=Coalesce(F("unrecorded_from"), Value(first)),
-        unrecorded_to=Value(last),
-    )
-    log.warning("proxy: session %s: %s request(s) were forwarded unrecorded", session_id, noted["requests"])
 
 
 def _reply_message(session: AgentSession, message: dict[str, Any], complete: bool) -> NormalizedMessage | None:

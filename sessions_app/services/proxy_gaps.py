@@ -1,0 +1,56 @@
+"""Requests the proxy forwarded without recording them (ctxweb's database was unreachable): counted
+in the cache, which needs no database, by caller and conversation, until the conversation is
+recorded again and its session says what was missed (``AgentSession.unrecorded_*``, a STATUS
+warning). The messages of those requests come with the agent's next request; their usage does not."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from datetime import UTC, datetime
+
+from django.core.cache import cache
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
+
+from sessions_app.models import AgentSession
+
+log = logging.getLogger(__name__)
+
+
+GAP_SECONDS = 30 * 24 * 3600  # how long requests forwarded unrecorded wait for their conversation
+
+
+def gap_key(ctxweb_key: str, conversation: str) -> str:
+    """Where a conversation's requests forwarded unrecorded are counted: by the caller's ctxweb key
+    (hashed; the database that says whose it is may be the one that is down) and the conversation."""
+    digest = hashlib.sha256(f"{ctxweb_key}\x00{conversation}".encode(errors="replace")).hexdigest()
+    return f"ctx:proxy-gap:{digest[:40]}"
+
+
+def proxy_gap_note(gap: str) -> None:
+    """A request of the conversation went upstream unrecorded (ctxweb's database was unreachable): kept
+    in the cache, not the database, until the conversation is recorded again and its session flagged.
+    Best effort: with the cache down too, the gap goes unflagged (the messages still come with the
+    next request)."""
+    try:
+        noted = cache.get(gap) or {"requests": 0, "from": time.time()}
+        noted.update(requests=noted["requests"] + 1, to=time.time())
+        cache.set(gap, noted, timeout=GAP_SECONDS)
+    except Exception as exc:  # the cache is down as well
+        log.warning("proxy: a request forwarded unrecorded could not be noted: %s", type(exc).__name__)
+
+
+def gap_flag(session_id: int, gap: str) -> None:
+    noted = cache.get(gap)
+    if not isinstance(noted, dict) or not noted.get("requests"):
+        return
+    cache.delete(gap)
+    first, last = (datetime.fromtimestamp(noted[k], tz=UTC) for k in ("from", "to"))
+    AgentSession.objects.filter(pk=session_id).update(
+        unrecorded_requests=F("unrecorded_requests") + int(noted["requests"]),
+        unrecorded_from=Coalesce(F("unrecorded_from"), Value(first)),
+        unrecorded_to=Value(last),
+    )
+    log.warning("proxy: session %s: %s request(s) were forwarded unrecorded", session_id, noted["requests"])
