@@ -20,7 +20,33 @@ from .types import ROLES
 
 NUL, REPLACEMENT = "\x00", "\ufffd"
 # ``compaction``: the summary Anthropic's server-side compaction returns, which the agent sends back.
-BLOCK_TYPES = ("text", "tool_use", "tool_result", "image", "thinking", "redacted_thinking", "document", "compaction")
+# The blocks of the provider's own tools (web search and fetch, code execution, MCP connectors, tool
+# search) come back in the model's replies and go round in the agent's history: stored as they came,
+# counted by their JSON, shown as such. (Claude Code's WebSearch is Anthropic's web search tool.)
+SERVER_TOOL_BLOCK_TYPES = (
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "mcp_tool_use",
+    "mcp_tool_result",
+    "container_upload",
+    "search_result",
+)
+BLOCK_TYPES = (
+    "text",
+    "tool_use",
+    "tool_result",
+    "image",
+    "thinking",
+    "redacted_thinking",
+    "document",
+    "compaction",
+    *SERVER_TOOL_BLOCK_TYPES,
+)
 CLIENT_ID_MAX = 200
 TOOL_ID_MAX = 255  # the ToolUse index's column
 # Real UTC offsets run from -12:00 to +14:00; PostgreSQL refuses beyond ±15:59, Python reads up to ±23:59.

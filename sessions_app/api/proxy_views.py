@@ -130,7 +130,7 @@ def _record_start(
     same and is counted as a gap), whether it is recorded, what goes upstream, or a refusal."""
     conversation = proxy.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None)
     # Where this request is counted if it goes upstream unrecorded (services.proxy.gap_key).
-    gap = proxy_gaps.gap_key(request.headers.get(KEY_HEADER, "").strip(), conversation)
+    gap = proxy_gaps.gap_key(_ctxweb_key(request), conversation)
     if user is None:  # the database could not tell whose key it is
         proxy_gaps.proxy_gap_note(gap)
         return None, False, proxy_upstream.Upstream(None), None
@@ -210,8 +210,13 @@ def _ctxweb_key(request: HttpRequest) -> str:
 
 
 def _credentials(request: HttpRequest) -> list[str]:
-    bearer = request.headers.get("authorization", "").strip()
-    return [c for c in (request.headers.get("x-api-key", "").strip(), bearer.removeprefix("Bearer ").strip()) if c]
+    return [c for c in (_credential(request.headers.get(h, "")) for h in ("x-api-key", "authorization")) if c]
+
+
+def _credential(value: str) -> str:
+    """A credential header's secret: its last word (``Authorization: Bearer …`` in any case or spacing)."""
+    words = value.split()
+    return words[-1] if words else ""
 
 
 def _carries_a_key(request: HttpRequest) -> bool:
@@ -269,6 +274,7 @@ class _Exchange:
     after_seq: int  # the request's last message: the reply goes right after it
     pending: dict[str, Any] | None = None  # the request's body, when its messages wait to be recorded
     session: AgentSession | None = None  # when the request may go upstream as its compacted context
+    conversation: str = ""  # the conversation's key (the session's external id, unless it moved on since)
     gap: str = ""  # where the conversation's requests forwarded unrecorded are counted
     finished: bool = False
 
@@ -292,6 +298,7 @@ class _Exchange:
                 pending=self.pending,
                 message=message,
                 complete=complete,
+                key=self.conversation,
                 gap=self.gap,
             )
             if recorded is not None:
@@ -314,16 +321,18 @@ def _prepare(
     session = proxy.proxy_session_for(user=user, project=project, key=conversation, body=body)
     sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0
     if not proxy_upstream.compacts_upstream(session, body):
-        return _Exchange(session.pk, sent, pending=body, gap=gap), proxy_upstream.Upstream(None)
+        exchange = _Exchange(session.pk, sent, pending=body, conversation=conversation, gap=gap)
+        return exchange, proxy_upstream.Upstream(None)
     RECORDER.caught_up(session.pk)  # the reply and usage of the request before this one come first
-    done = proxy.proxy_record_request(session=session, body=body)
+    done = proxy.proxy_record_request(session=session, body=body, key=conversation)
     if done.appended:
         tasks.after_append(done.session)  # a compaction when a threshold was crossed (in-process: now)
         done.session.refresh_from_db()
         if proxy_upstream.proxy_compact_before_sending(done.session):  # the workers had not got to it yet
             done.session.refresh_from_db()
-    exchange = _Exchange(done.session.pk, sent, session=done.session, gap=gap)
-    return exchange, proxy_upstream.proxy_upstream_request(session=done.session, body=body)
+    upstream = proxy_upstream.proxy_upstream_request(session=done.session, body=body)
+    # Begun last: an exchange begun is finished by whoever answers (the recorder waits for it).
+    return _Exchange(done.session.pk, sent, session=done.session, conversation=conversation, gap=gap), upstream
 
 
 _BROKE_OFF = "ctxweb: the upstream API's stream broke off ({}); send the request again."
@@ -390,10 +399,7 @@ def _forwarded(request: HttpRequest) -> dict[str, str]:
         if name.lower() not in _NOT_FORWARDED
         and not name.lower().startswith("ctxweb-")
         # A ctxweb key given as the API key stays here.
-        and not (
-            name.lower() in ("x-api-key", "authorization")
-            and value.strip().removeprefix("Bearer ").strip().startswith(keys.API_KEY_PREFIX)
-        )
+        and not (name.lower() in ("x-api-key", "authorization") and _credential(value).startswith(keys.API_KEY_PREFIX))
     }
     headers["accept-encoding"] = "identity"  # the stream is read on its way through
     return headers

@@ -160,7 +160,7 @@ class IngestRejection(models.Model):
     not be stored: the rest of the transcript went on. Shown in STATUS warnings and in admin."""
 
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="rejections", db_index=False)
-    source = models.CharField(max_length=20, help_text="transcript (sync) or import")
+    source = models.CharField(max_length=20, help_text="transcript (sync), import or proxy")
     position = models.CharField(max_length=200, help_text="Which line or message")
     code = models.CharField(max_length=50)
     detail = models.CharField(max_length=500)

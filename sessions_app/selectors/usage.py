@@ -241,8 +241,8 @@ def _warnings(
         warnings.append(session.count_warning)
     if session.rejected_count:
         warnings.append(
-            f"{session.rejected_count:,} line(s) or message(s) of the recorded transcript could not be stored and "
-            f"were skipped; the rest was stored. The latest: {session.rejected_reason}"
+            f"{session.rejected_count:,} time(s), lines or messages recorded for this session (its transcript, or "
+            f"requests through the proxy) could not be stored and were skipped. The latest: {session.rejected_reason}"
         )
     if session.unrecorded_requests and session.unrecorded_from and session.unrecorded_to:
         warnings.append(

@@ -112,6 +112,7 @@ def session_count_warning(*, session_id: int, warning: str) -> None:
 
 # Requests this small are mostly framing; their ratio says little about the tokenizer.
 CALIBRATION_MIN_TOKENS = 500
+CALIBRATION_MAX_RATIO = 4  # an exact count beyond 4× the estimate, or under a quarter of it, teaches nothing
 CALIBRATION_WINDOW = 50
 # The shipped factor was measured on hundreds of requests; it counts as this many observations, so
 # one unusual session can't swing every estimate of the model.
@@ -122,6 +123,10 @@ def model_calibration_update(*, model: str, exact: int, raw_estimate: int) -> fl
     """Fold one exact ÷ estimate observation into the model's calibration factor (running mean over
     the last ~50 observations, the starting factor weighing as a few)."""
     if raw_estimate < CALIBRATION_MIN_TOKENS:
+        return None
+    # Tokenizers differ by tens of percent, not by a factor of four: a figure that far off is not a
+    # count of this request (a broken or hostile upstream), and one such would move every estimate.
+    if not (raw_estimate <= CALIBRATION_MAX_RATIO * exact and exact <= CALIBRATION_MAX_RATIO * raw_estimate):
         return None
     info = usage.model_info(model)
     with transaction.atomic():

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -35,9 +35,11 @@ from sessions_app.engine import offline_tokenizer
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import (
     AgentSession,
+    IngestRejection,
     Message,
     MessageState,
     Project,
+    SessionStatus,
     ToolUse,
 )
 from sessions_app.services import (
@@ -47,6 +49,7 @@ from sessions_app.services import (
     ingest,
     provider_edits,
     proxy_gaps,
+    recorded,
 )
 from sessions_app.services.webhook_events import session_level_note
 
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+USAGE_MAX = 100_000_000  # tokens: far beyond any model's window, well within the columns
 REPLY_PREFIX = "px-reply-"  # client ids of replies recorded from a response
 EXTERNAL_ID_MAX = agent_sessions.SESSION_TEXT_LIMITS["external_id"]
 
@@ -91,28 +95,31 @@ def conversation_key(body: dict[str, Any], header: str | None) -> str:
 
 def proxy_session_for(*, user: User, project: Project, key: str, body: dict[str, Any]) -> AgentSession:
     """The session of conversation ``key`` in ``project``, made on its first request (with the
-    request's model, system prompt and tools)."""
+    request's model, system prompt and tools); a closed one (archived, handed off) is continued in a
+    fresh session."""
     found = _current(project, key)
     if found is not None:
-        return found
+        return found if found.status == SessionStatus.ACTIVE else _continue_in_fresh_session(found, body, key)
+    name, model = f"proxy {key[:60]}", _model(body)
     try:
-        return agent_sessions.session_create(
-            user=user,
-            project=project,
-            name=f"proxy {key[:60]}",
-            model=_model(body),
-            system_prompt=system_text(body.get("system")),
-            tools=_list(body.get("tools")),
-            external_id=key,
-            metadata={"source": "proxy"},
-        )
-    except InvalidInput:  # tools or a prompt the session can't hold: recorded without them
-        return agent_sessions.session_create(
-            user=user, project=project, name=f"proxy {key[:60]}", model=_model(body), external_id=key
-        )
-    except IntegrityError:
+        try:
+            return agent_sessions.session_create(
+                user=user,
+                project=project,
+                name=name,
+                model=model,
+                external_id=key,
+                system_prompt=system_text(body.get("system")),
+                tools=_list(body.get("tools")),
+                metadata={"source": "proxy"},
+            )
+        except InvalidInput:  # tools or a prompt the session can't hold: recorded without them
+            return agent_sessions.session_create(
+                user=user, project=project, name=name, model=model, external_id=key, metadata={"source": "proxy"}
+            )
+    except Conflict as exc:
         found = _current(project, key)  # another request of the conversation made it first
-        if found is None:
+        if exc.code != "duplicate_external_id" or found is None:
             raise
         return found
 
@@ -122,16 +129,29 @@ def proxy_session(session_id: int) -> AgentSession | None:
 
 
 def proxy_record_request(
-    *, session: AgentSession, body: dict[str, Any], reply: NormalizedMessage | None = None
+    *, session: AgentSession, body: dict[str, Any], key: str, reply: NormalizedMessage | None = None
 ) -> Recorded:
     """Append what the request holds beyond the session's stored messages, and ``reply`` (the model's
-    answer to it) after them in the same append when they end the session. A request whose history
-    no longer starts with the stored messages continues in a fresh session linked to this one."""
+    answer to it) after them in the same append when they end the session. ``key``: the request's
+    conversation. A request whose history no longer starts with the stored messages, or whose
+    session was closed (archived, handed off), continues in a fresh session linked to this one."""
     messages = _list(body.get("messages"))
-    start = _new_from(session, messages)
-    if start is None:
-        session = _continue_in_fresh_session(session, body)
-        start = 0
+    placed = _place(session, messages, key, body)
+    if placed is None:
+        return Recorded(session, 0, _CHANGED)
+    try:
+        return _append_new(*placed, messages, reply)
+    except Conflict as exc:
+        if exc.code == "moved_on":  # another request of the session was stored meanwhile: this one's, alone
+            return _append_new(*placed, messages, None)
+        placed = _place(_continue_in_fresh_session(placed[0], body, key), messages, key, body)  # closed meanwhile
+        return _append_new(*placed, messages, reply) if placed is not None else Recorded(session, 0, _CHANGED)
+
+
+_CHANGED = "the conversation changed while it was recorded"
+
+
+def _append_new(session: AgentSession, start: int, messages: list[Any], reply: NormalizedMessage | None) -> Recorded:
     fresh = messages[start:]
     with_reply = reply is not None and start == session.last_seq  # not for a request behind what is stored
     if not fresh and not with_reply:
@@ -139,19 +159,43 @@ def proxy_record_request(
     try:
         batch = [_normalized(m, start + i) for i, m in enumerate(fresh)]
         if with_reply and reply is not None:
-            result = ingest.message_append(session=session, messages=[*batch, reply], after_seq=start)
-        else:
-            result = ingest.message_append(session=session, messages=batch)
-    except Conflict:  # another request of the session was stored meanwhile: this one's, on its own
-        return proxy_record_request(session=session, body=body)
+            batch.append(reply)
+        result = ingest.message_append(session=session, messages=batch, after_seq=start if with_reply else None)
     except (MessageError, InvalidInput) as exc:
         log.warning("proxy: session %s: the request's messages were not stored: %s", session.pk, exc)
+        _rejected(session, start, exc)
         return Recorded(session, 0, str(exc)[:500])
     # A reply that carried a provider's compaction and was not recorded from its response (ctxweb was
     # down then) arrives here, with the agent's history.
     _provider_compactions(result.session, result.messages)
     stored_reply = result.messages[-1] if with_reply else None
     return Recorded(result.session, result.created - (stored_reply is not None), reply=stored_reply)
+
+
+def _place(
+    session: AgentSession, messages: list[Any], key: str, body: dict[str, Any]
+) -> tuple[AgentSession, int] | None:
+    """The session the request's messages go into and where its new ones start: this one, if its
+    stored history is the request's; else the conversation's current session (it may have moved on to
+    a fresh one since this was looked up), if that one's is; else a fresh session continuing it.
+    None when even the fresh one holds another history (two rewrites at once)."""
+    if session.status == SessionStatus.ACTIVE and (start := _new_from(session, messages)) is not None:
+        return session, start
+    current = _current(session.project, key)
+    movable = current is not None and current.pk != session.pk and current.status == SessionStatus.ACTIVE
+    if movable and current is not None and (start := _new_from(current, messages)) is not None:
+        return current, start
+    fresh = _continue_in_fresh_session(current or session, body, key)
+    start = _new_from(fresh, messages)
+    return (fresh, start) if start is not None else None
+
+
+def _rejected(session: AgentSession, start: int, exc: MessageError | InvalidInput) -> None:
+    """Kept for STATUS and admin (once: the agent sends the same history again with every request)."""
+    code = exc.code if isinstance(exc.code, str) else "invalid"
+    position = f"request messages from {start + 1}"
+    if not IngestRejection.objects.filter(session=session, source="proxy", position=position, code=code).exists():
+        recorded.rejection_record(session=session, source="proxy", position=position, problem=(code, str(exc)))
 
 
 def proxy_record_exchange(
@@ -161,6 +205,7 @@ def proxy_record_exchange(
     pending: dict[str, Any] | None,
     message: dict[str, Any] | None,
     complete: bool,
+    key: str,
     gap: str = "",
 ) -> AgentSession | None:
     """What an exchange leaves to record once its answer is out: the request's messages when they
@@ -177,7 +222,7 @@ def proxy_record_exchange(
     reply = _reply_message(session, message, complete) if message is not None else None
     stored: Message | None = None
     if pending is not None:
-        done = proxy_record_request(session=session, body=pending, reply=reply)
+        done = proxy_record_request(session=session, body=pending, key=key, reply=reply)
         session, stored = done.session, done.reply
         if done.rejected:  # a reply is stored only after its request
             return session
@@ -296,8 +341,11 @@ def _exact_from_usage(session: AgentSession, reported: dict[str, Any], *, reply_
     wrote = reported.get("output_tokens")
     if not read or not isinstance(wrote, int) or isinstance(wrote, bool) or wrote < 0:
         return
+    if read + wrote > USAGE_MAX:  # no model reads that much: not a count to keep
+        log.warning("proxy: session %s: a response's usage (%s tokens) was not believed", session.pk, read + wrote)
+        return
     exact = {
-        "exact_tokens": min(read + wrote, 2**31 - 1),
+        "exact_tokens": read + wrote,
         "exact_upto_seq": reply_seq,
         "exact_cached": False,
         "exact_counted_at": session.last_activity_at,
@@ -341,25 +389,37 @@ def _same(stored_id: str, index: int, messages: list[Any]) -> bool:
     return stored_id == client_id(index, messages[index])
 
 
-def _continue_in_fresh_session(session: AgentSession, body: dict[str, Any]) -> AgentSession:
-    """The old session keeps its messages under a retired external id; the conversation's id now
-    names a fresh session, linked to it, that the request's whole history goes into."""
-    key = session.external_id
-    retired = f"{key[: EXTERNAL_ID_MAX - 24]}@{session.pk}"
+def _continue_in_fresh_session(session: AgentSession, body: dict[str, Any], key: str) -> AgentSession:
+    """A fresh session for conversation ``key``, linked to ``session``, that the request's whole
+    history goes into; the session that held the key keeps its messages under a retired external id.
+    When another request of the conversation made it first, that one."""
     with transaction.atomic():
-        AgentSession.objects.filter(pk=session.pk).update(external_id=retired)
-        fresh = agent_sessions.session_create(
-            user=session.owner,
-            project=session.project,
-            name=session.name,
-            model=_model(body),
-            system_prompt=system_text(body.get("system")),
-            tools=_list(body.get("tools")),
-            external_id=key,
-            parent=session,
-            metadata={"source": "proxy", "continues": session.pk},
-        )
-    return fresh
+        if session.external_id == key:
+            retired = f"{key[: EXTERNAL_ID_MAX - 24]}@{session.pk}"
+            AgentSession.objects.filter(pk=session.pk, external_id=key).update(external_id=retired)
+        try:
+            with transaction.atomic():
+                return agent_sessions.session_create(
+                    user=session.owner,
+                    project=session.project,
+                    name=session.name,
+                    model=_model(body),
+                    system_prompt=system_text(body.get("system")),
+                    tools=_list(body.get("tools")),
+                    external_id=key,
+                    parent=session,
+                    metadata={"source": "proxy", "continues": session.pk},
+                )
+        except (Conflict, InvalidInput) as exc:
+            found = _current(session.project, key)
+            if found is None or (isinstance(exc, Conflict) and exc.code != "duplicate_external_id"):
+                if isinstance(exc, InvalidInput):  # tools or a prompt a session can't hold: without them
+                    return agent_sessions.session_create(
+                        user=session.owner, project=session.project, name=session.name, model=_model(body),
+                        external_id=key, parent=session, metadata={"source": "proxy", "continues": session.pk},
+                    )  # fmt: skip
+                raise
+            return found
 
 
 def _current(project: Project, key: str) -> AgentSession | None:

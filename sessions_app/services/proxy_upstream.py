@@ -115,11 +115,10 @@ def proxy_upstream_request(*, session: AgentSession, body: dict[str, Any]) -> Up
 
 
 def _cache_marks(value: Any) -> int:
-    if isinstance(value, dict):
-        return ("cache_control" in value) + sum(_cache_marks(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_cache_marks(v) for v in value)
-    return 0
+    """The cache breakpoints a request's system prompt or tools carry: one per block or tool marked."""
+    return (
+        sum(1 for item in value if isinstance(item, dict) and "cache_control" in item) if isinstance(value, list) else 0
+    )
 
 
 def _without_cache_marks(message: dict[str, Any]) -> dict[str, Any]:

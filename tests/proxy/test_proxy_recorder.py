@@ -124,13 +124,12 @@ def conversation(turns: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
 @given(order=st.permutations(range(5)))
 def test_any_order_of_recording_gives_the_conversation_once_in_its_order(team, order):
     exchanges = conversation(5)
-    session = proxy.proxy_session_for(
-        user=team.bob.user, project=team.project, key=f"order-{'-'.join(map(str, order))}", body=exchanges[0][0]
-    )
+    key = f"order-{'-'.join(map(str, order))}"
+    session = proxy.proxy_session_for(user=team.bob.user, project=team.project, key=key, body=exchanges[0][0])
     for index in order:
         body, answer = exchanges[index]
         proxy.proxy_record_exchange(
-            session_id=session.pk, after_seq=len(body["messages"]), pending=body, message=answer, complete=True
+            session_id=session.pk, after_seq=len(body["messages"]), pending=body, message=answer, complete=True, key=key
         )
     last_body, last_answer = exchanges[-1]
     whole = [*last_body["messages"], {"role": "assistant", "content": last_answer["content"]}]
