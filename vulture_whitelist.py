@@ -110,6 +110,9 @@ _.JsonFormatter
 _.collect
 # sessions_app/metrics.reset: the tests start from nothing (it drops every recorded series).
 _.reset
+# sessions_app/api/proxy_recorder.Recorder.idle: the tests' SDK client waits on it after each call
+# (tests/proxy_client.py), so a test reads what the proxy recorded in the background.
+_.idle
 
 # Django admin options, read by name (sessions_app/admin.py, sessions_app/web/admin_lists.py).
 _.show_full_result_count
