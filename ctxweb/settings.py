@@ -202,6 +202,7 @@ ANTHROPIC_MAX_RETRIES = env.int("ANTHROPIC_MAX_RETRIES", default=2)
 # The Anthropic-compatible proxy (/proxy/anthropic/v1/…, docs/PROXY.md): where it forwards, how long it
 # waits for an answer (a long stream included), and the largest request it takes (Anthropic's own: 32 MB).
 CTX_PROXY_UPSTREAM_URL = env.str("CTX_PROXY_UPSTREAM_URL", default="https://api.anthropic.com")
+CTX_PROXY_OPENAI_URL = env.str("CTX_PROXY_OPENAI_URL", default="https://api.openai.com")
 CTX_PROXY_TIMEOUT = env.float("CTX_PROXY_TIMEOUT", default=600.0)
 CTX_PROXY_MAX_BODY_BYTES = env.int("CTX_PROXY_MAX_BODY_BYTES", default=32 * 1024 * 1024)
 # The calibration learns from one (estimate, real usage) pair per model this often (each is a write of

@@ -13,6 +13,7 @@ urlpatterns = [
     # Anthropic's paths under a prefix: an SDK's base URL is http://ctxweb/proxy/anthropic.
     path("proxy/anthropic/v1/messages", proxy_views.messages, name="proxy-messages"),
     path("proxy/anthropic/v1/messages/count_tokens", proxy_views.count_tokens, name="proxy-count-tokens"),
+    path("proxy/openai/v1/chat/completions", proxy_views.chat_completions, name="proxy-chat-completions"),
     path("", include("sessions_app.web.urls")),
 ]
 

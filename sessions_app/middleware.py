@@ -42,17 +42,18 @@ class ApiBodyLimitMiddleware:
 
     @staticmethod
     def _proxy_limit(request: HttpRequest) -> HttpResponse | None:
-        """The proxy's limit, refused in Anthropic's words (its callers are Anthropic clients)."""
+        """The proxy's limit, refused in the words of the API the caller speaks."""
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
         if length <= settings.CTX_PROXY_MAX_BODY_BYTES:
             return None
-        from sessions_app.api.proxy_views import anthropic_error
+        from sessions_app.api.proxy_dialects import anthropic_error, openai_error
 
         message = f"ctxweb: the request is {length:,} bytes; the limit is {settings.CTX_PROXY_MAX_BODY_BYTES:,}."
-        return anthropic_error(413, "request_too_large", message)
+        refuse = openai_error if request.path.startswith("/proxy/openai/") else anthropic_error
+        return refuse(413, "request_too_large", message)
 
 
 DATABASE_RETRY_AFTER_SECONDS = 5

@@ -269,6 +269,22 @@ def proxy_sdk(live_server):
         sdk.close()
 
 
+@pytest.fixture
+def proxy_openai_sdk(live_server):
+    """As ``proxy_sdk``, with OpenAI's SDK through the OpenAI proxy."""
+    from tests.proxy_client import openai_client
+
+    made = []
+
+    def make(headers: dict[str, str], **kwargs) -> object:
+        made.append(openai_client(live_server, headers, **kwargs))
+        return made[-1]
+
+    yield make
+    for sdk in made:
+        sdk.close()
+
+
 # ----------------------------------------------------------------------------- real worker
 
 

@@ -1,7 +1,7 @@
-"""The official SDK pointed at the proxy of a live test server, as an agent is, with one addition for
-tests: each of its calls returns only once ctxweb has recorded the exchange. The proxy records in
-the background after the answer is out (``sessions_app/api/proxy_recorder.py``), and a test reads
-the database right after a call."""
+"""The official SDKs (Anthropic's, OpenAI's) pointed at the proxy of a live test server, as an agent
+is, with one addition for tests: each of their calls returns only once ctxweb has recorded the
+exchange. The proxy records in the background after the answer is out
+(``sessions_app/api/proxy_recorder.py``), and a test reads the database right after a call."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import anthropic
 import httpx2
+import openai
 
 from sessions_app.api.proxy_recorder import RECORDER
 
@@ -40,6 +41,19 @@ def proxy_client(live_server: Any, headers: dict[str, str], *, api_key: str = "s
     return anthropic.Anthropic(
         api_key=api_key,
         base_url=f"{live_server.url}/proxy/anthropic",
+        default_headers=headers,
+        max_retries=0,
+        http_client=httpx2.Client(transport=_Settled()),
+    )
+
+
+def openai_client(
+    live_server: Any, headers: dict[str, str], *, api_key: str = "sk-callers-openai-key"
+) -> openai.OpenAI:
+    """OpenAI's SDK through ``live_server``'s OpenAI proxy, as ``proxy_client``."""
+    return openai.OpenAI(
+        api_key=api_key,
+        base_url=f"{live_server.url}/proxy/openai/v1",
         default_headers=headers,
         max_retries=0,
         http_client=httpx2.Client(transport=_Settled()),

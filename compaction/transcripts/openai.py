@@ -295,3 +295,45 @@ def _unique_client_ids(messages: list[Message]) -> None:
 def _object(value: Any) -> dict[str, Any]:
     """``value`` when it is a JSON object, else an empty one."""
     return value if isinstance(value, dict) else {}
+
+
+# ----------------------------------------------------------------------------- the proxy's wire
+
+
+def chat_request_as_anthropic(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """An OpenAI Chat Completions request as the Anthropic-shaped one ctxweb records of it: model,
+    system prompt (the leading system and developer messages), tools, messages, and ``user`` as
+    ``metadata.user_id``. Reading a longer history of the same conversation gives the same messages
+    first. None when the request holds no list of messages."""
+    if not isinstance(obj.get("messages"), list):
+        return None
+    conv = _openai_request(obj, "request", Counter())
+    body: dict[str, Any] = {
+        "model": conv.model,
+        "system": conv.system_prompt,
+        "tools": conv.tools,
+        "messages": [{"role": m["role"], "content": m["content"]} for m in conv.messages],
+    }
+    if nonempty_str(obj.get("user")):
+        body["metadata"] = {"user_id": obj["user"]}
+    return body
+
+
+def completion_as_message(completion: Any) -> dict[str, Any] | None:
+    """A ``chat.completion`` (or one put back together from its chunks) as an Anthropic-shaped
+    message: its first choice's text and tool calls as blocks, its finish reason, and its usage as
+    input and output tokens. None when it holds no choice."""
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    if choice is None or not isinstance(choice.get("message"), dict):
+        return None
+    content, _, _ = _openai_assistant(choice["message"], 0)
+    blocks = content if isinstance(content, list) else ([{"type": "text", "text": content}] if content else [])
+    message: dict[str, Any] = {"type": "message", "role": "assistant", "content": blocks}
+    if isinstance(completion.get("id"), str):
+        message["id"] = completion["id"]
+    message["stop_reason"] = choice.get("finish_reason")
+    usage = completion.get("usage")
+    if isinstance(usage, dict):
+        message["usage"] = {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
+    return message

@@ -1,41 +1,55 @@
-"""Reading a streamed Messages response as it passes through the proxy: the bytes go to the caller
-untouched; a copy is fed here, which puts the message back together from its server-sent events
-(the same message a non-streamed response holds) for the proxy to record when the stream ends."""
+"""Reading a streamed answer as it passes through the proxy: the bytes go to the caller untouched; a
+copy is fed here, which puts the model's message back together from its server-sent events (the
+same message a non-streamed answer holds, in Anthropic's shape) for the proxy to record when the
+stream ends. Anthropic's Messages events, and OpenAI's ``chat.completion.chunk`` events."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from compaction.transcripts.openai import completion_as_message
 
-class MessageAccumulator:
-    """Feed it the stream's bytes in any pieces; ``message`` is the message so far, ``complete`` once
-    ``message_stop`` arrived, ``error`` the body of an ``error`` event if one came."""
+
+class _Events:
+    """Feed it a stream's bytes in any pieces; each event's ``data`` goes to ``_data``."""
 
     def __init__(self) -> None:
         self._buffer = b""
-        self.message: dict[str, Any] = {}
         self.complete = False
         self.error: dict[str, Any] | None = None
-        self._json: dict[int, str] = {}  # a tool_use block's input as it arrives, by block index
 
     def feed(self, data: bytes) -> None:
         self._buffer += data
         while True:
-            # Events end with a blank line; the API sends \n, a relay may send \r\n.
+            # Events end with a blank line; the APIs send \n, a relay may send \r\n.
             cut = min((i for i in (self._buffer.find(b"\n\n"), self._buffer.find(b"\r\n\r\n")) if i >= 0), default=-1)
             if cut < 0:
                 return
             block, self._buffer = self._buffer[:cut], self._buffer[cut:].lstrip(b"\r\n")
-            self._event(block)
+            data = b"\n".join(
+                line[5:].lstrip() for line in block.replace(b"\r\n", b"\n").split(b"\n") if line.startswith(b"data:")
+            )
+            if data:
+                self._data(data)
 
-    def _event(self, block: bytes) -> None:
-        data = b"\n".join(
-            line[5:].lstrip() for line in block.replace(b"\r\n", b"\n").split(b"\n") if line.startswith(b"data:")
-        )
+    def _data(self, data: bytes) -> None:
+        raise NotImplementedError
+
+
+class MessageAccumulator(_Events):
+    """Anthropic's events: ``message`` is the message so far, ``complete`` once ``message_stop``
+    arrived, ``error`` the body of an ``error`` event if one came."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.message: dict[str, Any] = {}
+        self._json: dict[int, str] = {}  # a tool_use block's input as it arrives, by block index
+
+    def _data(self, data: bytes) -> None:
         try:
-            event = json.loads(data) if data else None
-        except ValueError:
+            event = json.loads(data)
+        except (ValueError, RecursionError):
             return
         if isinstance(event, dict):
             self._apply(event)
@@ -91,3 +105,74 @@ class MessageAccumulator:
             content[index]["input"] = json.loads(raw) if raw else {}
         except ValueError:
             content[index]["input"] = {"_partial_json": raw}
+
+
+class ChunkAccumulator(_Events):
+    """OpenAI's ``chat.completion.chunk`` events: ``message`` is the completion so far as an
+    Anthropic-shaped message, ``complete`` once ``[DONE]`` arrived, ``error`` an error body if one
+    came instead of a chunk."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._completion: dict[str, Any] = {}
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: Any = None
+
+    @property
+    def message(self) -> dict[str, Any]:
+        if not self._completion:
+            return {}
+        calls = [
+            {
+                "id": c.get("id"),
+                "type": "function",
+                "function": {"name": c.get("name"), "arguments": c.get("arguments", "")},
+            }
+            for _, c in sorted(self._calls.items())
+        ]
+        said: dict[str, Any] = {"role": "assistant", "content": "".join(self._text) or None}
+        if calls:
+            said["tool_calls"] = calls
+        choice = {"index": 0, "message": said, "finish_reason": self._finish}
+        return completion_as_message({**self._completion, "choices": [choice]}) or {}
+
+    def _data(self, data: bytes) -> None:
+        if data.strip() == b"[DONE]":
+            self.complete = True
+            return
+        try:
+            chunk = json.loads(data)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(chunk, dict):
+            return
+        if isinstance(chunk.get("error"), dict):
+            self.error = chunk
+            return
+        for name in ("id", "model", "usage"):
+            if chunk.get(name) is not None:
+                self._completion[name] = chunk[name]
+        self._completion.setdefault("id", None)
+        choices = chunk.get("choices")
+        choice: dict[str, Any] = (
+            choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+        )
+        delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
+        if isinstance(delta.get("content"), str):
+            self._text.append(delta["content"])
+        for call in delta.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("index"), int):
+                self._call(call)
+        if choice.get("finish_reason") is not None:
+            self._finish = choice["finish_reason"]
+
+    def _call(self, call: dict[str, Any]) -> None:
+        known = self._calls.setdefault(call["index"], {})
+        if isinstance(call.get("id"), str):
+            known["id"] = call["id"]
+        function: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
+        if isinstance(function.get("name"), str):
+            known["name"] = function["name"]
+        if isinstance(function.get("arguments"), str):
+            known["arguments"] = known.get("arguments", "") + function["arguments"]

@@ -1,10 +1,12 @@
 """Anthropic's Messages API through ctxweb: ``POST /proxy/anthropic/v1/messages`` (streamed or not)
 and ``…/v1/messages/count_tokens``, forwarded to ``CTX_PROXY_UPSTREAM_URL`` with the caller's own
-``x-api-key`` / ``Authorization`` (passed on, never stored or logged). The caller is a ctxweb user by
-the ``ctxweb-api-key`` header; ``ctxweb-project`` and ``ctxweb-session`` say where to record (see
-``services.proxy``). Status, headers and body come back as the upstream sent them, a stream event by
-event as it arrives; ctxweb adds only ``ctxweb-*`` headers. ctxweb's own refusals (no or a wrong
-ctxweb key, no project) are answered in Anthropic's error format, so SDKs show them.
+``x-api-key`` / ``Authorization`` (passed on, never stored or logged) or the project's key; and
+OpenAI's Chat Completions, ``POST /proxy/openai/v1/chat/completions``, forwarded to
+``CTX_PROXY_OPENAI_URL`` (what differs between the two: ``proxy_dialects``). The caller is a ctxweb
+user by the ``ctxweb-api-key`` header; ``ctxweb-project`` and ``ctxweb-session`` say where to record
+(see ``services.proxy``). Status, headers and body come back as the upstream sent them, a stream
+event by event as it arrives; ctxweb adds only ``ctxweb-*`` headers. ctxweb's own refusals (no or a
+wrong ctxweb key, no project) are answered in the API's own error format, so SDKs show them.
 
 When ctxweb itself fails (its database is down), the request is still forwarded, unrecorded
 (``ctxweb-recorded: no``): the agent's history comes with its next request anyway."""
@@ -22,12 +24,14 @@ from typing import Any
 import httpx2
 from django.conf import settings
 from django.db import DatabaseError
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from sessions_app import tasks
+from sessions_app.api import proxy_headers
+from sessions_app.api.proxy_dialects import ANTHROPIC, OPENAI, Dialect, error_type
+from sessions_app.api.proxy_headers import KEY_HEADER, PROJECT_HEADER, SESSION_HEADER
 from sessions_app.api.proxy_recorder import RECORDER
-from sessions_app.api.proxy_stream import MessageAccumulator
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession
 from sessions_app.selectors import access
@@ -35,20 +39,13 @@ from sessions_app.services import keys, projects, proxy, proxy_gaps, proxy_upstr
 
 log = logging.getLogger(__name__)
 
-# Not passed on in either direction (RFC 9110 §7.6.1), nor ctxweb's own, nor what the server
-# sets itself.
-_HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-               "transfer-encoding", "upgrade", "host", "content-length"}  # fmt: skip
-_NOT_FORWARDED = _HOP_BY_HOP | {"cookie", "accept-encoding"}
-KEY_HEADER, PROJECT_HEADER, SESSION_HEADER = "ctxweb-api-key", "ctxweb-project", "ctxweb-session"
-
 _client_lock = threading.Lock()
 _clients: dict[str, httpx2.Client] = {}
 
 
-def upstream() -> httpx2.Client:
+def upstream(url: str) -> httpx2.Client:
     """One pooled client per process (and upstream URL), shared by the request threads."""
-    base = settings.CTX_PROXY_UPSTREAM_URL.rstrip("/")
+    base = url.rstrip("/")
     with _client_lock:
         if base not in _clients:
             timeout = httpx2.Timeout(settings.CTX_PROXY_TIMEOUT, connect=10.0)
@@ -58,43 +55,49 @@ def upstream() -> httpx2.Client:
 
 @csrf_exempt
 def messages(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
-    return _proxy(request, "/v1/messages", record=True)
+    return _proxy(request, ANTHROPIC, "/v1/messages", record=True)
 
 
 @csrf_exempt
 def count_tokens(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
-    return _proxy(request, "/v1/messages/count_tokens", record=False)
+    return _proxy(request, ANTHROPIC, "/v1/messages/count_tokens", record=False)
 
 
-def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | StreamingHttpResponse:
+@csrf_exempt
+def chat_completions(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    return _proxy(request, OPENAI, "/v1/chat/completions", record=True)
+
+
+def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -> HttpResponse | StreamingHttpResponse:
     if request.method != "POST":
-        return anthropic_error(405, "invalid_request_error", f"{request.method} is not allowed here; POST.")
+        return dialect.refuse(405, "invalid_request_error", f"{request.method} is not allowed here; POST.")
     raw = request.read()
     try:
         body: Any = json.loads(raw)
     except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
         body = None  # the upstream answers it (400), as it would without ctxweb
-    user, refusal = _caller(request)
+    user, refusal = _caller(request, dialect)
     if refusal is not None:
         return refusal
     api_key = None
-    if user is not None and not _carries_a_key(request):  # checked before anything is recorded
-        api_key, refusal = _project_key(request, user)
+    if user is not None and not proxy_headers.carries_a_key(request):  # checked before anything is recorded
+        api_key, refusal = _project_key(request, user, dialect)
         if refusal is not None:
             return refusal
     exchange, recorded, extra = None, user is not None, {}
-    if record and isinstance(body, dict):
-        exchange, recorded, sent, refusal = _record_start(request, user, body)
+    kept = dialect.recorded(body) if record and isinstance(body, dict) else None
+    if kept is not None:
+        exchange, recorded, sent, refusal = _record_start(request, user, kept, dialect)
         if refusal is not None:
             return refusal
         if sent.body is not None:
             raw = json.dumps(sent.body).encode()
             extra["ctxweb-compacted"] = str(sent.compaction_id)
     try:
-        answer = _answer(request, path, raw, body, exchange, extra, api_key)
+        answer = _answer(request, dialect, path, raw, body, exchange, extra, api_key)
     except httpx2.TransportError as exc:  # the request's messages are recorded all the same
         _finish(exchange, None)
-        return _unreachable(exc)
+        return _unreachable(exc, dialect)
     except BaseException:
         _finish(exchange, None)
         raise
@@ -104,19 +107,19 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     response: HttpResponse | StreamingHttpResponse
     if streamed:
-        response = StreamingHttpResponse(_Relay(answer, exchange), status=answer.status_code)
+        response = StreamingHttpResponse(_Relay(answer, exchange, dialect), status=answer.status_code)
     else:
         try:
             content = answer.read()
         except httpx2.TransportError as exc:
             _finish(exchange, None)
-            return _unreachable(exc)
+            return _unreachable(exc, dialect)
         finally:
             answer.close()
-        _finish(exchange, partial(_message_of, content) if answer.status_code == 200 else None)
+        _finish(exchange, partial(_whole, dialect, content) if answer.status_code == 200 else None)
         response = HttpResponse(content, status=answer.status_code)
     for name, value in answer.headers.multi_items():
-        if name.lower() not in _HOP_BY_HOP:
+        if name.lower() not in proxy_headers.HOP_BY_HOP:
             response[name] = value
     for name, value in extra.items():
         response[name] = value
@@ -124,21 +127,21 @@ def _proxy(request: HttpRequest, path: str, *, record: bool) -> HttpResponse | S
 
 
 def _record_start(
-    request: HttpRequest, user: Any, body: dict[str, Any]
+    request: HttpRequest, user: Any, body: dict[str, Any], dialect: Dialect
 ) -> tuple[_Exchange | None, bool, proxy_upstream.Upstream, HttpResponse | None]:
     """The exchange to record (None when ctxweb can't record it now: the request goes upstream all the
     same and is counted as a gap), whether it is recorded, what goes upstream, or a refusal."""
     conversation = proxy.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None)
     # Where this request is counted if it goes upstream unrecorded (services.proxy.gap_key).
-    gap = proxy_gaps.gap_key(_ctxweb_key(request), conversation)
+    gap = proxy_gaps.gap_key(proxy_headers.ctxweb_key(request), conversation)
     if user is None:  # the database could not tell whose key it is
         proxy_gaps.proxy_gap_note(gap)
         return None, False, proxy_upstream.Upstream(None), None
     try:
-        exchange, sent = _prepare(request, user, body, conversation, gap)
+        exchange, sent = _prepare(request, user, body, conversation, gap, compacts=dialect.compacts)
         return exchange, True, sent, None
     except ServiceError as exc:  # no project to record in, or no right to: the caller is told
-        refusal = anthropic_error(exc.status, _ERROR_TYPES.get(exc.status, "invalid_request_error"), exc.detail)
+        refusal = dialect.refuse(exc.status, error_type(exc.status), exc.detail)
         return None, False, proxy_upstream.Upstream(None), refusal
     except DatabaseError as exc:
         log.warning("proxy: recording failed, forwarding unrecorded: %s", type(exc).__name__)
@@ -150,6 +153,7 @@ def _record_start(
 
 def _answer(
     request: HttpRequest,
+    dialect: Dialect,
     path: str,
     raw: bytes,
     body: Any,
@@ -158,7 +162,7 @@ def _answer(
     api_key: str | None,
 ) -> httpx2.Response:
     """The upstream's answer to the request; a refusal as too long is compacted and sent once more."""
-    answer = _send(request, path, raw, api_key)
+    answer = _send(request, dialect, path, raw, api_key)
     if exchange is None or exchange.session is None or not _too_long(answer):
         return answer
     try:  # compact now and try once more, before the caller sees the refusal
@@ -170,13 +174,17 @@ def _answer(
         return answer
     answer.close()
     extra["ctxweb-compacted"] = str(retry.compaction_id)
-    return _send(request, path, json.dumps(retry.body).encode(), api_key)
+    return _send(request, dialect, path, json.dumps(retry.body).encode(), api_key)
 
 
-def _unreachable(exc: httpx2.TransportError) -> HttpResponse:
+def _unreachable(exc: httpx2.TransportError, dialect: Dialect) -> HttpResponse:
     if isinstance(exc, httpx2.TimeoutException):
-        return anthropic_error(504, "timeout_error", "ctxweb: the upstream API did not answer in time.")
-    return anthropic_error(502, "api_error", f"ctxweb: the upstream API could not be reached ({type(exc).__name__}).")
+        return dialect.refuse(504, "timeout_error", "ctxweb: the upstream API did not answer in time.")
+    return dialect.refuse(502, "api_error", f"ctxweb: the upstream API could not be reached ({type(exc).__name__}).")
+
+
+def _whole(dialect: Dialect, content: bytes) -> tuple[dict[str, Any] | None, bool]:
+    return dialect.reply_of(content), True
 
 
 def _finish(exchange: _Exchange | None, reply: Callable[[], tuple[dict[str, Any] | None, bool]] | None) -> None:
@@ -184,9 +192,9 @@ def _finish(exchange: _Exchange | None, reply: Callable[[], tuple[dict[str, Any]
         exchange.finish(reply)
 
 
-def _send(request: HttpRequest, path: str, raw: bytes, api_key: str | None) -> httpx2.Response:
-    client = upstream()
-    headers = _forwarded(request)
+def _send(request: HttpRequest, dialect: Dialect, path: str, raw: bytes, api_key: str | None) -> httpx2.Response:
+    client = upstream(dialect.upstream_url())
+    headers = proxy_headers.forwarded(request)
     if api_key is not None:
         headers["x-api-key"] = api_key
     built = client.build_request("POST", path, content=raw, headers=headers, params=request.GET.urlencode() or None)
@@ -202,37 +210,18 @@ def _too_long(answer: httpx2.Response) -> bool:
     return "prompt is too long" in answer.text.lower()
 
 
-def _ctxweb_key(request: HttpRequest) -> str:
-    """The caller's ctxweb key: the ``ctxweb-api-key`` header, else the API key the SDK sends when it
-    is a ctxweb key (an agent that can set no header of its own: ``ANTHROPIC_API_KEY=ctx_…``)."""
-    given = request.headers.get(KEY_HEADER, "").strip()
-    return given or next((c for c in _credentials(request) if c.startswith(keys.API_KEY_PREFIX)), "")
-
-
-def _credentials(request: HttpRequest) -> list[str]:
-    return [c for c in (_credential(request.headers.get(h, "")) for h in ("x-api-key", "authorization")) if c]
-
-
-def _credential(value: str) -> str:
-    """A credential header's secret: its last word (``Authorization: Bearer …`` in any case or spacing)."""
-    words = value.split()
-    return words[-1] if words else ""
-
-
-def _carries_a_key(request: HttpRequest) -> bool:
-    """Whether the request brings an Anthropic credential of its own (not a ctxweb key)."""
-    return any(not c.startswith(keys.API_KEY_PREFIX) for c in _credentials(request))
-
-
-def _project_key(request: HttpRequest, user: Any) -> tuple[str | None, HttpResponse | None]:
-    """For a request without an Anthropic key of its own: the key its project's admins set (a
+def _project_key(request: HttpRequest, user: Any, dialect: Dialect) -> tuple[str | None, HttpResponse | None]:
+    """For a request without a key of its own: the Anthropic key its project's admins set (a
     member's request may use it), or a refusal saying there is none; (None, None) when ctxweb's
     database can't tell (the request goes as it came, and the upstream answers)."""
+    if not dialect.project_key:
+        message = f"ctxweb: send your own API key ({dialect.own_key_header}); ctxweb keeps none for this API."
+        return None, dialect.refuse(401, "authentication_error", message)
     try:
         project = access.project_for_writing(user, request.headers.get(PROJECT_HEADER, "").strip() or None)
         key = projects.project_upstream_key(project)
     except ServiceError as exc:
-        return None, anthropic_error(exc.status, _ERROR_TYPES.get(exc.status, "invalid_request_error"), exc.detail)
+        return None, dialect.refuse(exc.status, error_type(exc.status), exc.detail)
     except DatabaseError:
         return None, None
     if key is None:
@@ -240,27 +229,28 @@ def _project_key(request: HttpRequest, user: Any) -> tuple[str | None, HttpRespo
             "ctxweb: no Anthropic API key: send yours in the x-api-key header, or ask the project's admins "
             "to set one in its settings."
         )
-        return None, anthropic_error(401, "authentication_error", message)
+        return None, dialect.refuse(401, "authentication_error", message)
     return key, None
 
 
-def _caller(request: HttpRequest) -> tuple[Any, HttpResponse | None]:
+def _caller(request: HttpRequest, dialect: Dialect) -> tuple[Any, HttpResponse | None]:
     """The ctxweb user of the request; a refusal when the key is missing or wrong; (None, None) when
     the database can't tell (the request is then forwarded, unrecorded)."""
-    raw = _ctxweb_key(request)
+    raw = proxy_headers.ctxweb_key(request)
     if not raw:
         message = (
-            f"ctxweb: send your ctxweb API key in the {KEY_HEADER} header (your Anthropic key goes in x-api-key), "
-            "or in x-api-key itself when the project's admins set its Anthropic key."
+            f"ctxweb: send your ctxweb API key in the {KEY_HEADER} header (your own goes in {dialect.own_key_header})"
         )
-        return None, anthropic_error(401, "authentication_error", message)
+        if dialect.project_key:
+            message += ", or in x-api-key itself when the project's admins set its Anthropic key"
+        return None, dialect.refuse(401, "authentication_error", message + ".")
     try:
         key = keys.apikey_authenticate(raw)
     except DatabaseError as exc:
         log.warning("proxy: the key could not be checked, forwarding unrecorded: %s", type(exc).__name__)
         return None, None
     if key is None:
-        return None, anthropic_error(401, "authentication_error", f"ctxweb: the {KEY_HEADER} is invalid or revoked.")
+        return None, dialect.refuse(401, "authentication_error", f"ctxweb: the {KEY_HEADER} is invalid or revoked.")
     return key.user, None
 
 
@@ -311,7 +301,7 @@ class _Exchange:
 
 
 def _prepare(
-    request: HttpRequest, user: Any, body: dict[str, Any], conversation: str, gap: str
+    request: HttpRequest, user: Any, body: dict[str, Any], conversation: str, gap: str, *, compacts: bool
 ) -> tuple[_Exchange, proxy_upstream.Upstream]:
     """The session the request belongs to, and what goes upstream. The request's messages are recorded
     before it is forwarded only when the session's context may replace them (the project's
@@ -320,7 +310,7 @@ def _prepare(
     project = access.project_for_writing(user, request.headers.get(PROJECT_HEADER, "").strip() or None)
     session = proxy.proxy_session_for(user=user, project=project, key=conversation, body=body)
     sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0
-    if not proxy_upstream.compacts_upstream(session, body):
+    if not compacts or not proxy_upstream.compacts_upstream(session, body):
         exchange = _Exchange(session.pk, sent, pending=body, conversation=conversation, gap=gap)
         return exchange, proxy_upstream.Upstream(None)
     RECORDER.caught_up(session.pk)  # the reply and usage of the request before this one come first
@@ -335,9 +325,6 @@ def _prepare(
     return _Exchange(done.session.pk, sent, session=done.session, conversation=conversation, gap=gap), upstream
 
 
-_BROKE_OFF = "ctxweb: the upstream API's stream broke off ({}); send the request again."
-
-
 class _Relay:
     """The upstream's stream, passed on as it arrives, a copy kept on its way through. What there is
     to record is recorded when the response is closed: after its last byte went out (the server
@@ -346,9 +333,9 @@ class _Relay:
 
     READ_AHEAD = 1024 * 1024  # a stream longer than this is read as it passes (memory stays bounded)
 
-    def __init__(self, answer: httpx2.Response, exchange: _Exchange | None) -> None:
-        self.answer, self.exchange = answer, exchange
-        self.seen = MessageAccumulator()
+    def __init__(self, answer: httpx2.Response, exchange: _Exchange | None, dialect: Dialect) -> None:
+        self.answer, self.exchange, self.dialect = answer, exchange, dialect
+        self.seen = dialect.accumulator()
         self.kept: list[bytes] = []
         self.kept_bytes = 0
 
@@ -363,11 +350,9 @@ class _Relay:
                 yield chunk
         except httpx2.TransportError as exc:
             # The upstream's stream broke off: the caller is told as the API tells a failure mid-stream
-            # (an ``error`` event, after a blank line that ends whatever event was cut), whichever server
-            # runs ctxweb (one may end a broken response as if it were whole).
+            # (an error event), whichever server runs ctxweb (one may end a broken response as if whole).
             log.warning("proxy: the upstream's stream broke off: %s", type(exc).__name__)
-            error = {"type": "error", "error": {"type": "api_error", "message": _BROKE_OFF.format(type(exc).__name__)}}
-            yield b"\n\nevent: error\ndata: " + json.dumps(error).encode() + b"\n\n"
+            yield self.dialect.broke_off(type(exc).__name__)
 
     def _read_kept(self) -> None:
         self.seen.feed(b"".join(self.kept))
@@ -382,33 +367,3 @@ class _Relay:
         self.answer.close()
         if self.exchange is not None:
             self.exchange.finish(self._reply)
-
-
-def _message_of(content: bytes) -> tuple[dict[str, Any] | None, bool]:
-    try:
-        message = json.loads(content)
-    except (ValueError, RecursionError):
-        return None, True
-    return (message if isinstance(message, dict) and message.get("type") == "message" else None), True
-
-
-def _forwarded(request: HttpRequest) -> dict[str, str]:
-    headers = {
-        name: value
-        for name, value in request.headers.items()
-        if name.lower() not in _NOT_FORWARDED
-        and not name.lower().startswith("ctxweb-")
-        # A ctxweb key given as the API key stays here.
-        and not (name.lower() in ("x-api-key", "authorization") and _credential(value).startswith(keys.API_KEY_PREFIX))
-    }
-    headers["accept-encoding"] = "identity"  # the stream is read on its way through
-    return headers
-
-
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 409: "invalid_request_error", 413: "request_too_large"}  # fmt: skip
-
-
-def anthropic_error(status: int, error_type: str, message: str) -> JsonResponse:
-    """An error as Anthropic's API words it, so the caller's SDK raises its usual exception."""
-    return JsonResponse({"type": "error", "error": {"type": error_type, "message": message}}, status=status)

@@ -456,8 +456,16 @@ def system_text(system: Any) -> str:
 
 
 def _model(body: dict[str, Any]) -> str:
+    """The request's model as a session's: "unknown" when it names none a session can hold."""
     model = body.get("model")
-    return model[: agent_sessions.SESSION_TEXT_LIMITS["model"]] if isinstance(model, str) and model else "unknown"
+    if not isinstance(model, str) or not model.strip():
+        return "unknown"
+    model = model.strip()[: agent_sessions.SESSION_TEXT_LIMITS["model"]]
+    try:
+        agent_sessions.check_text(model, "model", limit=agent_sessions.SESSION_TEXT_LIMITS["model"])
+    except InvalidInput:  # a NUL, a lone surrogate
+        return "unknown"
+    return model
 
 
 def _list(value: Any) -> list[Any]:

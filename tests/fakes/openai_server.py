@@ -12,7 +12,8 @@ content in pieces, each tool call's id and name then its arguments in pieces, th
 last chunk with ``usage`` and no choices when ``stream_options.include_usage`` is set, and
 ``data: [DONE]``. ``usage.prompt_tokens`` is ``count_tokens_for(body)``: ceil(bytes / 4) of the
 canonical JSON of the messages and tools, plus 3 a message; ``completion_tokens`` ceil(bytes / 4) of
-what the reply says. ``queue_error(status)`` answers an error in OpenAI's format instead.
+what the reply says. ``queue_error(status)`` answers an error in OpenAI's format instead;
+``queue_stream_cut(n)`` drops the next stream's connection after n events.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self._replies: list[dict[str, Any]] = []
         self._errors: list[tuple[int, str]] = []
+        self._cuts: list[int] = []
         self.requests: list[dict[str, Any]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -66,6 +68,11 @@ class FakeOpenAI:
         """A reply; ``tool_calls``: ``{"id", "name", "arguments"}`` (arguments: a JSON text)."""
         with self._lock:
             self._replies.append({"content": content, "tool_calls": list(tool_calls or [])})
+
+    def queue_stream_cut(self, after_chunks: int) -> None:
+        """The next streamed answer drops the connection after ``after_chunks`` events."""
+        with self._lock:
+            self._cuts.append(after_chunks)
 
     def queue_error(self, status: int, message: str = "Injected by the fake OpenAI server") -> None:
         with self._lock:
@@ -135,10 +142,16 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def do_POST(self) -> None:
+            try:
+                self._post()
+            except Exception as exc:  # a fake that fails answers as a server does, not by hanging up
+                self._json(500, {"error": {"message": f"fake server error: {exc!r}"[:500], "type": "server_error"}})
+
+        def _post(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length") or 0))
             try:
                 body = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 body = None
             headers = {k.lower(): v for k, v in self.headers.items()}
             with server._lock:
@@ -163,7 +176,13 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.send_header("transfer-encoding", "chunked")
             self.send_header("x-request-id", f"req_{secrets.token_hex(6)}")
             self.end_headers()
-            for event in [*(json.dumps(e) for e in events), "[DONE]"]:
+            with server._lock:
+                cut = server._cuts.pop(0) if server._cuts else None
+            for n, event in enumerate([*(json.dumps(e) for e in events), "[DONE]"]):
+                if n == cut:  # the connection drops mid-stream
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 data = f"data: {event}\n\n".encode()
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()

@@ -102,3 +102,53 @@ def test_no_server_error_and_every_recorded_session_reads_back(
         client.force_login(team.bob.user)
         assert client.get(f"/sessions/{session.pk}/").status_code == 200
         client.logout()
+
+
+openai_requests = st.one_of(
+    hj.mutated(
+        st.fixed_dictionaries(
+            {"model": st.sampled_from(["gpt-4o", "o3"]), "messages": st.lists(hj.message(), min_size=1, max_size=4)},
+            optional={"user": hj.text(), "stream": st.booleans(), "tools": st.lists(hj.JSON_ANY, max_size=2)},
+        )
+    ),
+    hj.JSON_ANY,
+)
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(bodies=st.lists(openai_requests, min_size=1, max_size=3))
+def test_openai_bodies_no_server_error_and_every_recorded_session_reads_back(
+    team, openai_upstream, client, api_as, proxy_failures, bodies
+):
+    api = api_as(team.bob)
+    proxy_failures.clear()
+    for body in bodies:
+        response = client.post(
+            "/proxy/openai/v1/chat/completions",
+            data=hj.encode(body),
+            content_type="application/json",
+            HTTP_CTXWEB_API_KEY=team.bob.key,
+            HTTP_AUTHORIZATION="Bearer sk-callers-openai-key",
+        )
+        answer = b"".join(response.streaming_content) if response.streaming else response.content
+        assert response.status_code < 500 or response.has_header("x-request-id"), answer[:500]
+        if response.status_code >= 400:
+            assert json.loads(answer)["error"]["message"], answer[:500]
+    assert [r.getMessage() for r in proxy_failures if r.exc_info] == []
+    for session in AgentSession.objects.filter(project=team.project):
+        s = f"/api/v1/sessions/{session.pk}"
+        for path in (f"{s}/", f"{s}/status/", f"{s}/context/", f"{s}/messages/?state=all", f"{s}/history/"):
+            assert api.get(path).status_code == 200, path
+        client.force_login(team.bob.user)
+        assert client.get(f"/sessions/{session.pk}/").status_code == 200
+        client.logout()
+
+
+@pytest.fixture
+def openai_upstream(settings: Any) -> Any:
+    from tests.fakes.openai_server import FakeOpenAI
+
+    settings.CTX_PROXY_RECORDERS = 0  # as for the Anthropic bodies above
+    with FakeOpenAI() as server:
+        settings.CTX_PROXY_OPENAI_URL = server.base_url
+        yield server

@@ -1,0 +1,110 @@
+"""The wire formats the proxy speaks: Anthropic's Messages API (``/proxy/anthropic/…``) and OpenAI's
+Chat Completions (``/proxy/openai/…``). What differs between them, for the proxy: where requests go;
+how ctxweb's own refusals are worded (so the caller's SDK raises its usual error); what of a request
+is recorded (an OpenAI request is read into the Anthropic shape sessions hold); how an answer, whole
+or streamed, is read back into the model's message; how a stream the upstream broke off is ended for
+the caller; and whether a project's own key and transparent compaction apply (Anthropic only)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.http import JsonResponse
+
+from compaction.transcripts.openai import chat_request_as_anthropic, completion_as_message
+from sessions_app.api.proxy_stream import ChunkAccumulator, MessageAccumulator
+
+
+class Accumulator(Protocol):
+    complete: bool
+    error: dict[str, Any] | None
+
+    def feed(self, data: bytes) -> None: ...
+
+    @property
+    def message(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Dialect:
+    upstream_url: Callable[[], str]
+    refuse: Callable[[int, str, str], JsonResponse]  # (status, error type, message)
+    accumulator: Callable[[], Accumulator]
+    reply_of: Callable[[bytes], dict[str, Any] | None]  # a whole answer's body → the model's message
+    recorded: Callable[[dict[str, Any]], dict[str, Any] | None]  # a request → what is recorded of it
+    broke_off: Callable[[str], bytes]  # the end of a stream the upstream broke off, for the caller
+    own_key_header: str  # where the caller's own key goes, for the refusal that asks for it
+    project_key: bool  # a request without a key of its own may use the project's
+    compacts: bool  # transparent compaction (proxy_compaction) and the too-long retry
+
+
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "not_found_error", 409: "invalid_request_error", 413: "request_too_large"}  # fmt: skip
+
+
+def error_type(status: int) -> str:
+    return _ERROR_TYPES.get(status, "invalid_request_error")
+
+
+def anthropic_error(status: int, error_type: str, message: str) -> JsonResponse:
+    """An error as Anthropic's API words it, so the caller's SDK raises its usual exception."""
+    return JsonResponse({"type": "error", "error": {"type": error_type, "message": message}}, status=status)
+
+
+def openai_error(status: int, error_type: str, message: str) -> JsonResponse:
+    """An error as OpenAI's API words it."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    code = error_type if error_type != kind else None
+    return JsonResponse({"error": {"message": message, "type": kind, "param": None, "code": code}}, status=status)
+
+
+def _json(content: bytes) -> Any:
+    try:
+        return json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _anthropic_reply(content: bytes) -> dict[str, Any] | None:
+    message = _json(content)
+    return message if isinstance(message, dict) and message.get("type") == "message" else None
+
+
+def _event(name: str | None, data: dict[str, Any]) -> bytes:
+    # After a blank line, which ends whatever event was cut.
+    return b"\n\n" + (f"event: {name}\n".encode() if name else b"") + b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+_BROKE_OFF = "ctxweb: the upstream API's stream broke off ({}); send the request again."
+
+ANTHROPIC = Dialect(
+    upstream_url=lambda: settings.CTX_PROXY_UPSTREAM_URL,
+    refuse=anthropic_error,
+    accumulator=MessageAccumulator,
+    reply_of=_anthropic_reply,
+    recorded=lambda body: body,
+    broke_off=lambda why: _event(
+        "error", {"type": "error", "error": {"type": "api_error", "message": _BROKE_OFF.format(why)}}
+    ),
+    own_key_header="x-api-key",
+    project_key=True,
+    compacts=True,
+)
+
+OPENAI = Dialect(
+    upstream_url=lambda: settings.CTX_PROXY_OPENAI_URL,
+    refuse=openai_error,
+    accumulator=ChunkAccumulator,
+    reply_of=lambda content: completion_as_message(_json(content)),
+    recorded=chat_request_as_anthropic,
+    broke_off=lambda why: _event(
+        None, {"error": {"message": _BROKE_OFF.format(why), "type": "server_error", "param": None, "code": None}}
+    ),
+    own_key_header="Authorization: Bearer",
+    project_key=False,
+    compacts=False,
+)
