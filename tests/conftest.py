@@ -252,21 +252,26 @@ def session_of(team: Team):
     return make
 
 
+def _closed_after(make_client, live_server):
+    """A factory of SDK clients through ``live_server``'s proxy, closed once the test is done."""
+    made = []
+
+    def make(headers: dict[str, str], **kwargs) -> object:
+        made.append(make_client(live_server, headers, **kwargs))
+        return made[-1]
+
+    yield make
+    for sdk in made:
+        sdk.close()
+
+
 @pytest.fixture
 def proxy_sdk(live_server):
     """Makes official-SDK clients through the live server's proxy (``tests/proxy_client.py``): each
     call returns once ctxweb has recorded it; closed after the test."""
     from tests.proxy_client import proxy_client
 
-    made = []
-
-    def make(headers: dict[str, str], **kwargs) -> object:
-        made.append(proxy_client(live_server, headers, **kwargs))
-        return made[-1]
-
-    yield make
-    for sdk in made:
-        sdk.close()
+    yield from _closed_after(proxy_client, live_server)
 
 
 @pytest.fixture
@@ -274,15 +279,7 @@ def proxy_openai_sdk(live_server):
     """As ``proxy_sdk``, with OpenAI's SDK through the OpenAI proxy."""
     from tests.proxy_client import openai_client
 
-    made = []
-
-    def make(headers: dict[str, str], **kwargs) -> object:
-        made.append(openai_client(live_server, headers, **kwargs))
-        return made[-1]
-
-    yield make
-    for sdk in made:
-        sdk.close()
+    yield from _closed_after(openai_client, live_server)
 
 
 # ----------------------------------------------------------------------------- real worker

@@ -58,3 +58,27 @@ def openai_client(
         max_retries=0,
         http_client=httpx2.Client(transport=_Settled()),
     )
+
+
+def assert_stored_nowhere(secret: str) -> None:
+    """``secret`` is in no row of any of ctxweb's tables (a caller's key, a project's key)."""
+    import json
+
+    from django.apps import apps
+
+    for model in apps.get_app_config("sessions_app").get_models():
+        for row in model.objects.values():
+            assert secret not in json.dumps(row, default=str), model.__name__
+
+
+def assert_sessions_read_back(team: Any, api: Any, client: Any) -> None:
+    """Every session of the team's project answers every read: the API's and its page."""
+    from sessions_app.models import AgentSession
+
+    for session in AgentSession.objects.filter(project=team.project):
+        s = f"/api/v1/sessions/{session.pk}"
+        for path in (f"{s}/", f"{s}/status/", f"{s}/context/", f"{s}/messages/?state=all", f"{s}/history/"):
+            assert api.get(path).status_code == 200, path
+        client.force_login(team.bob.user)
+        assert client.get(f"/sessions/{session.pk}/").status_code == 200
+        client.logout()

@@ -162,6 +162,26 @@ _DAILY_INGEST_SQL = """
 """
 
 
+def stored_message_rewrite(
+    locked: AgentSession, row: Message, message: NormalizedMessage, tokens: int, *, client_id: bool = False
+) -> None:
+    """A stored message given new content (its response grew, or came whole after it was cut), the
+    session's totals, the day's figures and the exact count following; inside the caller's
+    transaction, with the session locked. Its tool-use rows are the caller's to keep right."""
+    delta = tokens - row.tokens
+    row.content, row.tokens, row.tokens_exact, row.metadata = message.content, tokens, None, message.metadata
+    fields = ["content", "tokens", "tokens_exact", "metadata"]
+    if client_id:
+        row.client_id = message.client_id
+        fields.append("client_id")
+    row.save(update_fields=fields)
+    locked.message_tokens += delta
+    daily_ingest_add(locked, day=timezone.localdate(row.received_at), tokens=delta, messages=0)
+    locked.exact_upto_seq = None  # the exact count described the message as it was
+    locked.last_activity_at = timezone.now()
+    locked.save(update_fields=["message_tokens", "exact_upto_seq", "last_activity_at", "updated_at"])
+
+
 def daily_ingest_add(session: AgentSession, *, day: date, tokens: int, messages: int) -> None:
     """Add what a session received on ``day`` to its project's figures (inside the caller's transaction)."""
     with connection.cursor() as cursor:

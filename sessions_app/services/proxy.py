@@ -27,7 +27,6 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import QuerySet
-from django.utils import timezone
 
 from compaction.messages import MessageError, NormalizedMessage, normalize_message
 from compaction.tokens import DEFAULT_FRAMING
@@ -281,15 +280,7 @@ def _cut_reply_replaced(session: AgentSession, after_seq: int, reply: Normalized
         ToolUse.objects.filter(session=locked, seq=row.seq).delete()  # the cut reply's calls: the whole one's follow
         ingest.check_tool_ids(locked, [reply])
         ToolUse.objects.bulk_create(ToolUse(session=locked, tool_use_id=t, seq=row.seq) for t in reply.tool_use_ids)
-        delta = tokens - row.tokens
-        row.content, row.tokens, row.tokens_exact = reply.content, tokens, None
-        row.client_id, row.metadata = reply.client_id, reply.metadata
-        row.save(update_fields=["content", "tokens", "tokens_exact", "client_id", "metadata"])
-        locked.message_tokens += delta
-        ingest.daily_ingest_add(locked, day=timezone.localdate(row.received_at), tokens=delta, messages=0)
-        locked.exact_upto_seq = None  # the exact count described the cut reply
-        locked.last_activity_at = timezone.now()
-        locked.save(update_fields=["message_tokens", "exact_upto_seq", "last_activity_at", "updated_at"])
+        ingest.stored_message_rewrite(locked, row, reply, tokens, client_id=True)
     return row
 
 

@@ -24,7 +24,6 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
-from django.utils import timezone
 
 from compaction import jsonvalues
 from compaction.messages import MessageError, NormalizedMessage, normalize_message
@@ -221,15 +220,8 @@ def message_extend(*, session: AgentSession, client_id: str, message: Normalized
             return None
         added = NormalizedMessage(role=message.role, content=message.content[len(row.content) :])
         ingest.check_tool_ids(locked, [added])
-        delta = tokens - row.tokens
-        row.content, row.tokens, row.tokens_exact, row.metadata = message.content, tokens, None, message.metadata
-        row.save(update_fields=["content", "tokens", "tokens_exact", "metadata"])
+        ingest.stored_message_rewrite(locked, row, message, tokens)
         uses = [ToolUse(session=locked, tool_use_id=tid, seq=row.seq) for tid in added.tool_use_ids]
         if uses:
             ToolUse.objects.bulk_create(uses)
-        locked.message_tokens += delta
-        ingest.daily_ingest_add(locked, day=timezone.localdate(row.received_at), tokens=delta, messages=0)
-        locked.exact_upto_seq = None  # the exact count described the shorter message
-        locked.last_activity_at = timezone.now()
-        locked.save(update_fields=["message_tokens", "exact_upto_seq", "last_activity_at", "updated_at"])
     return row

@@ -10,12 +10,12 @@ from typing import Any
 
 import anthropic
 import pytest
-from django.apps import apps
 
 from sessions_app.models import AgentSession, Message
 from sessions_app.selectors import usage
 from tests.conftest import Team
 from tests.fakes.anthropic_server import FakeAnthropic
+from tests.proxy_client import assert_stored_nowhere
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -154,9 +154,7 @@ def test_without_a_ctxweb_key_the_sdk_sees_an_authentication_error_and_nothing_g
 
 def test_the_callers_anthropic_key_is_never_stored(proxy_sdk, team, fake):
     run_agent(proxied(proxy_sdk, team), fake, stream=True)
-    for model in apps.get_app_config("sessions_app").get_models():
-        for row in model.objects.values():
-            assert CALLER_KEY not in json.dumps(row, default=str), model.__name__
+    assert_stored_nowhere(CALLER_KEY)
 
 
 def test_count_tokens_is_passed_through(proxy_sdk, team, fake):
@@ -289,9 +287,7 @@ def test_without_a_key_of_its_own_a_request_goes_upstream_with_the_projects(prox
     ask(proxied(proxy_sdk, team), fake, [], "with my own")  # a caller's own key goes first
     sent = {k.lower(): v for k, v in fake.requests_for("messages")[-1]["headers"].items()}
     assert CALLER_KEY in (sent.get("x-api-key"), sent.get("authorization", "").removeprefix("Bearer ")), list(sent)
-    for model in apps.get_app_config("sessions_app").get_models():
-        for row in model.objects.values():
-            assert project_key not in json.dumps(row, default=str), model.__name__
+    assert_stored_nowhere(project_key)
 
 
 @pytest.mark.parametrize("fault", ["cut", "error event"])

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions_app.models import AgentSession
 from tests import hostile_json as hj
 from tests.fakes.anthropic_server import FakeAnthropic
+from tests.proxy_client import assert_sessions_read_back
 
 pytestmark = pytest.mark.django_db
 
@@ -95,13 +95,7 @@ def test_no_server_error_and_every_recorded_session_reads_back(
             assert error["type"] == "error" and error["error"]["message"], error
     # Recording never failed with an exception (it would have been logged and the call forwarded).
     assert [r.getMessage() for r in proxy_failures if r.exc_info] == []
-    for session in AgentSession.objects.filter(project=team.project):
-        s = f"/api/v1/sessions/{session.pk}"
-        for path in (f"{s}/", f"{s}/status/", f"{s}/context/", f"{s}/messages/?state=all", f"{s}/history/"):
-            assert api.get(path).status_code == 200, path
-        client.force_login(team.bob.user)
-        assert client.get(f"/sessions/{session.pk}/").status_code == 200
-        client.logout()
+    assert_sessions_read_back(team, api, client)
 
 
 openai_requests = st.one_of(
@@ -135,13 +129,7 @@ def test_openai_bodies_no_server_error_and_every_recorded_session_reads_back(
         if response.status_code >= 400:
             assert json.loads(answer)["error"]["message"], answer[:500]
     assert [r.getMessage() for r in proxy_failures if r.exc_info] == []
-    for session in AgentSession.objects.filter(project=team.project):
-        s = f"/api/v1/sessions/{session.pk}"
-        for path in (f"{s}/", f"{s}/status/", f"{s}/context/", f"{s}/messages/?state=all", f"{s}/history/"):
-            assert api.get(path).status_code == 200, path
-        client.force_login(team.bob.user)
-        assert client.get(f"/sessions/{session.pk}/").status_code == 200
-        client.logout()
+    assert_sessions_read_back(team, api, client)
 
 
 @pytest.fixture

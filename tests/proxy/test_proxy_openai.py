@@ -15,6 +15,7 @@ import pytest
 from sessions_app.models import AgentSession, Message
 from sessions_app.selectors import usage
 from tests.fakes.openai_server import FakeOpenAI, count_tokens_for
+from tests.proxy_client import assert_stored_nowhere
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -141,12 +142,8 @@ def test_ctxwebs_refusals_and_the_upstreams_errors_come_in_openais_words(proxy_o
 
 
 def test_the_callers_openai_key_is_never_stored(proxy_openai_sdk, team, fake):
-    from django.apps import apps
-
     run_agent(proxied(proxy_openai_sdk, team), fake, stream=True)
-    for model in apps.get_app_config("sessions_app").get_models():
-        for row in model.objects.values():
-            assert CALLER_KEY not in json.dumps(row, default=str), model.__name__
+    assert_stored_nowhere(CALLER_KEY)
 
 
 def test_a_stream_cut_upstream_ends_with_an_error_and_is_kept_until_the_retry(proxy_openai_sdk, team, fake):
