@@ -302,9 +302,10 @@ def _object(value: Any) -> dict[str, Any]:
 
 def chat_request_as_anthropic(obj: dict[str, Any]) -> dict[str, Any] | None:
     """An OpenAI Chat Completions request as the Anthropic-shaped one ctxweb records of it: model,
-    system prompt (the leading system and developer messages), tools, messages, and ``user`` as
-    ``metadata.user_id``. Reading a longer history of the same conversation gives the same messages
-    first. None when the request holds no list of messages."""
+    system prompt (the leading system and developer messages), tools, messages. (Not ``user``: it
+    names the end user, who may hold many conversations, not the conversation.) Reading a longer
+    history of the same conversation gives the same messages first. None when the request holds no
+    list of messages."""
     if not isinstance(obj.get("messages"), list):
         return None
     conv = _openai_request(obj, "request", Counter())
@@ -314,8 +315,6 @@ def chat_request_as_anthropic(obj: dict[str, Any]) -> dict[str, Any] | None:
         "tools": conv.tools,
         "messages": [{"role": m["role"], "content": m["content"]} for m in conv.messages],
     }
-    if nonempty_str(obj.get("user")):
-        body["metadata"] = {"user_id": obj["user"]}
     return body
 
 

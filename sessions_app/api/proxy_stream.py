@@ -108,14 +108,16 @@ class MessageAccumulator(_Events):
 
 
 class ChunkAccumulator(_Events):
-    """OpenAI's ``chat.completion.chunk`` events: ``message`` is the completion so far as an
-    Anthropic-shaped message, ``complete`` once ``[DONE]`` arrived, ``error`` an error body if one
-    came instead of a chunk."""
+    """OpenAI's ``chat.completion.chunk`` events: ``message`` is the first choice so far as an
+    Anthropic-shaped message (a request with ``n`` > 1 streams several; the plain answer's first is
+    the one recorded too), ``complete`` once it finished (its ``finish_reason``, or ``[DONE]``: some
+    compatible servers send only one of them), ``error`` an error body if one came instead of a chunk."""
 
     def __init__(self) -> None:
         super().__init__()
         self._completion: dict[str, Any] = {}
         self._text: list[str] = []
+        self._refusal: list[str] = []
         self._calls: dict[int, dict[str, Any]] = {}
         self._finish: Any = None
 
@@ -132,6 +134,8 @@ class ChunkAccumulator(_Events):
             for _, c in sorted(self._calls.items())
         ]
         said: dict[str, Any] = {"role": "assistant", "content": "".join(self._text) or None}
+        if self._refusal:
+            said["refusal"] = "".join(self._refusal)
         if calls:
             said["tool_calls"] = calls
         choice = {"index": 0, "message": said, "finish_reason": self._finish}
@@ -154,18 +158,22 @@ class ChunkAccumulator(_Events):
             if chunk.get(name) is not None:
                 self._completion[name] = chunk[name]
         self._completion.setdefault("id", None)
-        choices = chunk.get("choices")
-        choice: dict[str, Any] = (
-            choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-        )
+        choices: list[Any] = chunk["choices"] if isinstance(chunk.get("choices"), list) else []
+        for choice in choices:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self._choice(choice)
+
+    def _choice(self, choice: dict[str, Any]) -> None:
         delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
-        if isinstance(delta.get("content"), str):
-            self._text.append(delta["content"])
+        for said, kept in ((delta.get("content"), self._text), (delta.get("refusal"), self._refusal)):
+            if isinstance(said, str):
+                kept.append(said)
         for call in delta.get("tool_calls") or []:
             if isinstance(call, dict) and isinstance(call.get("index"), int):
                 self._call(call)
         if choice.get("finish_reason") is not None:
             self._finish = choice["finish_reason"]
+            self.complete = True
 
     def _call(self, call: dict[str, Any]) -> None:
         known = self._calls.setdefault(call["index"], {})

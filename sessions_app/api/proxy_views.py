@@ -118,8 +118,11 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
             answer.close()
         _finish(exchange, partial(_whole, dialect, content) if answer.status_code == 200 else None)
         response = HttpResponse(content, status=answer.status_code)
+    # A whole answer goes out as read, decoded: a compression it came in (though ctxweb asked for
+    # none) is not said of it.
+    dropped = proxy_headers.HOP_BY_HOP if streamed else proxy_headers.HOP_BY_HOP | {"content-encoding"}
     for name, value in answer.headers.multi_items():
-        if name.lower() not in proxy_headers.HOP_BY_HOP:
+        if name.lower() not in dropped:
             response[name] = value
     for name, value in extra.items():
         response[name] = value

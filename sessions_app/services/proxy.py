@@ -18,47 +18,50 @@ continues in a fresh session linked to the old one. What goes upstream for ``pro
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.db.models import QuerySet
 
-from compaction.messages import MessageError, NormalizedMessage, normalize_message
+from compaction.messages import MessageError, NormalizedMessage
 from compaction.tokens import DEFAULT_FRAMING
-from sessions_app.engine import offline_tokenizer
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import (
     AgentSession,
     IngestRejection,
     Message,
-    MessageState,
     Project,
     SessionStatus,
-    ToolUse,
 )
 from sessions_app.services import (
     agent_sessions,
-    boundaries,
-    counting,
     ingest,
     provider_edits,
     proxy_gaps,
     recorded,
 )
-from sessions_app.services.webhook_events import session_level_note
+from sessions_app.services.proxy_messages import (
+    REPLY_PREFIX,
+    as_dict,
+    as_list,
+    canonical,
+    client_id,
+    cut_reply_completed,
+    encodes,
+    exact_from_usage,
+    normalized,
+    provider_compactions,
+    replies_as_the_agent_kept_them,
+    reply_message,
+)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
 
 log = logging.getLogger(__name__)
 
-USAGE_MAX = 100_000_000  # tokens: far beyond any model's window, well within the columns
-REPLY_PREFIX = "px-reply-"  # client ids of replies recorded from a response
 EXTERNAL_ID_MAX = agent_sessions.SESSION_TEXT_LIMITS["external_id"]
 
 
@@ -79,17 +82,17 @@ def conversation_key(body: dict[str, Any], header: str | None) -> str:
         # subagent's, the small requests it makes on the side (a title, a check). Their system prompts
         # tell them apart; a conversation the agent compacted itself keeps its system prompt, and so
         # its key (it continues in a fresh session linked to the old one).
-        prompt = hashlib.sha256(_canonical(system_text(body.get("system")))).hexdigest()[:12]
+        prompt = hashlib.sha256(canonical(system_text(body.get("system")))).hexdigest()[:12]
         user_id = f"{user_id.strip()}#{prompt}"
     for given in (header, user_id):
         if isinstance(given, str) and given.strip():
             given = given.strip()
             # An id a column can't hold as it is (too long, a NUL, a lone surrogate) is hashed.
             fits = len(given) <= EXTERNAL_ID_MAX and "\x00" not in given and given.isprintable()
-            return given if fits and _encodes(given) else "proxy-" + hashlib.sha256(_canonical(given)).hexdigest()[:32]
-    messages = _list(body.get("messages"))
+            return given if fits and encodes(given) else "proxy-" + hashlib.sha256(canonical(given)).hexdigest()[:32]
+    messages = as_list(body.get("messages"))
     start = {"system": body.get("system"), "first": messages[:1]}
-    return "proxy-" + hashlib.sha256(_canonical(start)).hexdigest()[:32]
+    return "proxy-" + hashlib.sha256(canonical(start)).hexdigest()[:32]
 
 
 def proxy_session_for(*, user: User, project: Project, key: str, body: dict[str, Any]) -> AgentSession:
@@ -109,7 +112,7 @@ def proxy_session_for(*, user: User, project: Project, key: str, body: dict[str,
                 model=model,
                 external_id=key,
                 system_prompt=system_text(body.get("system")),
-                tools=_list(body.get("tools")),
+                tools=as_list(body.get("tools")),
                 metadata={"source": "proxy"},
             )
         except InvalidInput:  # tools or a prompt the session can't hold: recorded without them
@@ -134,7 +137,7 @@ def proxy_record_request(
     answer to it) after them in the same append when they end the session. ``key``: the request's
     conversation. A request whose history no longer starts with the stored messages, or whose
     session was closed (archived, handed off), continues in a fresh session linked to this one."""
-    messages = _list(body.get("messages"))
+    messages = as_list(body.get("messages"))
     placed = _place(session, messages, key, body)
     if placed is None:
         return Recorded(session, 0, _CHANGED)
@@ -151,22 +154,25 @@ _CHANGED = "the conversation changed while it was recorded"
 
 
 def _append_new(session: AgentSession, start: int, messages: list[Any], reply: NormalizedMessage | None) -> Recorded:
+    replies_as_the_agent_kept_them(session, start, messages)
     fresh = messages[start:]
     with_reply = reply is not None and start == session.last_seq  # not for a request behind what is stored
     if not fresh and not with_reply:
         return Recorded(session, 0)
     try:
-        batch = [_normalized(m, start + i) for i, m in enumerate(fresh)]
+        batch = [normalized(m, start + i) for i, m in enumerate(fresh)]
         if with_reply and reply is not None:
             batch.append(reply)
         result = ingest.message_append(session=session, messages=batch, after_seq=start if with_reply else None)
     except (MessageError, InvalidInput) as exc:
+        if with_reply:  # maybe the reply (a tool id the session holds already): the agent's copy comes next time
+            return _append_new(session, start, messages, None)
         log.warning("proxy: session %s: the request's messages were not stored: %s", session.pk, exc)
         _rejected(session, start, exc)
         return Recorded(session, 0, str(exc)[:500])
     # A reply that carried a provider's compaction and was not recorded from its response (ctxweb was
     # down then) arrives here, with the agent's history.
-    _provider_compactions(result.session, result.messages)
+    provider_compactions(result.session, result.messages)
     stored_reply = result.messages[-1] if with_reply else None
     return Recorded(result.session, result.created - (stored_reply is not None), reply=stored_reply)
 
@@ -218,7 +224,7 @@ def proxy_record_exchange(
         return None
     if gap:
         proxy_gaps.gap_flag(session_id, gap)
-    reply = _reply_message(session, message, complete) if message is not None else None
+    reply = reply_message(session, message, complete, after_seq + 1) if message is not None else None
     stored: Message | None = None
     if pending is not None:
         done = proxy_record_request(session=session, body=pending, key=key, reply=reply)
@@ -228,19 +234,22 @@ def proxy_record_exchange(
     if reply is not None and stored is None:
         try:
             result = ingest.message_append(session=session, messages=[reply], after_seq=after_seq)
+        except InvalidInput as exc:  # a tool id the session holds already: the agent's copy comes next time
+            log.info("proxy: session %s: the reply was not stored: %s", session.pk, exc)
+            return session
         except Conflict:
             # Closed meanwhile, or the next request was recorded first, with this reply in it; or the
             # request was sent again after its stream was cut, and this is the whole reply.
-            stored = _cut_reply_completed(session, after_seq, reply) if complete else None
+            stored = cut_reply_completed(session, after_seq, reply) if complete else None
             if stored is None:
                 return session
             session = proxy_session(session.pk) or session
         else:
             session, stored = result.session, (result.messages[0] if result.created else None)
-            _provider_compactions(session, result.messages)
-    applied = _dict(message.get("context_management")).get("applied_edits") if message is not None else None
+            provider_compactions(session, result.messages)
+    applied = as_dict(message.get("context_management")).get("applied_edits") if message is not None else None
     if stored is not None and applied:  # the provider cleared tool results before its model read the request
-        requested = _dict(_dict(pending).get("context_management")).get("edits")
+        requested = as_dict(as_dict(pending).get("context_management")).get("edits")
         if provider_edits.provider_edits_apply(
             session=session, reply_seq=stored.seq, applied=applied, requested=requested
         ):
@@ -248,111 +257,8 @@ def proxy_record_exchange(
     if stored is not None and message is not None and complete:
         before = session.system_tokens + session.tool_tokens + session.message_tokens - stored.tokens
         before += DEFAULT_FRAMING.request  # the estimate of the request, as its count would be
-        _exact_from_usage(session, _dict(message.get("usage")), reply_seq=stored.seq, raw_request=before)
+        exact_from_usage(session, as_dict(message.get("usage")), reply_seq=stored.seq, raw_request=before)
     return session
-
-
-def _cut_reply_completed(session: AgentSession, after_seq: int, reply: NormalizedMessage) -> Message | None:
-    """The whole reply in place of the one stored cut (its stream broke) right after the same request,
-    when nothing followed it: the agent sent the request again and has the whole reply in its history.
-    None when there is no such cut reply to complete."""
-    try:
-        return _cut_reply_replaced(session, after_seq, reply)
-    except InvalidInput as exc:  # its tool ids are taken by another message: it stays as it was
-        log.warning("proxy: session %s: the cut reply was kept: %s", session.pk, exc)
-        return None
-
-
-def _cut_reply_replaced(session: AgentSession, after_seq: int, reply: NormalizedMessage) -> Message | None:
-    tokens = offline_tokenizer().count_message(reply.role, reply.content)
-    with transaction.atomic():
-        locked = ingest.lock_open_session(session)
-        row = Message.objects.select_for_update().filter(session=locked, seq=after_seq + 1).first()
-        if (
-            row is None
-            or row.seq != locked.last_seq
-            or row.role != "assistant"
-            or row.state != MessageState.ACTIVE
-            or row.compaction_id is not None
-            or _dict(_dict(row.metadata).get("proxy")).get("cut") is not True
-        ):
-            return None
-        ToolUse.objects.filter(session=locked, seq=row.seq).delete()  # the cut reply's calls: the whole one's follow
-        ingest.check_tool_ids(locked, [reply])
-        ToolUse.objects.bulk_create(ToolUse(session=locked, tool_use_id=t, seq=row.seq) for t in reply.tool_use_ids)
-        ingest.stored_message_rewrite(locked, row, reply, tokens, client_id=True)
-    return row
-
-
-def _reply_message(session: AgentSession, message: dict[str, Any], complete: bool) -> NormalizedMessage | None:
-    """The model's reply as a message to store (``complete`` False: the stream was cut, and what
-    arrived is stored, marked as such); None when it says nothing."""
-    content = _list(message.get("content"))
-    if not complete:
-        content = [*content, {"type": "text", "text": "[ctxweb: the response stream was cut here]"}]
-    if not content:
-        return None
-    said = message.get("id")  # a response always has one; a cut stream may not have said it
-    reply_id = said if isinstance(said, str) else hashlib.sha256(_canonical(content)).hexdigest()
-    raw = {
-        "role": "assistant",
-        "content": content,
-        "client_id": (REPLY_PREFIX + reply_id)[:200],
-        "metadata": {"proxy": {"stop_reason": message.get("stop_reason"), "cut": not complete}},
-    }
-    try:
-        return normalize_message(raw)
-    except MessageError as exc:
-        log.warning("proxy: session %s: the reply was not stored: %s", session.pk, exc)
-        return None
-
-
-def _provider_compactions(session: AgentSession, rows: list[Message]) -> None:
-    """Each stored reply holding a provider's ``compaction`` block with a summary becomes a compaction
-    of the session, its summary the checkpoint (once: what came before is out of the context after)."""
-    for row in rows:
-        if row.role != "assistant" or not isinstance(row.content, list):
-            continue
-        summaries = [
-            b["content"]
-            for b in row.content
-            if isinstance(b, dict) and b.get("type") == "compaction" and isinstance(b.get("content"), str)
-        ]
-        if summaries and summaries[-1].strip():
-            boundaries.provider_compaction_apply(session=session, reply_seq=row.seq, narrative=summaries[-1])
-
-
-def _exact_from_usage(session: AgentSession, reported: dict[str, Any], *, reply_seq: int, raw_request: int) -> None:
-    """The response's usage as the session's exact count: what the model read (input, cache reads and
-    writes) plus what it wrote, the context the next request starts from, while the reply ends the
-    session; the input figure against the offline estimate of the request teaches the model's
-    calibration."""
-    figures = [reported.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
-    read = sum(n for n in figures if isinstance(n, int) and not isinstance(n, bool) and n >= 0)
-    wrote = reported.get("output_tokens")
-    if not read or not isinstance(wrote, int) or isinstance(wrote, bool) or wrote < 0:
-        return
-    if read + wrote > USAGE_MAX:  # no model reads that much: not a count to keep
-        log.warning("proxy: session %s: a response's usage (%s tokens) was not believed", session.pk, read + wrote)
-        return
-    exact = {
-        "exact_tokens": read + wrote,
-        "exact_upto_seq": reply_seq,
-        "exact_cached": False,
-        "exact_counted_at": session.last_activity_at,
-    }
-    # Only while the reply is the session's last message (an exact count holds for the messages it
-    # counted); no lock: the level note is conditional on the figures it was worked out from.
-    if AgentSession.objects.filter(pk=session.pk, last_seq=reply_seq).update(**exact):
-        for field, value in exact.items():
-            setattr(session, field, value)
-        session_level_note(session)
-    # One observation per model per CTX_PROXY_CALIBRATION_SECONDS: every response would otherwise
-    # write the model's one profile row (every agent of that model waiting on its lock) and move every
-    # figure worked out from the factor (the dashboard's cached costs, the stored levels).
-    model_key = hashlib.sha256(session.model.encode(errors="replace")).hexdigest()[:24]
-    if cache.add(f"ctx:proxy-calibrated:{model_key}", 1, timeout=settings.CTX_PROXY_CALIBRATION_SECONDS):
-        counting.model_calibration_update(model=session.model, exact=read, raw_estimate=raw_request)
 
 
 def _new_from(session: AgentSession, messages: list[Any]) -> int | None:
@@ -396,7 +302,7 @@ def _continue_in_fresh_session(session: AgentSession, body: dict[str, Any], key:
                     name=session.name,
                     model=_model(body),
                     system_prompt=system_text(body.get("system")),
-                    tools=_list(body.get("tools")),
+                    tools=as_list(body.get("tools")),
                     external_id=key,
                     parent=session,
                     metadata={"source": "proxy", "continues": session.pk},
@@ -423,20 +329,6 @@ def _sessions() -> QuerySet[AgentSession]:
     return AgentSession.objects.select_related("project", "project__policy").defer("system_prompt", "tools")
 
 
-def _normalized(raw: Any, index: int) -> NormalizedMessage:
-    if not isinstance(raw, dict):
-        raise MessageError("a message is a JSON object", code="invalid_message", index=index)
-    return normalize_message({**raw, "client_id": client_id(index, raw)}, index=index)
-
-
-def client_id(index: int, message: Any) -> str:
-    """A request message's client id: its place and a hash of what it says, so resending the same
-    history stores nothing twice and a changed history is told apart."""
-    if isinstance(message, dict):
-        message = {"role": message.get("role"), "content": message.get("content")}
-    return f"px-{index}-{hashlib.sha256(_canonical(message)).hexdigest()[:24]}"
-
-
 def system_text(system: Any) -> str:
     """A request's ``system`` (a string or a list of text blocks) as the session's system prompt."""
     if isinstance(system, str):
@@ -457,24 +349,3 @@ def _model(body: dict[str, Any]) -> str:
     except InvalidInput:  # a NUL, a lone surrogate
         return "unknown"
     return model
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:  # a lone surrogate
-        return False
-    return True
-
-
-def _canonical(value: Any) -> bytes:
-    # ASCII with escapes: any JSON value hashes, lone surrogates included.
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()

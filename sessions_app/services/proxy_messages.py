@@ -1,0 +1,214 @@
+"""The messages of a proxied exchange (``services.proxy`` decides where they go): a request's, each
+with a client id of its place and content; the model's reply as read from its response, placed
+right after its request, completed when it came cut and was asked again, replaced by the agent's own
+copy when that differs (what the model reads next); the provider's compactions it carries; and the
+response's usage as the session's exact count."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+
+from compaction.messages import MessageError, NormalizedMessage, normalize_message
+from sessions_app.engine import offline_tokenizer
+from sessions_app.errors import Conflict, InvalidInput
+from sessions_app.models import AgentSession, Message, MessageState, ToolUse
+from sessions_app.services import boundaries, counting, ingest
+from sessions_app.services.webhook_events import session_level_note
+
+log = logging.getLogger(__name__)
+
+USAGE_MAX = 100_000_000  # tokens: far beyond any model's window, well within the columns
+REPLY_PREFIX = "px-reply-"  # client ids of replies recorded from a response
+
+
+def replies_as_the_agent_kept_them(session: AgentSession, start: int, messages: list[Any]) -> None:
+    """The replies recorded from their responses where the request's history meets the stored one,
+    as the agent sent them back when that differs: it may drop a block or a signature, or give its
+    tool calls ids of its own (the tool results that follow name those). The session holds what the
+    model reads next; a copy the session can't hold leaves the reply as it was."""
+    stored = {
+        seq: content
+        for seq, content in Message.objects.filter(
+            session=session, seq__in=[start - 1, start], seq__gte=1, client_id__startswith=REPLY_PREFIX
+        ).values_list("seq", "content")
+        if seq <= len(messages)
+    }
+    copies = {}
+    for seq, content in stored.items():
+        try:
+            copy = normalized(messages[seq - 1], seq - 1)
+        except MessageError:
+            continue
+        if copy.role == "assistant" and copy.content != content:
+            copies[seq] = copy
+    if not copies:
+        return
+    tokenizer = offline_tokenizer()
+    try:
+        with transaction.atomic():
+            locked = ingest.lock_open_session(session)
+            for seq, copy in copies.items():
+                row = (
+                    Message.objects.select_for_update()
+                    .filter(session=locked, seq=seq, state=MessageState.ACTIVE, compaction__isnull=True)
+                    .first()
+                )
+                if row is None or not (row.client_id or "").startswith(REPLY_PREFIX):
+                    continue
+                ToolUse.objects.filter(session=locked, seq=seq).delete()
+                ingest.check_tool_ids(locked, [copy])
+                ToolUse.objects.bulk_create(ToolUse(session=locked, tool_use_id=t, seq=seq) for t in copy.tool_use_ids)
+                ingest.stored_message_rewrite(
+                    locked, row, copy, tokenizer.count_message(copy.role, copy.content), client_id=True
+                )
+    except (InvalidInput, Conflict) as exc:
+        log.info("proxy: session %s: a reply kept as recorded: %s", session.pk, exc)
+
+
+def cut_reply_completed(session: AgentSession, after_seq: int, reply: NormalizedMessage) -> Message | None:
+    """The whole reply in place of the one stored cut (its stream broke) right after the same request,
+    when nothing followed it: the agent sent the request again and has the whole reply in its history.
+    None when there is no such cut reply to complete."""
+    try:
+        return _cut_reply_replaced(session, after_seq, reply)
+    except InvalidInput as exc:  # its tool ids are taken by another message: it stays as it was
+        log.warning("proxy: session %s: the cut reply was kept: %s", session.pk, exc)
+        return None
+
+
+def _cut_reply_replaced(session: AgentSession, after_seq: int, reply: NormalizedMessage) -> Message | None:
+    tokens = offline_tokenizer().count_message(reply.role, reply.content)
+    with transaction.atomic():
+        locked = ingest.lock_open_session(session)
+        row = Message.objects.select_for_update().filter(session=locked, seq=after_seq + 1).first()
+        if (
+            row is None
+            or row.seq != locked.last_seq
+            or row.role != "assistant"
+            or row.state != MessageState.ACTIVE
+            or row.compaction_id is not None
+            or as_dict(as_dict(row.metadata).get("proxy")).get("cut") is not True
+        ):
+            return None
+        ToolUse.objects.filter(session=locked, seq=row.seq).delete()  # the cut reply's calls: the whole one's follow
+        ingest.check_tool_ids(locked, [reply])
+        ToolUse.objects.bulk_create(ToolUse(session=locked, tool_use_id=t, seq=row.seq) for t in reply.tool_use_ids)
+        ingest.stored_message_rewrite(locked, row, reply, tokens, client_id=True)
+    return row
+
+
+def reply_message(
+    session: AgentSession, message: dict[str, Any], complete: bool, position: int
+) -> NormalizedMessage | None:
+    """The model's reply as a message to store at ``position`` (``complete`` False: the stream was
+    cut, and what arrived is stored, marked as such); None when it says nothing. Its client id is
+    its place and the answer's id: an upstream may send the same id twice (or none), a place holds
+    one reply."""
+    content = as_list(message.get("content"))
+    if not complete:
+        content = [*content, {"type": "text", "text": "[ctxweb: the response stream was cut here]"}]
+    if not content:
+        return None
+    said = message.get("id")  # a response always has one; a cut stream may not have said it
+    reply_id = said if isinstance(said, str) and said else hashlib.sha256(canonical(content)).hexdigest()
+    raw = {
+        "role": "assistant",
+        "content": content,
+        "client_id": f"{REPLY_PREFIX}{position}-{reply_id}"[:200],
+        "metadata": {"proxy": {"stop_reason": message.get("stop_reason"), "cut": not complete}},
+    }
+    try:
+        return normalize_message(raw)
+    except MessageError as exc:
+        log.warning("proxy: session %s: the reply was not stored: %s", session.pk, exc)
+        return None
+
+
+def provider_compactions(session: AgentSession, rows: list[Message]) -> None:
+    """Each stored reply holding a provider's ``compaction`` block with a summary becomes a compaction
+    of the session, its summary the checkpoint (once: what came before is out of the context after)."""
+    for row in rows:
+        if row.role != "assistant" or not isinstance(row.content, list):
+            continue
+        summaries = [
+            b["content"]
+            for b in row.content
+            if isinstance(b, dict) and b.get("type") == "compaction" and isinstance(b.get("content"), str)
+        ]
+        if summaries and summaries[-1].strip():
+            boundaries.provider_compaction_apply(session=session, reply_seq=row.seq, narrative=summaries[-1])
+
+
+def exact_from_usage(session: AgentSession, reported: dict[str, Any], *, reply_seq: int, raw_request: int) -> None:
+    """The response's usage as the session's exact count: what the model read (input, cache reads and
+    writes) plus what it wrote, the context the next request starts from, while the reply ends the
+    session; the input figure against the offline estimate of the request teaches the model's
+    calibration."""
+    figures = [reported.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+    read = sum(n for n in figures if isinstance(n, int) and not isinstance(n, bool) and n >= 0)
+    wrote = reported.get("output_tokens")
+    if not read or not isinstance(wrote, int) or isinstance(wrote, bool) or wrote < 0:
+        return
+    if read + wrote > USAGE_MAX:  # no model reads that much: not a count to keep
+        log.warning("proxy: session %s: a response's usage (%s tokens) was not believed", session.pk, read + wrote)
+        return
+    exact = {
+        "exact_tokens": read + wrote,
+        "exact_upto_seq": reply_seq,
+        "exact_cached": False,
+        "exact_counted_at": session.last_activity_at,
+    }
+    # Only while the reply is the session's last message (an exact count holds for the messages it
+    # counted); no lock: the level note is conditional on the figures it was worked out from.
+    if AgentSession.objects.filter(pk=session.pk, last_seq=reply_seq).update(**exact):
+        for field, value in exact.items():
+            setattr(session, field, value)
+        session_level_note(session)
+    # One observation per model per CTX_PROXY_CALIBRATION_SECONDS: every response would otherwise
+    # write the model's one profile row (every agent of that model waiting on its lock) and move every
+    # figure worked out from the factor (the dashboard's cached costs, the stored levels).
+    model_key = hashlib.sha256(session.model.encode(errors="replace")).hexdigest()[:24]
+    if cache.add(f"ctx:proxy-calibrated:{model_key}", 1, timeout=settings.CTX_PROXY_CALIBRATION_SECONDS):
+        counting.model_calibration_update(model=session.model, exact=read, raw_estimate=raw_request)
+
+
+def normalized(raw: Any, index: int) -> NormalizedMessage:
+    if not isinstance(raw, dict):
+        raise MessageError("a message is a JSON object", code="invalid_message", index=index)
+    return normalize_message({**raw, "client_id": client_id(index, raw)}, index=index)
+
+
+def client_id(index: int, message: Any) -> str:
+    """A request message's client id: its place and a hash of what it says, so resending the same
+    history stores nothing twice and a changed history is told apart."""
+    if isinstance(message, dict):
+        message = {"role": message.get("role"), "content": message.get("content")}
+    return f"px-{index}-{hashlib.sha256(canonical(message)).hexdigest()[:24]}"
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
+
+
+def canonical(value: Any) -> bytes:
+    # ASCII with escapes: any JSON value hashes, lone surrogates included.
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
