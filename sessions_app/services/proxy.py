@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.db.models import QuerySet
 
-from compaction.messages import MessageError, NormalizedMessage
+from compaction.messages import MessageError, NormalizedMessage, normalize_message
 from compaction.tokens import DEFAULT_FRAMING
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import (
@@ -164,12 +164,10 @@ def _append_new(session: AgentSession, start: int, messages: list[Any], reply: N
         if with_reply and reply is not None:
             batch.append(reply)
         result = ingest.message_append(session=session, messages=batch, after_seq=start if with_reply else None)
-    except (MessageError, InvalidInput) as exc:
+    except (MessageError, InvalidInput):
         if with_reply:  # maybe the reply (a tool id the session holds already): the agent's copy comes next time
             return _append_new(session, start, messages, None)
-        log.warning("proxy: session %s: the request's messages were not stored: %s", session.pk, exc)
-        _rejected(session, start, exc)
-        return Recorded(session, 0, str(exc)[:500])
+        return _append_one_by_one(session, start, messages)
     # A reply that carried a provider's compaction and was not recorded from its response (ctxweb was
     # down then) arrives here, with the agent's history.
     provider_compactions(result.session, result.messages)
@@ -195,10 +193,39 @@ def _place(
     return (fresh, start) if start is not None else None
 
 
-def _rejected(session: AgentSession, start: int, exc: MessageError | InvalidInput) -> None:
+def _append_one_by_one(session: AgentSession, start: int, messages: list[Any]) -> Recorded:
+    """A request whose new messages can't all be stored as they came (a block type ctxweb does not
+    know, a tool result whose call could not be stored): each goes in on its own, and one the
+    session can't hold is stored as a note of what it was, in its place, so the conversation goes on
+    being recorded (the agent sends the same history again, and the note stands for it). Each such
+    place is kept once for STATUS and admin."""
+    created = 0
+    for index in range(start, len(messages)):
+        try:
+            message = normalized(messages[index], index)
+            result = ingest.message_append(session=session, messages=[message])
+        except (MessageError, InvalidInput) as exc:
+            log.warning("proxy: session %s: request message %s stored as a note: %s", session.pk, index + 1, exc)
+            _rejected(session, index, exc)
+            result = ingest.message_append(session=session, messages=[_note_of(messages[index], index, exc)])
+        session, created = result.session, created + result.created
+        provider_compactions(session, result.messages)
+    return Recorded(session, created)
+
+
+def _note_of(raw: Any, index: int, exc: MessageError | InvalidInput) -> NormalizedMessage:
+    # A note is text: a tool message must carry its results, so a "tool" one's note is the user's.
+    role = raw.get("role") if isinstance(raw, dict) and raw.get("role") in ("user", "assistant", "system") else "user"
+    text = f"[ctxweb: this message could not be stored as it came: {str(exc)[:300]}]"
+    return normalize_message(
+        {"role": role, "content": [{"type": "text", "text": text}], "client_id": client_id(index, raw)}
+    )
+
+
+def _rejected(session: AgentSession, index: int, exc: MessageError | InvalidInput) -> None:
     """Kept for STATUS and admin (once: the agent sends the same history again with every request)."""
     code = exc.code if isinstance(exc.code, str) else "invalid"
-    position = f"request messages from {start + 1}"
+    position = f"request message {index + 1}"
     if not IngestRejection.objects.filter(session=session, source="proxy", position=position, code=code).exists():
         recorded.rejection_record(session=session, source="proxy", position=position, problem=(code, str(exc)))
 

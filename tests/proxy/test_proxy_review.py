@@ -247,3 +247,26 @@ def test_a_gap_is_counted_under_its_own_caller_however_the_key_came(team, fake, 
                      HTTP_X_API_KEY=team.bob.key, HTTP_CTXWEB_SESSION="main")  # fmt: skip
     assert ok["ctxweb-recorded"] == "yes"
     assert AgentSession.objects.get(project=team.project, external_id="main").unrecorded_requests == 0
+
+
+def test_a_message_the_session_cannot_hold_becomes_a_note_and_the_conversation_goes_on(live_server, team, fake):
+    """A block type ctxweb does not know (the API may add one tomorrow): the conversation is not stuck."""
+    from sessions_app.selectors import usage
+
+    h = {"ctxweb-api-key": team.bob.key, "x-api-key": "sk-ant-x", "ctxweb-session": "odd"}
+    odd = {"role": "assistant", "content": [{"type": "hologram", "data": "…"}, {"type": "text", "text": "seen"}]}
+    history: list[dict[str, Any]] = [{"role": "user", "content": "look"}, odd]
+    for n in range(3):
+        history.append({"role": "user", "content": f"turn {n}"})
+        fake.queue_reply(f"reply {n}")
+        post(live_server, {"model": MODEL, "max_tokens": 9, "messages": history}, h)
+        history.append({"role": "assistant", "content": [{"type": "text", "text": f"reply {n}"}]})
+    session = AgentSession.objects.get(external_id="odd")
+    rows = stored(session)
+    assert len(rows) == len(history)  # every place taken, each once
+    assert rows[1][0] == "assistant" and "could not be stored" in json.dumps(rows[1][1])
+    assert [r for i, r in enumerate(rows) if i != 1] == [
+        (m["role"], m["content"]) for i, m in enumerate(history) if i != 1
+    ]
+    assert session.rejected_count == 1
+    assert any("could not be stored" in w for w in usage.session_status(session)["warnings"])
