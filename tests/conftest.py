@@ -7,6 +7,7 @@ CTX_REQUIRE_SERVICES=1 (CI), where a missing service fails the run instead.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 from collections.abc import Iterator
@@ -250,6 +251,26 @@ def session_of(team: Team):
         return agent_sessions.session_create(user=team.alice.user, project=team.project, **kwargs)
 
     return make
+
+
+class _Caught(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def proxy_failures():
+    """What the proxy logged as its own failure (warnings and up): it forwards anyway, so only its log
+    tells."""
+    caught = _Caught()
+    logger = logging.getLogger("sessions_app.api.proxy_views")
+    logger.addHandler(caught)
+    yield caught.records
+    logger.removeHandler(caught)
 
 
 def _closed_after(make_client, live_server):

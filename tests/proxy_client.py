@@ -60,6 +60,19 @@ def openai_client(
     )
 
 
+def sdk_reply(client: anthropic.Anthropic, *, stream: bool, **kwargs: Any) -> Any:
+    """Ask through the SDK, streamed or not: the model's whole reply (an ``anthropic`` Message)."""
+    if stream:
+        with client.messages.stream(**kwargs) as events:
+            return events.get_final_message()
+    return client.messages.create(**kwargs)
+
+
+def as_kept(reply: Any) -> dict[str, Any]:
+    """A reply as an agent keeps it in its history."""
+    return {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]}
+
+
 def assert_stored_nowhere(secret: str) -> None:
     """``secret`` is in no row of any of ctxweb's tables (a caller's key, a project's key)."""
     import json
@@ -77,7 +90,8 @@ def assert_sessions_read_back(team: Any, api: Any, client: Any) -> None:
 
     for session in AgentSession.objects.filter(project=team.project):
         s = f"/api/v1/sessions/{session.pk}"
-        for path in (f"{s}/", f"{s}/status/", f"{s}/context/", f"{s}/messages/?state=all", f"{s}/history/"):
+        reads = ("/", "/status/", "/context/", "/context/?format=openai", "/messages/?state=all", "/history/")
+        for path in (f"{s}{read}" for read in reads):
             assert api.get(path).status_code == 200, path
         client.force_login(team.bob.user)
         assert client.get(f"/sessions/{session.pk}/").status_code == 200

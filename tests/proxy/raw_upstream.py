@@ -4,7 +4,6 @@ streams, odd ids), piece by piece."""
 from __future__ import annotations
 
 import json
-import logging
 import socket
 import threading
 import time
@@ -155,32 +154,6 @@ def post(client: Any, key: str, body: Any, **headers: str) -> tuple[int, bytes, 
     return response.status_code, answer, response
 
 
-def readback(client: Any, api: Any, team: Any) -> list[str]:
-    """Paths that failed to read back, over every session of the project."""
-    from sessions_app.models import AgentSession
-
-    bad = []
-    for session in AgentSession.objects.filter(project=team.project):
-        s = f"/api/v1/sessions/{session.pk}"
-        for path in (
-            f"{s}/",
-            f"{s}/status/",
-            f"{s}/context/",
-            f"{s}/context/?format=openai",
-            f"{s}/messages/?state=all",
-            f"{s}/history/",
-        ):
-            r = api.get(path)
-            if r.status_code != 200:
-                bad.append(f"{path} -> {r.status_code}")
-        client.force_login(team.bob.user)
-        r = client.get(f"/sessions/{session.pk}/")
-        if r.status_code != 200:
-            bad.append(f"/sessions/{session.pk}/ -> {r.status_code}")
-        client.logout()
-    return bad
-
-
 def stored(team: Any) -> list[list[tuple[str, Any]]]:
     from sessions_app.models import AgentSession, Message
 
@@ -188,12 +161,3 @@ def stored(team: Any) -> list[list[tuple[str, Any]]]:
         list(Message.objects.filter(session=s).order_by("seq").values_list("role", "content"))
         for s in AgentSession.objects.filter(project=team.project).order_by("pk")
     ]
-
-
-class Caught(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)

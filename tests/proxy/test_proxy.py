@@ -15,7 +15,7 @@ from sessions_app.models import AgentSession, Message
 from sessions_app.selectors import usage
 from tests.conftest import Team
 from tests.fakes.anthropic_server import FakeAnthropic
-from tests.proxy_client import assert_stored_nowhere
+from tests.proxy_client import as_kept, assert_stored_nowhere, sdk_reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,12 +76,7 @@ def run_agent(client: anthropic.Anthropic, fake: FakeAnthropic, *, stream: bool)
             )
         fake.queue_message(answer, stop_reason="tool_use" if len(answer) > 1 else "end_turn", usage=extra)
         kwargs = {"model": MODEL, "max_tokens": 512, "system": SYSTEM, "tools": TOOLS, "messages": history}
-        if stream:
-            with client.messages.stream(**kwargs) as events:
-                reply = events.get_final_message()
-        else:
-            reply = client.messages.create(**kwargs)
-        history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
+        history.append(as_kept(sdk_reply(client, stream=stream, **kwargs)))
     return history
 
 

@@ -6,7 +6,6 @@ resent and extended histories, and arbitrary JSON."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 from typing import Any
 
@@ -52,24 +51,13 @@ def upstream(settings: Any) -> Any:
         yield server
 
 
-class Caught(logging.Handler):
-    """What the proxy logged as its own failure: it forwards anyway, so only its log tells."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-@pytest.fixture
-def proxy_failures() -> Any:
-    caught = Caught()
-    logger = logging.getLogger("sessions_app.api.proxy_views")
-    logger.addHandler(caught)
-    yield caught.records
-    logger.removeHandler(caught)
+def sent(client: Any, path: str, body: Any, team: Any, **headers: str) -> tuple[Any, bytes]:
+    """A hostile body through the proxy as Bob (and the caller's own key in ``headers``): the
+    response and the whole answer, a stream read to its end."""
+    response = client.post(
+        path, data=hj.encode(body), content_type="application/json", HTTP_CTXWEB_API_KEY=team.bob.key, **headers
+    )
+    return response, b"".join(response.streaming_content) if response.streaming else response.content
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -80,14 +68,7 @@ def test_no_server_error_and_every_recorded_session_reads_back(
     api = api_as(team.bob)
     proxy_failures.clear()
     for body in bodies + ([bodies[0]] if resend else []):
-        response = client.post(
-            "/proxy/anthropic/v1/messages",
-            data=hj.encode(body),
-            content_type="application/json",
-            HTTP_CTXWEB_API_KEY=team.bob.key,
-            HTTP_X_API_KEY="sk-callers-key",
-        )
-        answer = b"".join(response.streaming_content) if response.streaming else response.content
+        response, answer = sent(client, "/proxy/anthropic/v1/messages", body, team, HTTP_X_API_KEY="sk-callers-key")
         # A 5xx is only ever the upstream's own, passed on (it says which request it was).
         assert response.status_code < 500 or response.has_header("request-id"), answer[:500]
         if response.status_code >= 400:
@@ -117,14 +98,9 @@ def test_openai_bodies_no_server_error_and_every_recorded_session_reads_back(
     api = api_as(team.bob)
     proxy_failures.clear()
     for body in bodies:
-        response = client.post(
-            "/proxy/openai/v1/chat/completions",
-            data=hj.encode(body),
-            content_type="application/json",
-            HTTP_CTXWEB_API_KEY=team.bob.key,
-            HTTP_AUTHORIZATION="Bearer sk-callers-openai-key",
+        response, answer = sent(
+            client, "/proxy/openai/v1/chat/completions", body, team, HTTP_AUTHORIZATION="Bearer sk-x"
         )
-        answer = b"".join(response.streaming_content) if response.streaming else response.content
         assert response.status_code < 500 or response.has_header("x-request-id"), answer[:500]
         if response.status_code >= 400:
             assert json.loads(answer)["error"]["message"], answer[:500]

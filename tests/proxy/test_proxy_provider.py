@@ -13,6 +13,7 @@ from sessions_app.models import AgentSession, Checkpoint, Compaction, Message
 from sessions_app.selectors.history import session_history
 from sessions_app.services import projects
 from tests.fakes.anthropic_server import FakeAnthropic
+from tests.proxy_client import as_kept, sdk_reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -117,12 +118,8 @@ def test_the_providers_tool_clearing_is_recorded_as_its_model_read_it_and_revert
         else:
             fake.queue_reply("All read.")
         kwargs = {"model": MODEL, "max_tokens": 64, "messages": history, "extra_body": {"context_management": CLEARING}}
-        if stream:
-            with client.messages.stream(**kwargs) as events:
-                reply = events.get_final_message()
-        else:
-            reply = client.messages.create(**kwargs)
-        history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
+        reply = sdk_reply(client, stream=stream, **kwargs)
+        history.append(as_kept(reply))
         if n < 7:
             output = f"module {n}: " + "def f(): pass\n" * 30
             history.append(

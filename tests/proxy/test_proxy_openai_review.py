@@ -1,37 +1,32 @@
-"""The OpenAI proxy over whole conversations, from a hostile review: ids an upstream repeats or leaves out, tool
-call ids reused or rewritten by the agent, legacy function calls, the end user's ``user`` field, assistant messages
-sent back with extras; every session recorded once, in order, and read back."""
+"""The OpenAI proxy, from a hostile review, against a raw upstream that answers exactly the bytes
+queued (``raw_upstream``): whole conversations (ids an upstream repeats or leaves out, tool call ids
+reused or rewritten by the agent, legacy function calls, the end user's ``user`` field, assistant
+messages sent back with extras), streams (several choices, refusals, ``data:`` without a space,
+keep-alive comments, CRLF, pieces split anywhere, a finished stream without ``[DONE]``) and the wire
+(a compressed whole answer, an upstream error); every session recorded once, in order, and read back."""
 
 from __future__ import annotations
 
+import gzip
 import json
-import logging
 from typing import Any
 
 import pytest
 
 from sessions_app.models import AgentSession, IngestRejection
 from sessions_app.selectors import usage
-from tests.proxy.raw_upstream import Caught, Raw, completion, post, readback, stored
+from tests.proxy.raw_upstream import Raw, chunk, completion, post, stored
+from tests.proxy_client import assert_sessions_read_back
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def raw(settings: Any) -> Any:
-    settings.CTX_PROXY_RECORDERS = 0
+    settings.CTX_PROXY_RECORDERS = 0  # the test's data lives in its transaction
     with Raw() as server:
         settings.CTX_PROXY_OPENAI_URL = server.base_url
         yield server
-
-
-@pytest.fixture
-def failures() -> Any:
-    caught = Caught()
-    logger = logging.getLogger("sessions_app.api.proxy_views")
-    logger.addHandler(caught)
-    yield caught.records
-    logger.removeHandler(caught)
 
 
 USE = {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45}
@@ -54,7 +49,7 @@ def converse(client, team, raw, replies, *, stream=False, first=None):
 
 
 @pytest.mark.parametrize("cid", ["chatcmpl-123", ""], ids=["constant-id", "empty-id"])
-def test_replies_with_a_repeated_completion_id_are_each_recorded(team, raw, client, api_as, failures, cid):
+def test_replies_with_a_repeated_completion_id_are_each_recorded(team, raw, client, api_as, proxy_failures, cid):
     # An OpenAI-compatible server that reuses its completion id (or sends "") and a model that says the same twice.
     replies = [completion("First answer.", cid=cid, usage=USE), completion("Second answer.", cid=cid, usage=USE)]
     converse(client, team, raw, replies)
@@ -62,7 +57,7 @@ def test_replies_with_a_repeated_completion_id_are_each_recorded(team, raw, clie
     assert [r for r, _ in rows[0]] == ["user", "assistant", "user", "assistant"], rows
 
 
-def test_same_reply_twice_without_id(team, raw, client, api_as, failures):
+def test_same_reply_twice_without_id(team, raw, client, api_as, proxy_failures):
     def no_id(text):
         c = completion(text, usage=USE)
         del c["id"]
@@ -74,7 +69,7 @@ def test_same_reply_twice_without_id(team, raw, client, api_as, failures):
     assert usage.session_status(AgentSession.objects.get())["token_source"] == "exact"
 
 
-def test_tool_call_ids_reused_across_turns(team, raw, client, api_as, failures):
+def test_tool_call_ids_reused_across_turns(team, raw, client, api_as, proxy_failures):
     # Servers that number calls per response (call_0, call_1 …) reuse ids turn after turn.
     call = [{"id": "call_0", "name": "read_file", "arguments": '{"path": "a.py"}'}]
     call2 = [{"id": "call_0", "name": "read_file", "arguments": '{"path": "b.py"}'}]
@@ -92,10 +87,10 @@ def test_tool_call_ids_reused_across_turns(team, raw, client, api_as, failures):
     assert len(rows) == 1, rows
     assert [r for r, _ in rows[0]] == ["user", "assistant", "tool", "assistant", "tool", "assistant"], rows
     assert not IngestRejection.objects.exists(), list(IngestRejection.objects.values("code", "detail", "position"))
-    assert readback(client, api_as(team.bob), team) == []
+    assert_sessions_read_back(team, api_as(team.bob), client)
 
 
-def test_legacy_function_call_two_rounds(team, raw, client, api_as, failures):
+def test_legacy_function_call_two_rounds(team, raw, client, api_as, proxy_failures):
     def fc(args):
         return completion(None, extra={"function_call": {"name": "read_file", "arguments": args}}, usage=USE)
 
@@ -121,10 +116,10 @@ def test_legacy_function_call_two_rounds(team, raw, client, api_as, failures):
         "assistant",
     ], rows
     assert not IngestRejection.objects.exists(), list(IngestRejection.objects.values("code", "detail", "position"))
-    assert [r.getMessage() for r in failures if r.exc_info] == []
+    assert [r.getMessage() for r in proxy_failures if r.exc_info] == []
 
 
-def test_openai_user_field_is_an_end_user_not_a_conversation(team, raw, client, api_as, failures):
+def test_openai_user_field_is_an_end_user_not_a_conversation(team, raw, client, api_as, proxy_failures):
     # OpenAI's `user` names the end user (the same for all their conversations), not a conversation.
     sysmsg = {"role": "system", "content": "You are a support bot."}
     a = [sysmsg, {"role": "user", "content": "conversation A"}]
@@ -139,7 +134,7 @@ def test_openai_user_field_is_an_end_user_not_a_conversation(team, raw, client, 
     assert sessions.count() == 2, [(s.pk, s.external_id, s.last_seq) for s in sessions]
 
 
-def test_assistant_sent_back_with_extras(team, raw, client, api_as, failures):
+def test_assistant_sent_back_with_extras(team, raw, client, api_as, proxy_failures):
     # The SDK's model_dump of a message: refusal/audio/function_call None, annotations [], name.
     call = [
         {"id": "call_a", "name": "read_file", "arguments": '{"path": "a.py"}'},
@@ -183,8 +178,8 @@ def test_assistant_sent_back_with_extras(team, raw, client, api_as, failures):
         "user",
         "assistant",
     ], rows
-    assert readback(client, api_as(team.bob), team) == []
-    assert [r.getMessage() for r in failures if r.exc_info] == []
+    assert_sessions_read_back(team, api_as(team.bob), client)
+    assert [r.getMessage() for r in proxy_failures if r.exc_info] == []
     st = usage.session_status(AgentSession.objects.get())
     assert st["token_source"] == "exact" and st["used"] == 45, st
 
@@ -230,19 +225,19 @@ EXOTIC = [
 
 
 @pytest.mark.parametrize("cut", range(3, len(EXOTIC) + 1))
-def test_exotic_history_grows_and_reads_back(team, raw, client, api_as, failures, cut):
+def test_exotic_history_grows_and_reads_back(team, raw, client, api_as, proxy_failures, cut):
     for n in (2, cut):
         raw.json({"error": {"message": "busy", "type": "server_error"}}, status=503)  # no reply recorded
         status, body, _ = post(client, team.bob.key, {"model": "gpt-4o", "messages": EXOTIC[:n]})
         assert status == 503, body
     rows = stored(team)
     assert len(rows) == 1, rows
-    assert readback(client, api_as(team.bob), team) == []
-    assert [r.getMessage() for r in failures if r.exc_info] == []
+    assert_sessions_read_back(team, api_as(team.bob), client)
+    assert [r.getMessage() for r in proxy_failures if r.exc_info] == []
     assert not IngestRejection.objects.exists(), list(IngestRejection.objects.values("code", "detail", "position"))
 
 
-def test_agent_rewrites_tool_call_ids(team, raw, client, api_as, failures):
+def test_agent_rewrites_tool_call_ids(team, raw, client, api_as, proxy_failures):
     # Agents/frameworks that rewrite tool call ids (Mistral's 9-char ids, LiteLLM, LangChain re-serialising).
     raw.json(
         completion(None, tool_calls=[{"id": "call_Xy12abCD34efGH", "name": "read_file", "arguments": "{}"}], usage=USE)
@@ -266,3 +261,110 @@ def test_agent_rewrites_tool_call_ids(team, raw, client, api_as, failures):
     rows = stored(team)
     assert sum(len(r) for r in rows) >= 8, rows
     assert not IngestRejection.objects.exists(), list(IngestRejection.objects.values("code", "detail", "position"))
+
+
+ASK = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+
+def test_n2_stream_choices_are_not_mixed(team, raw, client, api_as, proxy_failures):
+    evs = [chunk({"role": "assistant", "content": ""}, index=0), chunk({"role": "assistant", "content": ""}, index=1)]
+    for a, b in zip(["Alpha ", "one."], ["Beta ", "two."], strict=True):
+        evs += [chunk({"content": a}, index=0), chunk({"content": b}, index=1)]
+    evs += [chunk({}, "stop", index=0), chunk({}, "stop", index=1)]
+    raw.events(evs)
+    status, _, _ = post(client, team.bob.key, {**ASK, "n": 2})
+    assert status == 200
+    rows = stored(team)
+    assert rows[0][1] == ("assistant", [{"type": "text", "text": "Alpha one."}]), rows
+
+
+def test_streamed_refusal_recorded_like_plain_one(team, raw, client, api_as, proxy_failures):
+    raw.json(completion(None, extra={"refusal": "I can't help with that."}))
+    post(client, team.bob.key, {"model": "gpt-4o", "messages": [{"role": "user", "content": "plain"}]})
+    raw.events(
+        [
+            chunk({"role": "assistant", "content": None, "refusal": ""}),
+            chunk({"refusal": "I can't "}),
+            chunk({"refusal": "help with that."}),
+            chunk({}, "stop"),
+        ]
+    )
+    post(client, team.bob.key, {**ASK, "messages": [{"role": "user", "content": "streamed"}]})
+    rows = stored(team)
+    assert rows[0][1] == ("assistant", [{"type": "text", "text": "I can't help with that."}]), rows
+    assert rows[1][1:] == [("assistant", [{"type": "text", "text": "I can't help with that."}])], rows
+
+
+@pytest.mark.parametrize("variant", ["nospace", "keepalive", "bytewise", "crlf", "usage_only_last", "no_done"])
+def test_stream_oddities(team, raw, client, api_as, proxy_failures, variant):
+    evs = [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "Hel"}),
+        chunk({"content": "lo."}),
+        chunk({}, "stop"),
+    ]
+    use = {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57}
+    evs.append(chunk(choices=[], usage=use))
+    pieces = [b"data: " + json.dumps(e).encode() + b"\n\n" for e in evs] + [b"data: [DONE]\n\n"]
+    if variant == "nospace":
+        pieces = [p.replace(b"data: ", b"data:") for p in pieces]
+    elif variant == "keepalive":
+        pieces = [b": keep-alive\n\n" + p for p in pieces]
+    elif variant == "bytewise":
+        joined = b"".join(pieces)
+        pieces = [joined[i : i + 7] for i in range(0, len(joined), 7)]
+    elif variant == "crlf":
+        pieces = [p.replace(b"\n", b"\r\n") for p in pieces]
+    elif variant == "no_done":
+        pieces = pieces[:-1]
+    raw.sse(pieces)
+    status, _body, _ = post(client, team.bob.key, {**ASK, "stream_options": {"include_usage": True}})
+    assert status == 200
+    rows = stored(team)
+    assert rows[0][1][0] == "assistant" and rows[0][1][1][0] == {"type": "text", "text": "Hello."}, rows
+    session = AgentSession.objects.get(project=team.project)
+    st = usage.session_status(session)
+    if variant != "no_done":
+        assert st["token_source"] == "exact" and st["used"] == 57, st
+    assert_sessions_read_back(team, api_as(team.bob), client)
+    assert [r.getMessage() for r in proxy_failures if r.exc_info] == []
+
+
+def test_stream_without_done_but_finished_is_not_stored_as_cut(team, raw, client, api_as, proxy_failures):
+    # Some OpenAI-compatible servers end a stream after the finish_reason (and usage) without [DONE].
+    use = {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57}
+    raw.events(
+        [
+            chunk({"role": "assistant", "content": ""}),
+            chunk({"content": "Hello."}),
+            chunk({}, "stop"),
+            chunk(choices=[], usage=use),
+        ],
+        done=False,
+    )
+    post(client, team.bob.key, {**ASK, "stream_options": {"include_usage": True}})
+    rows = stored(team)
+    assert rows[0][1] == ("assistant", [{"type": "text", "text": "Hello."}]), rows
+    assert usage.session_status(AgentSession.objects.get())["token_source"] == "exact"
+
+
+def test_gzip_answer_passes_through_readable(team, raw, client):
+    # ctxweb asks for identity; an upstream (or a relay before it) that compresses anyway.
+    body = json.dumps(completion("zipped", usage={"prompt_tokens": 3, "completion_tokens": 1})).encode()
+    raw.queue.append((200, "application/json|content-encoding: gzip", [gzip.compress(body)]))
+    _status, answer, response = post(
+        client, team.bob.key, {"model": "gpt-4o", "messages": [{"role": "user", "content": "z"}]}
+    )
+    enc = response.headers.get("content-encoding")
+    # What the caller gets must decode as the headers say.
+    data = gzip.decompress(answer) if enc == "gzip" else answer
+    assert json.loads(data)["choices"][0]["message"]["content"] == "zipped"
+
+
+def test_error_passes_through_unchanged(team, raw, client):
+    err = {"error": {"message": "bad thing", "type": "invalid_request_error", "param": "messages", "code": "x"}}
+    raw.json(err, status=400)
+    status, answer, _response = post(
+        client, team.bob.key, {"model": "gpt-4o", "messages": [{"role": "user", "content": "e"}]}
+    )
+    assert status == 400 and json.loads(answer) == err
