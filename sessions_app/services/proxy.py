@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -142,19 +142,20 @@ def proxy_record_request(
     if placed is None:
         return Recorded(session, 0, _CHANGED)
     try:
-        return _append_new(*placed, messages, reply)
+        return _append_new(placed, messages, reply)
     except Conflict as exc:
         if exc.code == "moved_on":  # another request of the session was stored meanwhile: this one's, alone
-            return _append_new(*placed, messages, None)
-        placed = _place(_continue_in_fresh_session(placed[0], body, key), messages, key, body)  # closed meanwhile
-        return _append_new(*placed, messages, reply) if placed is not None else Recorded(session, 0, _CHANGED)
+            return _append_new(placed, messages, None)
+        placed = _place(_continue_in_fresh_session(placed.session, body, key), messages, key, body)  # closed meanwhile
+        return _append_new(placed, messages, reply) if placed is not None else Recorded(session, 0, _CHANGED)
 
 
 _CHANGED = "the conversation changed while it was recorded"
 
 
-def _append_new(session: AgentSession, start: int, messages: list[Any], reply: NormalizedMessage | None) -> Recorded:
-    replies_as_the_agent_kept_them(session, start, messages)
+def _append_new(placed: Placed, messages: list[Any], reply: NormalizedMessage | None) -> Recorded:
+    session, start = placed.session, placed.start
+    replies_as_the_agent_kept_them(session, placed.replies, messages)
     fresh = messages[start:]
     with_reply = reply is not None and start == session.last_seq  # not for a request behind what is stored
     if not fresh and not with_reply:
@@ -166,7 +167,7 @@ def _append_new(session: AgentSession, start: int, messages: list[Any], reply: N
         result = ingest.message_append(session=session, messages=batch, after_seq=start if with_reply else None)
     except (MessageError, InvalidInput):
         if with_reply:  # maybe the reply (a tool id the session holds already): the agent's copy comes next time
-            return _append_new(session, start, messages, None)
+            return _append_new(placed, messages, None)
         return _append_one_by_one(session, start, messages)
     # A reply that carried a provider's compaction and was not recorded from its response (ctxweb was
     # down then) arrives here, with the agent's history.
@@ -175,22 +176,24 @@ def _append_new(session: AgentSession, start: int, messages: list[Any], reply: N
     return Recorded(result.session, result.created - (stored_reply is not None), reply=stored_reply)
 
 
-def _place(
-    session: AgentSession, messages: list[Any], key: str, body: dict[str, Any]
-) -> tuple[AgentSession, int] | None:
+class Placed(NamedTuple):
+    session: AgentSession  # where the request's messages go
+    start: int  # the first of them not stored yet
+    replies: dict[int, Any]  # the stored replies read from responses where the histories meet: seq → content
+
+
+def _place(session: AgentSession, messages: list[Any], key: str, body: dict[str, Any]) -> Placed | None:
     """The session the request's messages go into and where its new ones start: this one, if its
     stored history is the request's; else the conversation's current session (it may have moved on to
     a fresh one since this was looked up), if that one's is; else a fresh session continuing it.
     None when even the fresh one holds another history (two rewrites at once)."""
-    if session.status == SessionStatus.ACTIVE and (start := _new_from(session, messages)) is not None:
-        return session, start
+    if session.status == SessionStatus.ACTIVE and (placed := _new_from(session, messages)) is not None:
+        return placed
     current = _current(session.project, key)
     movable = current is not None and current.pk != session.pk and current.status == SessionStatus.ACTIVE
-    if movable and current is not None and (start := _new_from(current, messages)) is not None:
-        return current, start
-    fresh = _continue_in_fresh_session(current or session, body, key)
-    start = _new_from(fresh, messages)
-    return (fresh, start) if start is not None else None
+    if movable and current is not None and (placed := _new_from(current, messages)) is not None:
+        return placed
+    return _new_from(_continue_in_fresh_session(current or session, body, key), messages)
 
 
 def _append_one_by_one(session: AgentSession, start: int, messages: list[Any]) -> Recorded:
@@ -288,21 +291,22 @@ def proxy_record_exchange(
     return session
 
 
-def _new_from(session: AgentSession, messages: list[Any]) -> int | None:
+def _new_from(session: AgentSession, messages: list[Any]) -> Placed | None:
     """Where the request's new messages start, or None when its history is not the stored one: the
     stored message at the request's end, or at the stored end (and the one before it), must be the
     request's at the same place. A request that is behind what is stored (a retry; one recorded after
-    the request that followed it) has nothing new."""
+    the request that followed it) has nothing new. One query, which also reads the replies there."""
     stored = session.last_seq
     if stored == 0:
-        return 0
+        return Placed(session, 0, {})
     at = min(stored, len(messages))
     if at == 0:
         return None
-    ids = dict(
-        Message.objects.filter(session=session, seq__in=[at - 1, at], seq__gte=1).values_list("seq", "client_id")
-    )
-    return at if all(_same(ids.get(seq) or "", seq - 1, messages) for seq in ids) else None
+    rows = Message.objects.filter(session=session, seq__in=[at - 1, at], seq__gte=1)
+    found = {seq: (cid or "", content) for seq, cid, content in rows.values_list("seq", "client_id", "content")}
+    if not all(_same(cid, seq - 1, messages) for seq, (cid, _) in found.items()):
+        return None
+    return Placed(session, at, {seq: content for seq, (cid, content) in found.items() if cid.startswith(REPLY_PREFIX)})
 
 
 def _same(stored_id: str, index: int, messages: list[Any]) -> bool:

@@ -28,18 +28,13 @@ USAGE_MAX = 100_000_000  # tokens: far beyond any model's window, well within th
 REPLY_PREFIX = "px-reply-"  # client ids of replies recorded from a response
 
 
-def replies_as_the_agent_kept_them(session: AgentSession, start: int, messages: list[Any]) -> None:
-    """The replies recorded from their responses where the request's history meets the stored one,
-    as the agent sent them back when that differs: it may drop a block or a signature, or give its
-    tool calls ids of its own (the tool results that follow name those). The session holds what the
-    model reads next; a copy the session can't hold leaves the reply as it was."""
-    stored = {
-        seq: content
-        for seq, content in Message.objects.filter(
-            session=session, seq__in=[start - 1, start], seq__gte=1, client_id__startswith=REPLY_PREFIX
-        ).values_list("seq", "content")
-        if seq <= len(messages)
-    }
+def replies_as_the_agent_kept_them(session: AgentSession, replies: dict[int, Any], messages: list[Any]) -> None:
+    """The replies recorded from their responses where the request's history meets the stored one
+    (``replies``: seq → stored content), as the agent sent them back when that differs: it may drop a
+    block or a signature, or give its tool calls ids of its own (the tool results that follow name
+    those). The session holds what the model reads next; a copy the session can't hold leaves the
+    reply as it was."""
+    stored = {seq: content for seq, content in replies.items() if seq <= len(messages)}
     copies = {}
     for seq, content in stored.items():
         try:
