@@ -33,7 +33,7 @@ from sessions_app.api.proxy_dialects import ANTHROPIC, OPENAI, Dialect, error_ty
 from sessions_app.api.proxy_headers import KEY_HEADER, PROJECT_HEADER, SESSION_HEADER
 from sessions_app.api.proxy_recorder import RECORDER
 from sessions_app.errors import ServiceError
-from sessions_app.models import AgentSession
+from sessions_app.models import AgentSession, Project, Role
 from sessions_app.selectors import access
 from sessions_app.services import keys, projects, proxy, proxy_gaps, proxy_upstream
 
@@ -213,6 +213,17 @@ def _too_long(answer: httpx2.Response) -> bool:
     return "prompt is too long" in answer.text.lower()
 
 
+def _project(request: HttpRequest, user: Any) -> Project:
+    """The project the request records in (the ``ctxweb-project`` header, else the user's only one),
+    where the user may write; looked up once a request (its key and its session both need it)."""
+    found: Project | None = getattr(request, "_ctxweb_project", None)
+    if found is None:
+        ref = request.headers.get(PROJECT_HEADER, "").strip() or None
+        found = access.project_find_for(user, ref, min_role=Role.MEMBER)
+        request._ctxweb_project = found  # type: ignore[attr-defined]
+    return found
+
+
 def _project_key(request: HttpRequest, user: Any, dialect: Dialect) -> tuple[str | None, HttpResponse | None]:
     """For a request without a key of its own: the Anthropic key its project's admins set (a
     member's request may use it), or a refusal saying there is none; (None, None) when ctxweb's
@@ -221,8 +232,7 @@ def _project_key(request: HttpRequest, user: Any, dialect: Dialect) -> tuple[str
         message = f"ctxweb: send your own API key ({dialect.own_key_header}); ctxweb keeps none for this API."
         return None, dialect.refuse(401, "authentication_error", message)
     try:
-        project = access.project_for_writing(user, request.headers.get(PROJECT_HEADER, "").strip() or None)
-        key = projects.project_upstream_key(project)
+        key = projects.project_upstream_key(_project(request, user))
     except ServiceError as exc:
         return None, dialect.refuse(exc.status, error_type(exc.status), exc.detail)
     except DatabaseError:
@@ -310,7 +320,7 @@ def _prepare(
     before it is forwarded only when the session's context may replace them (the project's
     ``proxy_compaction``); otherwise with the reply, once the answer is out, so the caller's first
     byte waits for nothing but finding the session."""
-    project = access.project_for_writing(user, request.headers.get(PROJECT_HEADER, "").strip() or None)
+    project = _project(request, user)
     session = proxy.proxy_session_for(user=user, project=project, key=conversation, body=body)
     sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0
     if not compacts or not proxy_upstream.compacts_upstream(session, body):

@@ -84,22 +84,10 @@ def project_get_for(user: User, project_id: Any, *, min_role: Role = Role.VIEWER
     return _require(project, role_in(user, pid) if project else None, min_role, "Project")
 
 
-def project_find_for(user: User, ref: str, *, min_role: Role = Role.VIEWER) -> Project:
-    """A project by id or by name, among the user's projects."""
-    if as_pk(ref) is not None:
-        return project_get_for(user, ref, min_role=min_role)
-    matches = list(project_list_for(user).filter(name=ref)[:2]) if _storable(ref) else []
-    if not matches:
-        raise NotFound(f"No project named {ref!r} among yours.")
-    if len(matches) > 1:
-        raise NotFound(f"Several of your projects are named {ref!r}; use the id.")
-    return project_get_for(user, matches[0].pk, min_role=min_role)
-
-
-def project_for_writing(user: User, ref: str | None, *, min_role: Role = Role.MEMBER) -> Project:
-    """The project ``ref`` names among the user's (an id or a name), else the user's only project,
-    where the user's role is at least ``min_role``: one query, for a path that runs on every request
-    of an agent (the proxy's). ``InvalidInput`` (code ``project_required``) when ``ref`` is None and
+def project_find_for(user: User, ref: str | None, *, min_role: Role = Role.VIEWER) -> Project:
+    """The project ``ref`` names among the user's (an id or a name), else (``ref`` None) the user's
+    only project, where the user's role is at least ``min_role``; in one query (the proxy asks on
+    every request of an agent). ``InvalidInput`` (code ``project_required``) when ``ref`` is None and
     the user has no project or several."""
     mine = Membership.objects.filter(user=user).select_related("project").order_by("project_id")
     if ref is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app.models import AgentSession, Message
+from sessions_app.models import AgentSession, Message, Role
 from sessions_app.services import agent_sessions, ingest, keys
 
 pytestmark = pytest.mark.django_db
@@ -169,30 +169,30 @@ def test_unrouted_api_paths_answer_json(team, api_as):
 
 def test_the_project_to_write_in_is_named_or_the_only_one_and_needs_a_writers_role(team):
     from sessions_app.errors import Forbidden, InvalidInput, NotFound
-    from sessions_app.selectors.access import project_for_writing
+    from sessions_app.selectors.access import project_find_for
     from sessions_app.services import projects
 
     bob = team.bob.user
-    assert project_for_writing(bob, None) == team.project  # his only project
-    assert project_for_writing(bob, str(team.project.pk)) == team.project
-    assert project_for_writing(bob, team.project.name) == team.project
+    assert project_find_for(bob, None, min_role=Role.MEMBER) == team.project  # his only project
+    assert project_find_for(bob, str(team.project.pk), min_role=Role.MEMBER) == team.project
+    assert project_find_for(bob, team.project.name, min_role=Role.MEMBER) == team.project
     for ref in ("no such project", str(2**70), "9" * 30, "a\x00b", "²", str(team.project.pk + 1000)):
         with pytest.raises(NotFound):
-            project_for_writing(bob, ref)
+            project_find_for(bob, ref, min_role=Role.MEMBER)
     for outsider_ref in (str(team.project.pk), team.project.name):  # another's project is not found, not forbidden
         with pytest.raises(NotFound):
-            project_for_writing(team.mallory.user, outsider_ref)
+            project_find_for(team.mallory.user, outsider_ref, min_role=Role.MEMBER)
     with pytest.raises(Forbidden):
-        project_for_writing(team.carol.user, team.project.name)  # a viewer
+        project_find_for(team.carol.user, team.project.name, min_role=Role.MEMBER)  # a viewer
     from django.contrib.auth import get_user_model
 
     with pytest.raises(InvalidInput) as none_of_his:
-        project_for_writing(get_user_model().objects.create_user("newcomer"), None)
+        project_find_for(get_user_model().objects.create_user("newcomer"), None, min_role=Role.MEMBER)
     assert none_of_his.value.code == "project_required"
     twin = projects.project_create(user=bob, name=team.project.name)
     with pytest.raises(InvalidInput) as several:
-        project_for_writing(bob, None)
+        project_find_for(bob, None, min_role=Role.MEMBER)
     assert several.value.code == "project_required"
     with pytest.raises(NotFound, match="use the id"):
-        project_for_writing(bob, team.project.name)
-    assert project_for_writing(bob, str(twin.pk)) == twin
+        project_find_for(bob, team.project.name, min_role=Role.MEMBER)
+    assert project_find_for(bob, str(twin.pk), min_role=Role.MEMBER) == twin
