@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: venv run serve test lint typecheck worker beat migrate demo bench clean
+.PHONY: venv run serve test test-fast lint typecheck worker beat migrate demo bench clean
 
 venv: $(STAMP)
 
@@ -30,8 +30,14 @@ run: demo
 	@echo ""
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py runserver $(HOST):$(PORT)
 
+# The suite, spread over the machine's cores (pytest-xdist: a test database and a Redis database per worker).
+# Without DATABASE_URL / REDIS_URL it runs embedded (SQLite, in-process tasks); tests that need the services skip.
 test: venv
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n auto --dist worksteal $(PYTEST_ARGS)
+
+# The loop at a desk: no test marked slow, Hypothesis' dev profile (the default outside CI).
+test-fast: venv
+	$(BIN)/python -m pytest -n auto --dist worksteal -m "not slow" $(PYTEST_ARGS)
 
 lint: typecheck
 	$(BIN)/ruff check .

@@ -22,10 +22,19 @@ from sessions_app.services import agent_sessions, keys, projects
 from tests.shared_data import SHARED_DATA
 
 REQUIRE_SERVICES = os.environ.get("CTX_REQUIRE_SERVICES") == "1"
-# Speed is measured in bench/, never asserted: a busy CI machine must not fail a property on time.
-hypothesis_settings.register_profile("ctxweb", deadline=None)
-hypothesis_settings.load_profile("ctxweb")
+# How hard the property tests look (tests/hypothesis_budget.py scales each test's examples from it):
+# ``dev`` for the loop at a desk, ``ci`` where CI is set, ``deep`` to dig (HYPOTHESIS_PROFILE=deep).
+# Speed is measured in bench/, never asserted: a busy machine must not fail a property on time.
+hypothesis_settings.register_profile("dev", max_examples=25, deadline=None)
+hypothesis_settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True)
+hypothesis_settings.register_profile("deep", max_examples=1000, deadline=None, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def xdist_worker() -> str:
+    """This process's pytest-xdist worker ("gw0", "gw1" …), or "" when the suite runs in one process."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "")
 
 
 def _postgres_configured() -> bool:
@@ -49,12 +58,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("services"):
             item.fixturenames.insert(0, "_require_services")
+        elif item.get_closest_marker("postgres"):
+            item.fixturenames.insert(0, "_require_postgres")
 
 
 @pytest.fixture
 def _require_services() -> None:
     need(_postgres_configured(), "DATABASE_URL does not point at Postgres")
     need(_redis_configured(), "REDIS_URL is not set")
+
+
+@pytest.fixture
+def _require_postgres() -> None:
+    need(_postgres_configured(), "DATABASE_URL does not point at Postgres")
 
 
 @pytest.fixture(autouse=True)
@@ -398,7 +414,9 @@ def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) ->
     }
     # This process sends where the worker listens (the router reads the prefix at each send).
     settings.CTX_QUEUE_PREFIX, before = prefix, settings.CTX_QUEUE_PREFIX
-    proc = start_worker(queue=prefix, env=env, log_path=ROOT / "test-artifacts" / "celery-worker.log")
+    proc = start_worker(
+        queue=prefix, env=env, log_path=ROOT / "test-artifacts" / f"celery-worker-{xdist_worker() or 'main'}.log"
+    )
     # "queue": where a test sends a compaction by hand (apply_async(queue=…)).
     compaction_queue = prefix + "compaction"
     yield {"process": proc, "queue": compaction_queue, "prefix": prefix, "fake": fake_anthropic_session, "env": env}

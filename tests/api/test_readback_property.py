@@ -18,7 +18,7 @@ a column can't hold (or only just can) in one field of it.
 A server error fails the example with the server's own exception (so Hypothesis tells distinct bugs
 apart) and notes naming the request, the requests before it and the rows it left behind.
 
-Knobs: ``CTX_READBACK_EXAMPLES`` (examples per endpoint, default 8: CI's budget; 200 digs deep),
+Knobs: the Hypothesis profile (examples per endpoint: ``HYPOTHESIS_PROFILE=deep`` digs deep),
 ``CTX_READBACK_SHRINK_SECONDS`` (how long to shrink a failure, default 10) and
 ``CTX_READBACK_SURVEY=FILE``: record every failing example as a JSON line in FILE and go on, so one
 run lists every distinct failure rather than the first of each endpoint.
@@ -46,13 +46,15 @@ from hypothesis import strategies as st
 from sessions_app.services import agent_sessions, transcript_sync
 from tests import hostile_json as hj
 from tests.conftest import Team
+from tests.hypothesis_budget import SERVER
 from tests.sessions_app.compaction_helpers import agent_rounds
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-# Examples per endpoint; the import runs twice as many (most uploads are refused, cheaply), and the
-# two that store nothing (count_tokens, the list filters) four times as many.
-EXAMPLES = int(os.environ.get("CTX_READBACK_EXAMPLES", "8"))
+# Examples per endpoint (the profile's budget for HTTP tests); the import runs twice as many (most
+# uploads are refused, cheaply), and the two that store nothing (count_tokens, the list filters) four
+# times as many.
+EXAMPLES = SERVER.max_examples
 # Shrinking replays whole request sequences: it stops after this many seconds per test (Hypothesis'
 # own limit is 300) and reports the smallest failing example found by then.
 SHRINK_SECONDS = float(os.environ.get("CTX_READBACK_SHRINK_SECONDS", "10"))

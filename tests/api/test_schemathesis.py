@@ -37,7 +37,7 @@ from sessions_app.services import agent_sessions, compaction_runs, handoffs, pro
 from tests.conftest import Persona, make_persona
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 SCHEMA_PATH = "/api/schema/"
 # CI's budget; CTX_FUZZ_EXAMPLES=500 (say) digs deeper on a workstation, CTX_FUZZ_SEED varies the cases.

@@ -12,7 +12,7 @@ from sessions_app.selectors.history import history_payload, session_history
 from tests.browser.helpers import ARTIFACTS, PHONE, demo_signed_in, horizontal_overflow
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 DOCS_SCREENSHOT = ROOT / "docs" / "img" / "session-chart.png"
 

@@ -12,7 +12,7 @@ from sessions_app.services import ingest
 from tests.browser.helpers import chat_session
 from tests.sessions_app.test_csp import periodic_task
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 # Forwards each violation to the console, where Chromium also writes its own "Refused to …" lines.
 REPORT_VIOLATIONS = """

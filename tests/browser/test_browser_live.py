@@ -14,7 +14,7 @@ from sessions_app.models import Compaction
 from tests.browser.helpers import busy_session, figures, legend, live_bar, shot, status_of
 from tests.sessions_app.compaction_helpers import checkpoint_reply
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 LLM_DELAY = 3.0  # seconds the fake Anthropic API takes to answer the summarize call
 

@@ -34,7 +34,7 @@ from tests.browser.helpers import (
 )
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 DOCS_SCREENSHOT = ROOT / "docs" / "img" / "session.png"
 

@@ -11,7 +11,7 @@ from sessions_app.models import Webhook
 from tests.browser.helpers import ARTIFACTS, PHONE, horizontal_overflow
 from tests.sessions_app.webhook_receiver import receiver
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.mark.parametrize("viewport", [None, PHONE], ids=["desktop", "phone"])

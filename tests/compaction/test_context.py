@@ -4,6 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.context import to_anthropic_messages, to_openai_messages
+from tests.hypothesis_budget import ENGINE
 
 
 def assert_valid_anthropic(messages):
@@ -40,7 +41,7 @@ message = st.builds(
 )
 
 
-@settings(max_examples=300)
+@settings(ENGINE)
 @given(st.lists(message, min_size=1, max_size=12))
 def test_any_message_sequence_becomes_a_valid_request(messages):
     assert_valid_anthropic(to_anthropic_messages(messages))

@@ -17,6 +17,7 @@ from compaction.facts import (
 )
 from compaction.tokens import OfflineTokenizer
 from compaction.types import Msg
+from tests.hypothesis_budget import ENGINE
 
 TOK = OfflineTokenizer()
 
@@ -216,7 +217,7 @@ def sessions(draw: st.DrawFn) -> list[Msg]:
     return out
 
 
-@settings(max_examples=60)
+@settings(ENGINE)
 @given(sessions(), st.data())
 def test_folding_in_any_number_of_compactions_gives_the_facts_of_one(messages, data):
     """A session compacted several times (each checkpoint folding the next messages into the last
@@ -234,7 +235,7 @@ def test_folding_in_any_number_of_compactions_gives_the_facts_of_one(messages, d
     assert [facts["first_request"], *facts["user_messages"]] == people
 
 
-@settings(max_examples=40)
+@settings(ENGINE)
 @given(sessions(), st.integers(100, 2_000))
 def test_the_fitted_facts_keep_their_budget_and_the_first_request(messages, budget):
     fitted = checkpoint_facts(None, messages, TOK, budget)

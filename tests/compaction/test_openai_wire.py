@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from compaction.messages import normalize_message
 from compaction.transcripts.openai import chat_request_as_anthropic, completion_as_message
+from tests.hypothesis_budget import ENGINE
 
 
 def conversations(shared: Any) -> list[list[dict[str, Any]]]:
@@ -65,7 +66,7 @@ def tool_conversations(draw: Any) -> list[dict[str, Any]]:
     return history
 
 
-@settings(max_examples=100, deadline=None)
+@settings(ENGINE)
 @given(messages=tool_conversations(), data=st.data())
 def test_every_shorter_history_of_a_generated_conversation_reads_as_a_prefix(messages, data):
     whole = chat_request_as_anthropic({"messages": messages})

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.identifiers import ERROR_RE, PATH_RE, file_paths
@@ -30,6 +30,7 @@ from compaction.reversible import (
 from compaction.tokens import OfflineTokenizer
 from compaction.transcripts import read_transcript
 from compaction.types import Msg
+from tests.hypothesis_budget import ENGINE
 
 TOK = OfflineTokenizer()
 PATTERNS = compile_patterns(DEFAULT_PRESERVE_PATTERNS)
@@ -138,7 +139,7 @@ output_line = st.one_of(
 outputs = st.lists(output_line, min_size=1, max_size=150).map("\n".join)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(ENGINE)
 @given(outputs)
 def test_property_a_placeholder_keeps_paths_and_error_lines_within_its_caps(text):
     tokens = TOK.count_text(text)
@@ -305,7 +306,7 @@ def shared_sessions(folder: Path) -> list[tuple[str, list[Msg]]]:
 @pytest.mark.data
 def test_compacting_the_shared_transcripts_keeps_their_paths_and_error_lines(shared_data):
     # Each session filled to 90 % of its window and compacted with the default policy, as
-    # bench/compaction.py does: every cleared text keeps its error lines, its paths up to the cap and
+    # bench/compaction_strategies.py does: every cleared text keeps its error lines, its paths up to the cap and
     # is smaller than what it replaced; pooled, the sessions keep >= 90 % of their paths and >= 95 %
     # of their error lines.
     sessions = shared_sessions(shared_data)

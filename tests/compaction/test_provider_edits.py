@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from compaction.provider_edits import CLEARED_INPUT_KEY, CLEARED_RESULT, tool_uses_cleared
 from tests.fakes.anthropic_server import CLEARED_TOOL_RESULT, clear_tool_uses, default_count_tokens
+from tests.hypothesis_budget import ENGINE
 
 TOOLS = ["Read", "Bash", "Grep"]
 
@@ -49,7 +50,7 @@ def cleared_ids(messages: list[tuple[int, Any]]) -> list[str]:
     ]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(ENGINE)
 @given(history=histories(), keep=st.integers(0, 4), excluded=st.sets(st.sampled_from(TOOLS), max_size=2))
 def test_the_results_cleared_are_the_ones_the_provider_cleared(history, keep, excluded):
     edit = {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 1},

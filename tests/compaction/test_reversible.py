@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.context import to_anthropic_messages
@@ -16,6 +16,7 @@ from compaction.policy import DEFAULT_PRESERVE_PATTERNS, Policy
 from compaction.reversible import MARK, Change, apply_changes, plan_compact, result_text
 from compaction.tokens import OfflineTokenizer
 from compaction.types import Msg
+from tests.hypothesis_budget import ENGINE
 
 TOK = OfflineTokenizer()
 WINDOW = 200_000
@@ -517,7 +518,7 @@ def paired_ids(request: list[dict[str, Any]]) -> set[str]:
     return paired
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(ENGINE)
 @given(sessions(), policies, st.sampled_from([2_000, 20_000, 200_000]))
 def test_property_pruning_keeps_protected_content_preserved_lines_and_tool_pairs(messages, policy, window):
     original = copy.deepcopy(messages)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.extractive import ExtractiveSummarizer
@@ -17,6 +17,7 @@ from compaction.summarize import split_tail
 from compaction.tokens import OfflineTokenizer
 from compaction.types import Level, Msg
 from tests.compaction.test_summarize import sessions
+from tests.hypothesis_budget import ENGINE
 
 TOK = OfflineTokenizer()
 NOW = "2026-11-23T00:00:00+00:00"
@@ -35,7 +36,7 @@ def with_text(messages: list[Msg]) -> list[Msg]:
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(ENGINE)
 @given(
     sessions(),
     st.sampled_from(list(PRESETS)),

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.checkpoint import CHECKPOINT_FIELDS, CheckpointError, render_summary_text, validate_fields
@@ -22,6 +22,7 @@ from compaction.summarize import AnthropicSummarizer, plan_summarize, split_tail
 from compaction.tokens import OfflineTokenizer
 from compaction.types import Msg
 from tests.fakes.anthropic_server import FakeAnthropic
+from tests.hypothesis_budget import ENGINE
 
 TOK = OfflineTokenizer()
 WINDOW = 200_000
@@ -143,7 +144,7 @@ def sessions(draw: st.DrawFn) -> list[Msg]:
     return messages
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(ENGINE)
 @given(
     sessions(),
     st.sampled_from([0.1, 0.3, 0.5]),

@@ -24,7 +24,7 @@ import pytest
 from bench._server import ROOT, Client, free_port, gunicorn_on_postgres, make_key
 from tests.conftest import need
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"))), Path("/nonexistent"))
 QUIET = {"CTX_RATE_LIMIT_KEY": "", "CTX_RATE_LIMIT_USER": "", "LOG_LEVEL": "WARNING"}

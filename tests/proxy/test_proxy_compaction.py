@@ -52,6 +52,7 @@ def turn(n: int) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["in-process", "busy"])
 def test_a_hundred_turn_loop_never_sends_a_request_over_the_window(
     proxy_sdk, team, fake, small_window, monkeypatch, workers

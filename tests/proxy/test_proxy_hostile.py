@@ -6,7 +6,6 @@ resent and extended histories, and arbitrary JSON."""
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import pytest
@@ -15,11 +14,10 @@ from hypothesis import strategies as st
 
 from tests import hostile_json as hj
 from tests.fakes.anthropic_server import FakeAnthropic
+from tests.hypothesis_budget import SERVER
 from tests.proxy_client import assert_sessions_read_back
 
-pytestmark = pytest.mark.django_db
-
-EXAMPLES = int(os.environ.get("CTX_READBACK_EXAMPLES", "8")) * 5
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 requests = st.one_of(
     hj.mutated(
@@ -60,7 +58,7 @@ def sent(client: Any, path: str, body: Any, team: Any, **headers: str) -> tuple[
     return response, b"".join(response.streaming_content) if response.streaming else response.content
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(SERVER, max_examples=4 * SERVER.max_examples, suppress_health_check=list(HealthCheck))
 @given(bodies=st.lists(requests, min_size=1, max_size=3), resend=st.booleans())
 def test_no_server_error_and_every_recorded_session_reads_back(
     team, upstream, client, api_as, proxy_failures, bodies, resend
@@ -90,7 +88,7 @@ openai_requests = st.one_of(
 )
 
 
-@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(SERVER, max_examples=2 * SERVER.max_examples, suppress_health_check=list(HealthCheck))
 @given(bodies=st.lists(openai_requests, min_size=1, max_size=3))
 def test_openai_bodies_no_server_error_and_every_recorded_session_reads_back(
     team, openai_upstream, client, api_as, proxy_failures, bodies

@@ -16,6 +16,7 @@ from sessions_app.api.proxy_recorder import Recorder
 from sessions_app.models import Message
 from sessions_app.selectors import usage
 from sessions_app.services import proxy
+from tests.hypothesis_budget import DATABASE
 
 
 @pytest.fixture
@@ -120,7 +121,7 @@ def conversation(turns: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
 
 
 @pytest.mark.django_db
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(DATABASE, suppress_health_check=list(HealthCheck))
 @given(order=st.permutations(range(5)))
 def test_any_order_of_recording_gives_the_conversation_once_in_its_order(team, order):
     exchanges = conversation(5)

@@ -14,7 +14,7 @@ from bench._server import ROOT
 from tests.conftest import _postgres_configured, _redis_configured, need
 from tests.shared_data import SHARED_DATA
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 CHECKS = (
     "every acknowledged message stored exactly once",

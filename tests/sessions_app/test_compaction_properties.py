@@ -7,12 +7,13 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from sessions_app.models import AgentSession, CompactionPolicy, Message
 from sessions_app.selectors import model_context, usage
 from sessions_app.services import agent_sessions, compaction_runs, reverting
+from tests.hypothesis_budget import DATABASE
 from tests.sessions_app.compaction_helpers import append, rows_of
 
 pytestmark = pytest.mark.django_db
@@ -92,11 +93,7 @@ def last_user_message_is_verbatim(session: AgentSession, turns: list[dict[str, A
     assert all(b in final_user["content"] for b in blocks)
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@settings(DATABASE)
 @given(
     messages=agent_session(),
     level=st.sampled_from(["compact", "summarize"]),

@@ -18,7 +18,7 @@ from django.db import connection
 from django.db.models import Count, Sum
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
@@ -29,6 +29,7 @@ from sessions_app.selectors import usage
 from sessions_app.selectors.dashboard import dashboard_payload, project_dashboard
 from sessions_app.selectors.history import session_history
 from sessions_app.services import agent_sessions, compaction_records, compaction_runs, projects
+from tests.hypothesis_budget import DATABASE
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 
 pytestmark = pytest.mark.django_db
@@ -217,7 +218,7 @@ def test_api_answers_the_page_numbers_to_members_only(team, api_as, client):
         assert re.search(rf'<li data-level="{level}">.*?<strong class="count">{n}</strong>', html)
 
 
-@hsettings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hsettings(DATABASE)
 @given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=6), resend=st.integers(0, 3))
 def test_the_daily_figures_are_the_messages_stored_however_they_were_batched_or_resent(team, sizes, resend):
     project = projects.project_create(user=team.alice.user, name="batched")

@@ -12,13 +12,14 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.utils import timezone
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessions_app.models import AgentSession, Compaction, MessageBackup
 from sessions_app.selectors import usage
 from sessions_app.selectors.history import SessionHistory, history_payload, session_history
 from sessions_app.services import agent_sessions, retention
+from tests.hypothesis_budget import DATABASE
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 from tests.shared_data import SHARED_DATA
 
@@ -203,7 +204,7 @@ operations = st.lists(
 )
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(DATABASE)
 @given(steps=operations, chunk=st.integers(min_value=1, max_value=9))
 def test_any_life_of_a_session_gives_a_consistent_history(team, api_as, steps, chunk):
     """Appends in any chunks, compactions and reverts in any order: the invariants hold, and the line

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from sessions_app.management.history_text import render_history
 from sessions_app.selectors.history import HistoryEvent, HistoryPoint, SessionHistory
 from sessions_app.web import charts
+from tests.hypothesis_budget import ENGINE, LARGE
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -44,7 +45,7 @@ def histories(draw) -> SessionHistory:
     )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(ENGINE)
 @given(history=histories())
 def test_chart_geometry_holds_for_any_history(history):
     chart = charts.session_chart(history)
@@ -93,7 +94,7 @@ def test_the_axis_ends_on_a_round_figure_at_or_above_the_value(value):
 @given(
     seed=st.integers(min_value=0, max_value=2**32), size=st.integers(min_value=2 * charts.PLOT_W + 1, max_value=6000)
 )
-@settings(max_examples=10, deadline=None)
+@settings(LARGE)
 def test_a_long_session_is_thinned_to_the_same_picture(seed, size):
     rng = random.Random(seed)
     used = [rng.randrange(0, 300_000) for _ in range(size)]

@@ -8,12 +8,13 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.utils import timezone
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from sessions_app.models import Checkpoint, Compaction, CompactionStatus, Message
 from sessions_app.selectors import usage
+from tests.hypothesis_budget import DATABASE
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +54,7 @@ def _orm_answer(session) -> dict | None:
     return {**latest, "last_changed_at": changed}
 
 
-@hsettings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hsettings(DATABASE)
 @given(rows=compaction_rows)
 def test_statuss_compaction_probe_answers_what_the_orm_answers(session_of, rows):
     session = session_of()

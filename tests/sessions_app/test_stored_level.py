@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
@@ -18,6 +18,7 @@ from sessions_app.models import AgentSession, Compaction, CompactionStatus, Mode
 from sessions_app.selectors import usage
 from sessions_app.selectors.dashboard import project_dashboard
 from sessions_app.services import agent_sessions, auto, compaction_runs, projects, reverting
+from tests.hypothesis_budget import DATABASE
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 
 pytestmark = pytest.mark.django_db
@@ -82,7 +83,7 @@ OPERATIONS = st.lists(
 )
 
 
-@hsettings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hsettings(DATABASE)
 @given(operations=OPERATIONS, which=st.lists(st.integers(0, 1), min_size=6, max_size=6))
 def test_stored_level_and_usage_are_status_after_anything(team, operations, which):
     AgentSession.objects.filter(project=team.project).delete()

@@ -13,17 +13,18 @@ from typing import Any
 
 import pytest
 from django.core.cache import cache
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.transcripts import read_transcript
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession
 from sessions_app.services import importing, projects, transcript_sync
+from tests.hypothesis_budget import DATABASE
 from tests.shared_data import SHARED_DATA
 from tests.transcript_stream import STEP, Upload, build, compactions, contexts, random_plan, rows, usage_of
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 FILES = sorted(p.name for p in (SHARED_DATA / "claude_code").glob("*.jsonl")) or ["<shared data missing>"]
 
@@ -96,7 +97,7 @@ def assert_stream_equals_import(user: Any, data: bytes, plan: list[Upload], tag:
                 cache.delete(key)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(DATABASE)
 @given(steps=st.lists(STEP, min_size=1, max_size=12), seed=st.integers(0, 2**32 - 1))
 def test_any_chunking_of_a_generated_transcript_equals_its_import(owner, steps, seed):
     data = build(steps, "cc-stream").encode()
@@ -134,7 +135,7 @@ def test_the_file_with_boundaries_compacts_where_claude_code_did(owner):
     assert [c[2] for c in compactions(side)] == ["transcript"]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(DATABASE)
 @given(seed=st.integers(0, 2**32 - 1), max_lines=st.sampled_from([1, 2, 3, 5, 8]), p_final=st.sampled_from([0, 0.3, 1]))
 def test_any_chunking_of_a_file_with_compact_boundaries_equals_its_import(owner, seed, max_lines, p_final):
     data = build(BOUNDARIES, "cc-stream").encode()

@@ -1,6 +1,6 @@
 """Compaction speed and savings, offline, on the shared transcripts and a synthetic 100,000-token session.
 
-    .venv/bin/python bench/compaction.py [--runs 5] [FILES …]
+    .venv/bin/python bench/compaction_strategies.py [--runs 5] [FILES …]
 
 For each session (filled to 90 % of a window sized for it): the median time to plan the reversible
 compaction and the extractive summary (targets < 1 s and < 3 s at 100k tokens, docs/BENCHMARKS.md); the tokens
