@@ -70,6 +70,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+# The embedded default, not a deployment (no DATABASE_URL; DEBUG on or the development secret key,
+# as `make run` has it): only here does `ctx demo` make its demo / demo user an admin.
+CTX_DEMO_ADMIN = not env.str("DATABASE_URL", default="") and (DEBUG or SECRET_KEY == _DEV_SECRET)
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

@@ -347,10 +347,12 @@ class Command(BaseCommand):
             "project": result.project.pk,
             "sessions": [s.pk for s in result.sessions],
             "created": result.created,
+            "admin": result.admin,
         }
         human = (
             f"{'Loaded' if result.created else 'Already loaded:'} demo project {result.project.name!r} "
             f"with {len(result.sessions)} sessions.\nSign in as {result.username} / {result.password}"
+            + (", Django admin (/admin/) too." if result.admin else "")
         )
         self.emit(options, data, human)
 
