@@ -62,3 +62,13 @@ def test_the_demo_user_stays_a_plain_user_in_a_deployment(client, settings):
     refused = client.post("/admin/login/", {"username": DEMO_USER, "password": DEMO_PASSWORD, "next": "/admin/"})
     assert refused.status_code == 200  # the form again: admin is for staff
     assert "staff account" in refused.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_header_shows_staff_the_way_to_admin(client, settings, team):
+    settings.CTX_DEMO_ADMIN = True
+    demo_load()
+    client.force_login(get_user_model().objects.get(username=DEMO_USER))
+    assert '<a href="/admin/">Admin</a>' in client.get("/projects/").content.decode()
+    client.force_login(team.alice.user)
+    assert 'href="/admin/"' not in client.get("/projects/").content.decode()
