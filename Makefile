@@ -27,6 +27,8 @@ run: demo
 	@echo ""
 	@echo "  ctxweb is starting on http://$(HOST):$(PORT)/"
 	@echo "  Sign in as demo / demo  (API docs: http://$(HOST):$(PORT)/api/docs/)"
+	@echo "  Django admin: http://$(HOST):$(PORT)/admin/  (demo / demo here, with no DATABASE_URL;"
+	@echo "  with one, an admin account from: $(BIN)/python manage.py createsuperuser)"
 	@echo ""
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py runserver $(HOST):$(PORT)
 

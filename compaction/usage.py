@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .policy import Policy, level_for
 from .types import Level, Thresholds, Usage
 
@@ -73,10 +75,16 @@ def usage_warnings(usage: Usage, *, compacted: bool = False) -> list[str]:
     return warnings
 
 
-def render_bar(usage: Usage, *, width: int = 10) -> str:
-    """What ``ctx status`` prints (README, "The CLI"): one glyph per tenth, then the breakdown."""
-    filled = min(width, round(usage.fraction * width))
-    bar = " ".join(["⛁"] * filled + ["⛶"] * (width - filled))
+def glyph_bar(fraction: float, *, width: int = 10) -> str:
+    """One glyph per tenth of the window (with ``width`` 10): full ⛁, free ⛶."""
+    filled = max(0, min(width, round(fraction * width)))
+    return " ".join(["⛁"] * filled + ["⛶"] * (width - filled))
+
+
+def render_bar(usage: Usage, *, width: int = 10, paint: Callable[[str], str] = str) -> str:
+    """What ``ctx status`` prints (README, "The CLI"): one glyph per tenth, then the breakdown.
+    ``paint`` dresses the level's name (the CLI colours it on a terminal)."""
+    bar = glyph_bar(usage.fraction, width=width)
     window = usage.context_window
 
     def fmt(n: int) -> str:
@@ -87,7 +95,7 @@ def render_bar(usage: Usage, *, width: int = 10) -> str:
 
     rows = [
         f"{bar}  {usage.model} · {fmt(usage.used)}/{fmt(window)} tokens "
-        f"({usage.usage_percent:.0f}%) · {usage.level.value}",
+        f"({usage.usage_percent:.0f}%) · {paint(usage.level.value)}",
         "",
         f"  ⛁ System prompt:    {fmt(usage.system_prompt)} tokens ({pct(usage.system_prompt)})",
         f"  ⛁ Tool definitions: {fmt(usage.tool_definitions)} tokens ({pct(usage.tool_definitions)})",

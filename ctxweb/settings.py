@@ -70,6 +70,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+# The embedded default, not a deployment (no DATABASE_URL; DEBUG on or the development secret key,
+# as `make run` has it): only here does `ctx demo` make its demo / demo user an admin.
+CTX_DEMO_ADMIN = not env.str("DATABASE_URL", default="") and (DEBUG or SECRET_KEY == _DEV_SECRET)
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -290,6 +293,32 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The API docs' sections, in this order; sessions_app/api/schema.py puts each operation in one.
+    "TAGS": [
+        {"name": "projects", "description": "A team's space: its members and roles, its sessions."},
+        {
+            "name": "sessions",
+            "description": "An agent's conversation: create, list, its STATUS and model-ready context.",
+        },
+        {
+            "name": "messages",
+            "description": "Append a session's messages (idempotent by client_id) and page through them.",
+        },
+        {"name": "tokens", "description": "Count an Anthropic count_tokens body offline; the models' context windows."},
+        {"name": "compactions", "description": "Compact a session (or preview it), its compaction history, revert."},
+        {"name": "checkpoints", "description": "The structured summaries compactions write."},
+        {"name": "handoffs", "description": "Handoff documents a fresh session starts from, and their downloads."},
+        {
+            "name": "import",
+            "description": "Recorded transcripts: a one-shot import, or a transcript synced while it grows.",
+        },
+        {
+            "name": "history",
+            "description": "The team's view over time: a session's context history, a project's dashboard.",
+        },
+        {"name": "policy", "description": "A project's compaction policy: thresholds and presets (project admins)."},
+        {"name": "webhooks", "description": "Be told when a level changes or a compaction ends; deliveries and tests."},
+    ],
     "ENUM_NAME_OVERRIDES": {
         "TokenSourceEnum": ["exact", "estimate"],
         "SessionStatusEnum": "sessions_app.models.SessionStatus",

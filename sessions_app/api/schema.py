@@ -1,9 +1,11 @@
 """OpenAPI: every operation also documents the errors it can answer, each with the ERROR body
 ``{"detail", "code"}`` (see errors.py). The fuzzing test (tests/api/test_schemathesis.py) holds the
-service to it: an answer with an undocumented status code fails there."""
+service to it: an answer with an undocumented status code fails there. Operations are grouped by
+resource (``RESOURCE_TAGS``); the tags' order and descriptions are SPECTACULAR_SETTINGS["TAGS"]."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import uritemplate
@@ -26,6 +28,28 @@ ERRORS = {
 }
 
 
+# The resource an operation belongs to, by its path under /api/v1/: the first pattern that matches.
+# (drf-spectacular's default is the path's first segment, "v1" for every operation.)
+RESOURCE_TAGS = [
+    (r"sessions/[^/]+/messages/", "messages"),
+    (r"(sessions/[^/]+/)?compactions/", "compactions"),
+    (r"(sessions/[^/]+/)?checkpoints/", "checkpoints"),
+    (r"sessions/[^/]+/handoff/|handoffs/", "handoffs"),
+    (r"sessions/(import|transcript)/", "import"),
+    (r"sessions/[^/]+/history/|projects/[^/]+/dashboard/", "history"),
+    (r"projects/[^/]+/policy/", "policy"),
+    (r"(projects/[^/]+/)?webhooks/", "webhooks"),
+    (r"count_tokens/|models/", "tokens"),
+    (r"projects/", "projects"),
+    (r"sessions/", "sessions"),
+]
+
+
+def resource_tag(path: str) -> str | None:
+    relative = path.removeprefix("/api/v1/")
+    return next((tag for pattern, tag in RESOURCE_TAGS if re.match(pattern, relative)), None)
+
+
 def error_response(status: str) -> OpenApiResponse:
     return OpenApiResponse(response=ErrorOut, description=ERRORS[status])
 
@@ -38,6 +62,10 @@ class AutoSchema(SpectacularAutoSchema):
     - 403, 409 and 413 on writes (role, state, body size);
     - 429 where a rate limit applies.
     """
+
+    def get_tags(self) -> list[str]:
+        tag = resource_tag(self.path)
+        return [tag] if tag else super().get_tags()
 
     def error_statuses(self) -> list[str]:
         statuses = ["400", "401"]

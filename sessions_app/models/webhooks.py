@@ -73,6 +73,7 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         ordering = ["-pk"]
+        verbose_name_plural = "webhook deliveries"
         indexes = [
             models.Index(
                 fields=["next_attempt_at"], name="delivery_due", condition=models.Q(status=DeliveryStatus.PENDING)

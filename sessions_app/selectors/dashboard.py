@@ -93,9 +93,7 @@ def project_dashboard(*, project: Project, days: int = 14, now: datetime | None 
     today = timezone.localdate(now)
     since = today - timedelta(days=days - 1)
     start = timezone.make_aware(datetime.combine(since, datetime.min.time()))
-    policy = project_policy(project).to_engine()  # once, not once per session
-    active = AgentSession.objects.filter(project=project, status=SessionStatus.ACTIVE)
-    levels, closest = _levels(project, active, policy)
+    levels, closest = project_levels(project=project)
     return ProjectDashboard(
         levels=levels,
         closest=closest,
@@ -107,22 +105,30 @@ def project_dashboard(*, project: Project, days: int = 14, now: datetime | None 
     )
 
 
+def project_levels(*, project: Project, closest: int = CLOSEST) -> tuple[dict[str, int], list[SessionUse]]:
+    """Active sessions by level (every level present) and the ``closest`` nearest to their window,
+    first the closest: the dashboard's top, and ``ctx status`` without a session."""
+    policy = project_policy(project).to_engine()  # once, not once per session
+    active = AgentSession.objects.filter(project=project, status=SessionStatus.ACTIVE)
+    return _levels(project, active, policy, closest)
+
+
 def _levels(
-    project: Project, active: QuerySet[AgentSession], policy: Policy
+    project: Project, active: QuerySet[AgentSession], policy: Policy, limit: int
 ) -> tuple[dict[str, int], list[SessionUse]]:
     """Active sessions by level and the closest to their window, from the stored level and usage (a
-    count and a top-five in SQL); a session without them yet is worked out from its totals."""
+    count and a top-``limit`` in SQL); a session without them yet is worked out from its totals."""
     levels = {level: 0 for level in LEVELS}
     known = active.exclude(level="").exclude(usage_percent__isnull=True)
     for level, n in known.values_list("level").annotate(n=Count("pk")).values_list("level", "n"):
         levels[level] = levels.get(level, 0) + n
-    rows = _with_project(known.filter(usage_percent__gt=0).order_by("-usage_percent", "pk")[:CLOSEST], project)
+    rows = _with_project(known.filter(usage_percent__gt=0).order_by("-usage_percent", "pk")[:limit], project)
     candidates = [_use(s, policy) for s in rows]
     for session, current in unleveled(active):
         use = SessionUse(session, current.used, current.context_window, current.usage_percent, current.level.value)
         levels[use.level] += 1
         candidates.append(use)
-    closest = sorted((u for u in candidates if u.used), key=lambda u: (-u.usage_percent, u.session.pk))[:CLOSEST]
+    closest = sorted((u for u in candidates if u.used), key=lambda u: (-u.usage_percent, u.session.pk))[:limit]
     return levels, closest
 
 
@@ -252,17 +258,7 @@ def dashboard_payload(board: ProjectDashboard) -> dict[str, Any]:
     return {
         "since": board.since.isoformat(),
         "levels": board.levels,
-        "closest": [
-            {
-                "session": u.session.pk,
-                "name": u.session.name,
-                "used": u.used,
-                "context_window": u.context_window,
-                "usage_percent": u.usage_percent,
-                "level": u.level,
-            }
-            for u in board.closest
-        ],
+        "closest": [session_use_payload(u) for u in board.closest],
         "days": [{"day": d.day.isoformat(), "ingested": d.ingested, "saved": d.saved} for d in board.days],
         "compactions": board.compactions,
         "trouble": [
@@ -284,4 +280,15 @@ def dashboard_payload(board: ProjectDashboard) -> dict[str, Any]:
             "sessions_unpriced": cost.sessions_unpriced,
             "unpriced_models": cost.unpriced_models,
         },
+    }
+
+
+def session_use_payload(use: SessionUse) -> dict[str, Any]:
+    return {
+        "session": use.session.pk,
+        "name": use.session.name,
+        "used": use.used,
+        "context_window": use.context_window,
+        "usage_percent": use.usage_percent,
+        "level": use.level,
     }

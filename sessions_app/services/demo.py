@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
@@ -161,6 +162,7 @@ class DemoResult:
     project: Project
     sessions: list[AgentSession]
     created: bool
+    admin: bool  # whether the demo user may open Django admin (the embedded default)
 
 
 @transaction.atomic
@@ -168,10 +170,14 @@ def demo_load() -> DemoResult:
     User = get_user_model()
     user, _ = User.objects.get_or_create(username=DEMO_USER, defaults={"email": "demo@example.invalid"})
     user.set_password(DEMO_PASSWORD)
+    # Admin with a known password is for the embedded default alone; elsewhere a plain user.
+    user.is_staff = user.is_superuser = settings.CTX_DEMO_ADMIN
     user.save()
     existing = Project.objects.filter(name=DEMO_PROJECT, memberships__user=user).first()
     if existing is not None:
-        return DemoResult(DEMO_USER, DEMO_PASSWORD, existing, list(existing.sessions.order_by("pk")), created=False)
+        return DemoResult(
+            DEMO_USER, DEMO_PASSWORD, existing, list(existing.sessions.order_by("pk")), False, user.is_staff
+        )
     project = projects.project_create(user=user, name=DEMO_PROJECT, description="Synthetic sessions to look around.")
     specs = [
         (
@@ -209,4 +215,4 @@ def demo_load() -> DemoResult:
     sessions.append(_nightly_session(user, project))
     sessions.append(_paused_session(user, project))
     _demo_webhook(user, project)
-    return DemoResult(DEMO_USER, DEMO_PASSWORD, project, sessions, created=True)
+    return DemoResult(DEMO_USER, DEMO_PASSWORD, project, sessions, True, user.is_staff)

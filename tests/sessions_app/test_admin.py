@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from compaction.policy import PRESETS
@@ -138,3 +139,25 @@ def test_admin_adds_a_policy_to_a_project_without_one(staff, team):
     response = staff.post("/admin/sessions_app/compactionpolicy/add/", form)
     assert response.status_code == 302
     assert CompactionPolicy.objects.values_list("preset", "compact").get(project=bare) == ("custom", 0.75)
+
+
+def _reads_right(singular: str, plural: str) -> bool:
+    """A plural Django would make by adding "s" to a consonant + "y" ("deliverys") reads wrong."""
+    if len(singular) > 1 and singular.endswith("y") and singular[-2] not in "aeiou":
+        return plural == singular[:-1] + "ies"
+    return True
+
+
+def test_every_admin_model_name_has_an_english_plural():
+    wrong = {
+        model._meta.label: str(model._meta.verbose_name_plural)
+        for model in admin.site._registry
+        if not _reads_right(str(model._meta.verbose_name), str(model._meta.verbose_name_plural))
+    }
+    assert wrong == {}
+
+
+def test_the_admin_index_lists_webhook_deliveries(staff):
+    page = staff.get("/admin/").content.decode()
+    assert "Webhook deliveries" in page
+    assert "deliverys" not in page

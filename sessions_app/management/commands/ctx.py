@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -17,9 +18,12 @@ from compaction.usage import render_bar
 from sessions_app import tasks
 from sessions_app.errors import ServiceError
 from sessions_app.management.history_text import render_history
+from sessions_app.management.level_colours import colour_wanted, level_painter
 from sessions_app.management.progress_bar import bars, wanted
+from sessions_app.management.project_overview import overview_payload, render_overview
 from sessions_app.models import AgentSession
 from sessions_app.selectors import access, compactions, count_cache, model_context, usage
+from sessions_app.selectors.dashboard import CLOSEST, project_levels
 from sessions_app.selectors.history import history_payload, session_history
 from sessions_app.services import (
     compaction_runs,
@@ -65,9 +69,12 @@ class Command(BaseCommand):
         p.add_argument("--json", action="store_true")
         _progress_flags(p)
 
-        p = sub.add_parser("status", help="a session's context breakdown")
-        p.add_argument("session", help="id or external id")
+        p = sub.add_parser("status", help="a session's context breakdown; without one, the project's overview")
+        p.add_argument("session", nargs="?", help="id or external id (none: the project overview)")
         p.add_argument("--history", action="store_true", help="context used over the session's life, with compactions")
+        p.add_argument("--project", help="without SESSION: project id or name (default: the user's only project)")
+        p.add_argument("--user", help="whose projects (default: the first superuser)")
+        p.add_argument("--top", type=int, default=CLOSEST, help="without SESSION: how many of the closest to show")
         p.add_argument("--json", action="store_true")
 
         p = sub.add_parser("count", help="count an Anthropic count_tokens body (or a list of them) from stdin")
@@ -141,7 +148,7 @@ class Command(BaseCommand):
         """stderr itself (not Django's wrapper, which ends every write with a newline): progress bars."""
         return cast(TextIO, getattr(self.stderr, "_out", sys.stderr))
 
-    def cli_user(self, username: str | None) -> Any:
+    def cli_user(self, username: str | None, *, create: bool = True) -> Any:
         User = get_user_model()
         if username:
             user = User.objects.filter(username=username).first()
@@ -149,7 +156,12 @@ class Command(BaseCommand):
                 raise CommandError(f"No user {username!r}.")
             return user
         user = User.objects.filter(is_superuser=True).order_by("pk").first()
+        if user is None and not create:
+            raise CommandError("No superuser to act as: name a user with --user.")
         return user or User.objects.get_or_create(username="ctxweb")[0]
+
+    def paint(self, options: dict[str, Any]) -> Callable[[str], str]:
+        return level_painter(colour_wanted(options, self.stdout))
 
     # ------------------------------------------------------------------ actions
 
@@ -188,24 +200,55 @@ class Command(BaseCommand):
             f"({result.session.name}) in project {project.name!r}.\nSkipped lines: {skipped}\n"
             + (f"Sub-agent sessions: {', '.join(str(s.pk) for s in result.sidechains)}\n" if result.sidechains else "")
             + "\n"
-            + self.bar(result.session)
+            + self.bar(result.session, options)
         )
         self.emit(options, data, human)
 
-    def bar(self, session: AgentSession) -> str:
+    def bar(self, session: AgentSession, options: dict[str, Any]) -> str:
         status = usage.session_status(session)
         current = usage.session_usage(session)
-        lines = [render_bar(current), "", status["recommendation"], f"Counts: {status['token_source']}."]
+        bar = render_bar(current, paint=self.paint(options))
+        lines = [bar, "", status["recommendation"], f"Counts: {status['token_source']}."]
         lines += [f"Warning: {w}" for w in status["warnings"]]
         return "\n".join(lines)
 
     def do_status(self, options: dict[str, Any]) -> None:
+        if options["session"] is None:
+            self.project_status(options)
+            return
+        if options["project"] is not None:
+            raise CommandError("--project is for the project overview: leave SESSION out.")
         session = access.session_find(options["session"])
         if options["history"]:
             history = session_history(session)
             self.emit(options, history_payload(history), render_history(history))
             return
-        self.emit(options, usage.session_status(session), self.bar(session))
+        self.emit(options, usage.session_status(session), self.bar(session, options))
+
+    def project_status(self, options: dict[str, Any]) -> None:
+        if options["history"]:
+            raise CommandError("--history is a session's: name the SESSION.")
+        if options["top"] < 0:
+            raise CommandError("--top takes a number of sessions, 0 or more.")
+        user = self.cli_user(options["user"], create=False)
+        ref = options["project"]
+        if ref is not None:
+            project = access.project_find(ref, user=user)
+            if project is None:
+                raise CommandError(f"No project {ref!r}" + ("." if access.as_pk(ref) else f" among {user}'s."))
+        else:
+            mine = list(access.project_list_for(user).order_by("pk")[:11])
+            if len(mine) != 1:
+                named = ", ".join(f"{p.pk} ({p.name})" for p in mine[:10]) + (", …" if len(mine) > 10 else "")
+                raise CommandError(
+                    f"{user} has no project: name one with --project."
+                    if not mine
+                    else f"Say which project with --project (its id or name): {named}."
+                )
+            project = mine[0]
+        levels, closest = project_levels(project=project, closest=options["top"])
+        human = render_overview(project, levels, closest, paint=self.paint(options))
+        self.emit(options, overview_payload(project, levels, closest), human)
 
     def do_count(self, options: dict[str, Any]) -> None:
         if options["stats"]:
@@ -282,7 +325,7 @@ class Command(BaseCommand):
             human += f", {record.tokens_before:,} → {record.tokens_after:,} tokens"
         if record.error:
             human += f"\n{record.error}"
-        human += "\n\n" + self.bar(AgentSession.objects.get(pk=session.pk))
+        human += "\n\n" + self.bar(AgentSession.objects.get(pk=session.pk), options)
         self.emit(options, compactions.compaction_summary(record), human)
 
     def do_handoff(self, options: dict[str, Any]) -> None:
@@ -347,10 +390,12 @@ class Command(BaseCommand):
             "project": result.project.pk,
             "sessions": [s.pk for s in result.sessions],
             "created": result.created,
+            "admin": result.admin,
         }
         human = (
             f"{'Loaded' if result.created else 'Already loaded:'} demo project {result.project.name!r} "
             f"with {len(result.sessions)} sessions.\nSign in as {result.username} / {result.password}"
+            + (", Django admin (/admin/) too." if result.admin else "")
         )
         self.emit(options, data, human)
 
