@@ -1,15 +1,17 @@
 """Which of a proxied request's headers carry what: the caller's ctxweb key (its own header, or the
 API key itself when that is a ctxweb key), the caller's own key for the upstream API, and what is
-passed on upstream (not ctxweb's own headers, nor a ctxweb key, nor the hop-by-hop ones)."""
+passed on upstream (not ctxweb's own headers, nor a ctxweb key, nor the hop-by-hop ones); and which
+of the upstream's answer headers reach the caller (``relayed``)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from django.http import HttpRequest
 
 from sessions_app.services import keys
 
-# Not passed on in either direction (RFC 9110 §7.6.1), nor ctxweb's own, nor what the server
-# sets itself.
+# Not passed on upstream (RFC 9110 §7.6.1), nor what the client sets itself.
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                "transfer-encoding", "upgrade", "host", "content-length"}  # fmt: skip
 _NOT_FORWARDED = HOP_BY_HOP | {"cookie", "accept-encoding"}
@@ -49,3 +51,27 @@ def forwarded(request: HttpRequest) -> dict[str, str]:
     }
     headers["accept-encoding"] = "identity"  # the stream is read on its way through
     return headers
+
+
+# The answer goes out on ctxweb's origin: only what an API client reads is relayed (request ids, rate
+# limits, when to retry), never what a browser would take as ctxweb's own (cookies, CSP, frame options).
+_RELAYED = {"request-id", "x-request-id", "retry-after", "retry-after-ms", "x-should-retry",
+            "openai-processing-ms", "openai-version"}  # fmt: skip
+_RELAYED_PREFIXES = ("anthropic-ratelimit-", "x-ratelimit-")
+_RELAYED_TYPES = ("application/json", "text/event-stream")
+PLAIN = "text/plain; charset=utf-8"  # a body of any other type goes out as text, never as a page
+
+
+def relayed(headers: Iterable[tuple[str, str]], *, streamed: bool) -> list[tuple[str, str]]:
+    """The upstream's answer headers the caller gets, its content type among them (JSON and event
+    streams as they came, anything else as plain text). A streamed body goes out as it came, so its
+    ``content-encoding`` with it; a whole one goes out as read, decoded."""
+    kept, content_type = [], PLAIN
+    for name, value in headers:
+        lower = name.lower()
+        if lower == "content-type":
+            if value.split(";")[0].strip().lower() in _RELAYED_TYPES:
+                content_type = value
+        elif lower in _RELAYED or lower.startswith(_RELAYED_PREFIXES) or (streamed and lower == "content-encoding"):
+            kept.append((name, value))
+    return [("content-type", content_type), *kept]

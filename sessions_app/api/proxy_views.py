@@ -4,9 +4,11 @@ and ``…/v1/messages/count_tokens``, forwarded to ``CTX_PROXY_UPSTREAM_URL`` wi
 OpenAI's Chat Completions, ``POST /proxy/openai/v1/chat/completions``, forwarded to
 ``CTX_PROXY_OPENAI_URL`` (what differs between the two: ``proxy_dialects``). The caller is a ctxweb
 user by the ``ctxweb-api-key`` header; ``ctxweb-project`` and ``ctxweb-session`` say where to record
-(see ``services.proxy``). Status, headers and body come back as the upstream sent them, a stream
-event by event as it arrives; ctxweb adds only ``ctxweb-*`` headers. ctxweb's own refusals (no or a
-wrong ctxweb key, no project) are answered in the API's own error format, so SDKs show them.
+(see ``services.proxy``). Status and body come back as the upstream sent them, a stream event by
+event as it arrives, with the headers an API client reads (``proxy_headers.relayed``) and ctxweb's
+``ctxweb-*``; one deadline bounds the whole wait (``proxy_deadline``). ctxweb's own refusals (no or a
+wrong ctxweb key, no project, not a member) are answered in the API's own error format, so SDKs
+show them.
 
 When ctxweb itself fails (its database is down), the request is still forwarded, unrecorded
 (``ctxweb-recorded: no``): the agent's history comes with its next request anyway."""
@@ -29,6 +31,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from sessions_app import tasks
 from sessions_app.api import proxy_headers
+from sessions_app.api.proxy_deadline import Deadline
 from sessions_app.api.proxy_dialects import ANTHROPIC, OPENAI, Dialect, error_type
 from sessions_app.api.proxy_headers import KEY_HEADER, PROJECT_HEADER, SESSION_HEADER
 from sessions_app.api.proxy_recorder import RECORDER
@@ -48,8 +51,8 @@ def upstream(url: str) -> httpx2.Client:
     base = url.rstrip("/")
     with _client_lock:
         if base not in _clients:
-            timeout = httpx2.Timeout(settings.CTX_PROXY_TIMEOUT, connect=10.0)
-            _clients[base] = httpx2.Client(base_url=base, timeout=timeout, follow_redirects=False)
+            # Each request's timeouts are what is left of its deadline (``proxy_deadline``).
+            _clients[base] = httpx2.Client(base_url=base, follow_redirects=False)
         return _clients[base]
 
 
@@ -77,6 +80,8 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
     except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
         body = None  # the upstream answers it (400), as it would without ctxweb
     user, refusal = _caller(request, dialect)
+    if refusal is None and user is not None:  # a member's, whatever the body, before anything goes or is written
+        refusal = _member(request, user, dialect)
     if refusal is not None:
         return refusal
     api_key = None
@@ -93,12 +98,15 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
         if sent.body is not None:
             raw = json.dumps(sent.body).encode()
             extra["ctxweb-compacted"] = str(sent.compaction_id)
+    deadline = Deadline(settings.CTX_PROXY_TIMEOUT)
     try:
-        answer = _answer(request, dialect, path, raw, body, exchange, extra, api_key)
+        answer = _answer(request, dialect, path, raw, body, exchange, extra, api_key, deadline)
     except httpx2.TransportError as exc:  # the request's messages are recorded all the same
+        deadline.stop()
         _finish(exchange, None)
-        return _unreachable(exc, dialect)
+        return _unreachable(exc, dialect, deadline)
     except BaseException:
+        deadline.stop()
         _finish(exchange, None)
         raise
     extra["ctxweb-recorded"] = "yes" if recorded and (exchange is not None or not record) else "no"
@@ -107,23 +115,20 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     response: HttpResponse | StreamingHttpResponse
     if streamed:
-        response = StreamingHttpResponse(_Relay(answer, exchange, dialect), status=answer.status_code)
+        response = StreamingHttpResponse(_Relay(answer, exchange, dialect, deadline), status=answer.status_code)
     else:
         try:
             content = answer.read()
         except httpx2.TransportError as exc:
             _finish(exchange, None)
-            return _unreachable(exc, dialect)
+            return _unreachable(exc, dialect, deadline)
         finally:
+            deadline.stop()
             answer.close()
         _finish(exchange, partial(_whole, dialect, content) if answer.status_code == 200 else None)
         response = HttpResponse(content, status=answer.status_code)
-    # A whole answer goes out as read, decoded: a compression it came in (though ctxweb asked for
-    # none) is not said of it.
-    dropped = proxy_headers.HOP_BY_HOP if streamed else proxy_headers.HOP_BY_HOP | {"content-encoding"}
-    for name, value in answer.headers.multi_items():
-        if name.lower() not in dropped:
-            response[name] = value
+    for name, value in proxy_headers.relayed(answer.headers.multi_items(), streamed=streamed):
+        response[name] = value
     for name, value in extra.items():
         response[name] = value
     return response
@@ -163,25 +168,28 @@ def _answer(
     exchange: _Exchange | None,
     extra: dict[str, str],
     api_key: str | None,
+    deadline: Deadline,
 ) -> httpx2.Response:
     """The upstream's answer to the request; a refusal as too long is compacted and sent once more."""
-    answer = _send(request, dialect, path, raw, api_key)
-    if exchange is None or exchange.session is None or not _too_long(answer):
+    answer = _send(request, dialect, path, raw, api_key, deadline)
+    refusal = _too_long(answer) if exchange is not None and exchange.session is not None else None
+    if exchange is None or exchange.session is None or refusal is None:
         return answer
     try:  # compact now and try once more, before the caller sees the refusal
-        retry = proxy_upstream.proxy_compact_for_retry(session=exchange.session, body=body, refusal=answer.text)
+        retry = proxy_upstream.proxy_compact_for_retry(session=exchange.session, body=body, refusal=refusal)
     except DatabaseError as exc:
         log.warning("proxy: session %s: no compaction for the retry: %s", exchange.session_id, type(exc).__name__)
         return answer
     if retry.body is None:
         return answer
+    deadline.stop()
     answer.close()
     extra["ctxweb-compacted"] = str(retry.compaction_id)
-    return _send(request, dialect, path, json.dumps(retry.body).encode(), api_key)
+    return _send(request, dialect, path, json.dumps(retry.body).encode(), api_key, deadline)
 
 
-def _unreachable(exc: httpx2.TransportError, dialect: Dialect) -> HttpResponse:
-    if isinstance(exc, httpx2.TimeoutException):
+def _unreachable(exc: httpx2.TransportError, dialect: Dialect, deadline: Deadline) -> HttpResponse:
+    if isinstance(exc, httpx2.TimeoutException) or deadline.passed:
         return dialect.refuse(504, "timeout_error", "ctxweb: the upstream API did not answer in time.")
     return dialect.refuse(502, "api_error", f"ctxweb: the upstream API could not be reached ({type(exc).__name__}).")
 
@@ -195,22 +203,27 @@ def _finish(exchange: _Exchange | None, reply: Callable[[], tuple[dict[str, Any]
         exchange.finish(reply)
 
 
-def _send(request: HttpRequest, dialect: Dialect, path: str, raw: bytes, api_key: str | None) -> httpx2.Response:
+def _send(
+    request: HttpRequest, dialect: Dialect, path: str, raw: bytes, api_key: str | None, deadline: Deadline
+) -> httpx2.Response:
     client = upstream(dialect.upstream_url())
     headers = proxy_headers.forwarded(request)
     if api_key is not None:
         headers["x-api-key"] = api_key
-    built = client.build_request("POST", path, content=raw, headers=headers, params=request.GET.urlencode() or None)
-    return client.send(built, stream=True)
+    params = request.GET.urlencode() or None
+    built = client.build_request("POST", path, content=raw, headers=headers, params=params, timeout=deadline.timeout())
+    answer = client.send(built, stream=True)
+    deadline.watch(answer)
+    return answer
 
 
-def _too_long(answer: httpx2.Response) -> bool:
-    """A 400 saying the prompt is longer than the model's window (read here; the caller never sees it
-    when the retry goes out)."""
+def _too_long(answer: httpx2.Response) -> proxy_upstream.TooLong | None:
+    """A 400 refusing the prompt as longer than the model's window (read here; the caller never sees
+    it when the retry goes out)."""
     if answer.status_code != 400:
-        return False
+        return None
     answer.read()
-    return "prompt is too long" in answer.text.lower()
+    return proxy_upstream.too_long_of(answer.content)
 
 
 def _project(request: HttpRequest, user: Any) -> Project:
@@ -222,6 +235,18 @@ def _project(request: HttpRequest, user: Any) -> Project:
         found = access.project_find_for(user, ref, min_role=Role.MEMBER)
         request._ctxweb_project = found  # type: ignore[attr-defined]
     return found
+
+
+def _member(request: HttpRequest, user: Any, dialect: Dialect) -> HttpResponse | None:
+    """A refusal unless the user is a member or an admin of the request's project; None too when
+    ctxweb's database can't tell (the request goes unrecorded, as when the key can't be checked)."""
+    try:
+        _project(request, user)
+    except ServiceError as exc:
+        return dialect.refuse(exc.status, error_type(exc.status), exc.detail)
+    except DatabaseError as exc:
+        log.warning("proxy: the project could not be looked up, forwarding unrecorded: %s", type(exc).__name__)
+    return None
 
 
 def _project_key(request: HttpRequest, user: Any, dialect: Dialect) -> tuple[str | None, HttpResponse | None]:
@@ -346,8 +371,10 @@ class _Relay:
 
     READ_AHEAD = 1024 * 1024  # a stream longer than this is read as it passes (memory stays bounded)
 
-    def __init__(self, answer: httpx2.Response, exchange: _Exchange | None, dialect: Dialect) -> None:
-        self.answer, self.exchange, self.dialect = answer, exchange, dialect
+    def __init__(
+        self, answer: httpx2.Response, exchange: _Exchange | None, dialect: Dialect, deadline: Deadline
+    ) -> None:
+        self.answer, self.exchange, self.dialect, self.deadline = answer, exchange, dialect, deadline
         self.seen = dialect.accumulator()
         self.kept: list[bytes] = []
         self.kept_bytes = 0
@@ -365,7 +392,10 @@ class _Relay:
             # The upstream's stream broke off: the caller is told as the API tells a failure mid-stream
             # (an error event), whichever server runs ctxweb (one may end a broken response as if whole).
             log.warning("proxy: the upstream's stream broke off: %s", type(exc).__name__)
-            yield self.dialect.broke_off(type(exc).__name__)
+            why = type(exc).__name__
+            if self.deadline.passed:
+                why = f"it did not end within CTX_PROXY_TIMEOUT, {self.deadline.seconds:g} s"
+            yield self.dialect.broke_off(why)
 
     def _read_kept(self) -> None:
         self.seen.feed(b"".join(self.kept))
@@ -377,6 +407,7 @@ class _Relay:
         return reply, self.seen.complete and self.seen.error is None
 
     def close(self) -> None:
+        self.deadline.stop()  # before the connection goes back to the pool
         self.answer.close()
         if self.exchange is not None:
             self.exchange.finish(self._reply)

@@ -19,6 +19,7 @@ from compaction.messages import MessageError, NormalizedMessage, normalize_messa
 from sessions_app.engine import offline_tokenizer
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import AgentSession, Message, MessageState, ToolUse
+from sessions_app.selectors import usage
 from sessions_app.services import boundaries, counting, ingest
 from sessions_app.services.webhook_events import session_level_note
 
@@ -145,20 +146,27 @@ def exact_from_usage(session: AgentSession, reported: dict[str, Any], *, reply_s
     """The response's usage as the session's exact count: what the model read (input, cache reads and
     writes) plus what it wrote, the context the next request starts from, while the reply ends the
     session; the input figure against the offline estimate of the request teaches the model's
-    calibration."""
+    calibration. A figure past the session's window is a warning on the session instead."""
     figures = [reported.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
     read = sum(n for n in figures if isinstance(n, int) and not isinstance(n, bool) and n >= 0)
     wrote = reported.get("output_tokens")
     if not read or not isinstance(wrote, int) or isinstance(wrote, bool) or wrote < 0:
         return
-    if read + wrote > USAGE_MAX:  # no model reads that much: not a count to keep
+    window = session.context_window_override or usage.model_info(session.model).context_window
+    if read + wrote > min(window, USAGE_MAX):  # the model can't have read it: flagged, neither kept nor learnt from
         log.warning("proxy: session %s: a response's usage (%s tokens) was not believed", session.pk, read + wrote)
+        counting.session_count_warning(
+            session_id=session.pk,
+            warning=f"The upstream said its model read {read + wrote:,} tokens of this session, more than its "
+            f"{window:,}-token window: not believed; the figures are ctxweb's estimate.",
+        )
         return
     exact = {
         "exact_tokens": read + wrote,
         "exact_upto_seq": reply_seq,
         "exact_cached": False,
         "exact_counted_at": session.last_activity_at,
+        "count_warning": "",
     }
     # Only while the reply is the session's last message (an exact count holds for the messages it
     # counted); no lock: the level note is conditional on the figures it was worked out from.

@@ -6,6 +6,7 @@ session is past its summarize threshold, or when the upstream refused the reques
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from sessions_app.models import AgentSession, Compaction, CompactionStatus
 from sessions_app.selectors import usage
 from sessions_app.selectors.model_context import current_checkpoint, session_context_messages
 from sessions_app.services import agent_sessions, compaction_records, compaction_runs
+from sessions_app.services.counting import CALIBRATION_MAX_RATIO
 from sessions_app.services.proxy import proxy_session
 
 
@@ -51,15 +53,48 @@ def _run_now(compaction_id: int) -> bool:
         return False
 
 
-def proxy_compact_for_retry(*, session: AgentSession, body: dict[str, Any], refusal: str) -> Upstream:
+# Anthropic's refusal of a request longer than the model's window is this, as its whole message.
+_TOO_LONG = re.compile(r"prompt is too long: ([0-9]{1,12}) tokens > ([0-9]{1,12}) maximum")
+WINDOW_BOUNDS = (1_024, 10_000_000)  # tokens: a window some model has
+
+
+@dataclass(frozen=True)
+class TooLong:
+    tokens: int  # the request's, by the upstream's count
+    maximum: int  # the model's window
+
+
+def too_long_of(content: bytes) -> TooLong | None:
+    """A 400's body, when it has the whole shape of a refusal as too long: an ``invalid_request_error``
+    whose message is all "prompt is too long: N tokens > M maximum", N over M, M a window some model
+    has. Not a message that merely holds the phrase: a validation error quotes the caller's text."""
+    try:
+        answer = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    error = answer.get("error") if isinstance(answer, dict) and answer.get("type") == "error" else None
+    if not isinstance(error, dict) or error.get("type") != "invalid_request_error":
+        return None
+    said = _TOO_LONG.fullmatch(error["message"]) if isinstance(error.get("message"), str) else None
+    if said is None:
+        return None
+    tokens, maximum = int(said.group(1)), int(said.group(2))
+    return TooLong(tokens, maximum) if tokens > maximum and WINDOW_BOUNDS[0] <= maximum <= WINDOW_BOUNDS[1] else None
+
+
+def proxy_compact_for_retry(*, session: AgentSession, body: dict[str, Any], refusal: TooLong) -> Upstream:
     """The upstream refused the request as too long for the window: summarize the session now (its
     queued compaction, if one waits, else a new one) and answer the request to send instead; its
-    ``body`` is None when no compaction could make one. A refusal that names the maximum ("… tokens >
-    200000 maximum") teaches the session its real window first, so the summary fits under it."""
-    stated = re.search(r">\s*([0-9]+)\s*maximum", refusal)
-    window = usage.session_usage(session).context_window
-    if stated and 0 < int(stated.group(1)) < window:
-        session = agent_sessions.session_update(session=session, context_window_override=int(stated.group(1)))
+    ``body`` is None when no compaction could make one. Believed only when the request was as large by
+    ctxweb's own count (within the factor tokenizers differ by); the maximum it names then teaches the
+    session its real window first, so the summary fits under it."""
+    ours = usage.session_usage(session)
+    if not (
+        refusal.tokens <= CALIBRATION_MAX_RATIO * ours.used and ours.used <= CALIBRATION_MAX_RATIO * refusal.tokens
+    ):
+        return Upstream(None)
+    if refusal.maximum < ours.context_window:
+        session = agent_sessions.session_update(session=session, context_window_override=refusal.maximum)
     waiting = Compaction.objects.filter(session=session, status=CompactionStatus.QUEUED).values_list("pk", flat=True)
     try:
         queued = (

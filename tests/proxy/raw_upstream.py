@@ -20,6 +20,7 @@ class Raw:
         self.lock = threading.Lock()
         self.queue: list[tuple[int, str, list[bytes]]] = []
         self.requests: list[dict[str, Any]] = []
+        self.interval = 0.002  # seconds between two pieces of an answer
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -86,7 +87,7 @@ def _handler(raw: Raw) -> type[BaseHTTPRequestHandler]:
             for p in pieces:
                 self.wfile.write(f"{len(p):x}\r\n".encode() + p + b"\r\n")
                 self.wfile.flush()
-                time.sleep(0.002)
+                time.sleep(raw.interval)
             self.wfile.write(b"0\r\n\r\n")
 
     return H
