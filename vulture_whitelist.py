@@ -122,3 +122,7 @@ _.search_help_text
 _.route_by_kind
 # ctxweb/celery.py: a receiver of Celery's task_prerun and task_postrun signals.
 _._database_connections_as_in_a_request
+# sessions_app/services/webhook_http.py: the socket and raw-reader methods http.client and io call.
+_.readable
+_.readinto
+_.makefile
