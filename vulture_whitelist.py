@@ -126,3 +126,6 @@ _._database_connections_as_in_a_request
 _.readable
 _.readinto
 _.makefile
+# ctxclient/deadline.py: the handler methods urllib's OpenerDirector calls by scheme.
+_.http_open
+_.https_open

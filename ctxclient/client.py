@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from compaction.status import Status
 
+from . import deadline
 from .errors import ApiError, CtxError, DeadlineExceeded, Unreachable
 from .retry import Retry, retry_after_seconds
 
@@ -82,7 +83,7 @@ class Client:
             if left < retry.min_attempt:
                 raise DeadlineExceeded(f"ctxweb: no time left to send {what} (the retry budget is spent)")
             try:
-                # The socket timeout bounds each connect and read, so no attempt outlives the budget by much.
+                # Each attempt's timeout bounds it as a whole, so no attempt outlives the budget.
                 return self._send(req, min(self.timeout, left))
             except CtxError as exc:
                 if not retry.retries(exc):
@@ -101,7 +102,8 @@ class Client:
 
     def _send(self, req: urllib.request.Request, timeout: float) -> Any:
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as response:
+            # ``timeout`` is the whole request's: connect, send, and the complete answer.
+            with deadline.opener(timeout).open(req, timeout=timeout) as response:
                 raw = response.read()
                 kind = response.headers.get_content_type()
         except urllib.error.HTTPError as exc:
