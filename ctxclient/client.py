@@ -46,6 +46,8 @@ class Client:
         base = url.rstrip("/")
         if not base.endswith("/api/v1"):
             base += "/api/v1"
+        if not 0 < timeout < float("inf"):  # NaN included
+            raise ValueError(f"timeout is a positive number of seconds, not {timeout!r}")
         self.base = base
         self.api_key = api_key
         self.timeout = timeout
@@ -142,7 +144,8 @@ class Client:
 
     def project_id(self, project: int | str) -> int:
         """A project's id from its id or its name (one of yours)."""
-        if isinstance(project, int) or str(project).isdigit():
+        text = str(project)
+        if isinstance(project, int) or (text.isascii() and text.isdigit()):  # "²" and "٣" are names
             return int(project)
         matches: list[int] = [p["id"] for p in self.projects() if p["name"] == project]
         if len(matches) != 1:
