@@ -125,3 +125,11 @@ _._database_connections_as_in_a_request
 
 # sessions_app/services/demo.py: Django's User field, read by admin's permission checks.
 _.is_superuser
+
+# sessions_app/services/webhook_http.py: the socket and raw-reader methods http.client and io call.
+_.readable
+_.readinto
+_.makefile
+# ctxclient/deadline.py: the handler methods urllib's OpenerDirector calls by scheme.
+_.http_open
+_.https_open

@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .numbers import whole_number
 from .reversible import MARK, is_human_prompt, message_text, result_text
 from .tokens import Tokenizer
 from .types import Msg
@@ -58,9 +59,10 @@ TODO_ITEM_KEYS = ("content", "description", "title", "task", "step", "text", "su
 PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+?)\s*$", re.MULTILINE)
 TASK_NUMBER = re.compile(r"Task #(\w+)")
 
-# What marks a failed run, read from its result's structure.
+# What marks a failed run, read from its result's structure. An exit code is ASCII digits of any
+# length: it is compared with zero as text, never read by ``int()``.
 EXIT_CODE = re.compile(
-    r"^\s*(?:exit code|exit status|process exited with code|exited with code)[:\s]+(-?\d+)", re.I | re.M
+    r"^\s*(?:exit code|exit status|process exited with code|exited with code)[:\s]+-?([0-9]+)", re.I | re.M
 )
 TEST_FAILURE = re.compile(r"^(?:FAILED\b|FAIL\b|npm ERR!)|\b[1-9]\d* (?:failed|failures?)\b", re.M)
 ERROR_LINE = re.compile(r"error|fail|exception|traceback|fatal|panic", re.I)
@@ -123,9 +125,9 @@ def run_failed(block: dict[str, Any]) -> bool:
     if block.get("is_error") is True:
         return True
     text = result_text(block.get("content"))
-    codes = [int(c) for c in EXIT_CODE.findall(text)]
+    codes: list[str] = EXIT_CODE.findall(text)
     if codes:
-        return codes[-1] != 0
+        return codes[-1].strip("0") != ""
     if "Traceback (most recent call last)" in text:
         return True
     head = text.lstrip()[:12].lower()
@@ -239,7 +241,8 @@ class _Facts:
             # those messages are summarized) must not create a task twice: items remember their call.
             subject = next((args[k] for k in ("subject", "title", "description") if isinstance(args.get(k), str)), "")
             if subject.strip():
-                numbers = [int(t["id"]) for t in self.todos if str(t.get("id", "")).isdigit()]
+                # Ids are whatever the agent wrote ("²", "step-3"); only plain numbers count here.
+                numbers = [n for t in self.todos if (n := whole_number(t.get("id"))) is not None]
                 number = str(max(numbers, default=0) + 1)
                 self.todos.append({"id": number, "content": subject.strip(), "status": "pending", "call": call_id})
         elif lowered == TASK_UPDATE:

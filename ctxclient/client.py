@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from compaction.status import Status
 
+from . import deadline
 from .errors import ApiError, CtxError, DeadlineExceeded, Unreachable
 from .retry import Retry, retry_after_seconds
 
@@ -45,6 +46,8 @@ class Client:
         base = url.rstrip("/")
         if not base.endswith("/api/v1"):
             base += "/api/v1"
+        if not 0 < timeout < float("inf"):  # NaN included
+            raise ValueError(f"timeout is a positive number of seconds, not {timeout!r}")
         self.base = base
         self.api_key = api_key
         self.timeout = timeout
@@ -82,7 +85,7 @@ class Client:
             if left < retry.min_attempt:
                 raise DeadlineExceeded(f"ctxweb: no time left to send {what} (the retry budget is spent)")
             try:
-                # The socket timeout bounds each connect and read, so no attempt outlives the budget by much.
+                # Each attempt's timeout bounds it as a whole, so no attempt outlives the budget.
                 return self._send(req, min(self.timeout, left))
             except CtxError as exc:
                 if not retry.retries(exc):
@@ -101,7 +104,8 @@ class Client:
 
     def _send(self, req: urllib.request.Request, timeout: float) -> Any:
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as response:
+            # ``timeout`` is the whole request's: connect, send, and the complete answer.
+            with deadline.opener(timeout).open(req, timeout=timeout) as response:
                 raw = response.read()
                 kind = response.headers.get_content_type()
         except urllib.error.HTTPError as exc:
@@ -140,7 +144,8 @@ class Client:
 
     def project_id(self, project: int | str) -> int:
         """A project's id from its id or its name (one of yours)."""
-        if isinstance(project, int) or str(project).isdigit():
+        text = str(project)
+        if isinstance(project, int) or (text.isascii() and text.isdigit()):  # "²" and "٣" are names
             return int(project)
         matches: list[int] = [p["id"] for p in self.projects() if p["name"] == project]
         if len(matches) != 1:

@@ -6,7 +6,8 @@ context window fills up. Standard library only (plus ``ctxclient`` from this rep
 
 Environment: ``CTX_URL``, ``CTX_API_KEY``, ``CTX_PROJECT`` (project id or name); optional
 ``CTX_STATE_DIR`` (default ``~/.cache/ctxweb/claude-code``), ``CTX_HOOK_BUDGET`` (seconds one run may
-take, default 8), ``CTX_TIMEOUT`` (seconds per request, default 10, cut to what is left of the budget),
+take, default 8), ``CTX_TIMEOUT`` (seconds a whole request may take, default 10, cut to what is left of the budget;
+any setting that is not a positive number of seconds takes its default),
 ``CTX_CHECKPOINT=0`` (never ask ctxweb for a checkpoint), ``CTX_DEBUG=1`` (errors on stderr too).
 
 Each run uploads the complete lines the transcript gained since the last acknowledged upload (a
@@ -53,6 +54,7 @@ MAX_RELOCATIONS = 3
 LOG_LIMIT = 256 * 1024
 LOCK_WAIT = 20.0  # at most; never more than half the run's budget
 DEFAULT_BUDGET = 8.0  # seconds a run may hold Claude Code up, retries included
+DEFAULT_TIMEOUT = 10.0  # seconds one request may take in all, cut to what is left of the budget
 
 
 def main(
@@ -87,9 +89,9 @@ def run(event: Mapping[str, Any], env: Mapping[str, str]) -> str:
     directory = state_dir(env)
     ident = hashlib.sha256(f"{url}\n{project}\n{session_id}".encode()).hexdigest()[:32]
     state_path = directory / f"{ident}.json"
-    budget = _budget(env)
+    budget = _seconds(env, "CTX_HOOK_BUDGET", DEFAULT_BUDGET)
     retry = Retry.within(budget, notify=lambda message: _log(env, message))
-    client = Client(url, key, timeout=float(env.get("CTX_TIMEOUT") or 10), retry=retry)
+    client = Client(url, key, timeout=_seconds(env, "CTX_TIMEOUT", DEFAULT_TIMEOUT), retry=retry)
     with _locked(directory / f"{ident}.lock", wait=min(LOCK_WAIT, budget / 2)):
         state = _load(state_path)
         try:
@@ -147,7 +149,7 @@ def sync(
 
     ``file_pos`` is where the hook is in the file, ``offset`` where the server is in what it received
     (the same number unless the file holds bytes that aren't UTF-8). Both advance only on an answer."""
-    file_pos, sent = int(state.get("file_pos", 0)), int(state.get("offset", 0))
+    file_pos, sent = _position(state.get("file_pos")), _position(state.get("offset"))
     relocations = 0
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -315,12 +317,14 @@ def _for_agent(hook_event: str, text: str) -> str:
 # ----------------------------------------------------------------------------- state, lock, log
 
 
-def _budget(env: Mapping[str, str]) -> float:
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A positive, finite number of seconds from the environment; ``default`` for anything else
+    ("nan", "-1", "10s"), so a typo in a setting does not stop every upload."""
     try:
-        budget = float(env.get("CTX_HOOK_BUDGET") or DEFAULT_BUDGET)
+        seconds = float(env.get(name) or default)
     except ValueError:
-        return DEFAULT_BUDGET
-    return budget if 0 < budget < float("inf") else DEFAULT_BUDGET
+        return default
+    return seconds if 0 < seconds < float("inf") else default
 
 
 def state_dir(env: Mapping[str, str]) -> Path:
@@ -328,6 +332,12 @@ def state_dir(env: Mapping[str, str]) -> Path:
         return Path(env["CTX_STATE_DIR"]).expanduser()
     cache = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "ctxweb" / "claude-code"
+
+
+def _position(value: Any) -> int:
+    """A byte position from the state file; 0 (from the top: the server ignores what it has) for
+    anything but a non-negative integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _load(path: Path) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app.api.auth import AuthenticatedRequest
-from sessions_app.errors import InvalidInput
+from sessions_app.api.params import int_param
 from sessions_app.selectors import access
 from sessions_app.selectors.dashboard import COMPACTION_LEVELS, LEVELS, OUTCOMES, dashboard_payload, project_dashboard
 
@@ -75,7 +75,5 @@ class ProjectDashboardApi(APIView):
     )
     def get(self, request: AuthenticatedRequest, project_id: int) -> Response:
         project = access.project_get_for(request.user, project_id)
-        raw = request.query_params.get("days", "14")
-        if not raw.isdigit() or not 1 <= int(raw) <= 90:
-            raise InvalidInput("days is a whole number from 1 to 90.", code="invalid_days")
-        return Response(dashboard_payload(project_dashboard(project=project, days=int(raw))))
+        days = int_param(request, "days", default=14, low=1, high=90)
+        return Response(dashboard_payload(project_dashboard(project=project, days=days)))

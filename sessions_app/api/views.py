@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
@@ -19,6 +19,7 @@ from sessions_app import metrics, tasks
 from sessions_app.api import serializers as s
 from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.pagination import PageNumberPagination
+from sessions_app.api.params import int_param
 from sessions_app.api.schema import error_response
 from sessions_app.errors import InvalidInput, TooLarge
 from sessions_app.models import ModelProfile, Role, SessionStatus
@@ -26,8 +27,6 @@ from sessions_app.selectors import access, model_context, usage
 from sessions_app.services import agent_sessions, counting, importing, ingest, projects
 
 STATUS_SCHEMA = s.status_schema()
-
-_Default = TypeVar("_Default", int, None)
 
 
 def _paginate(view: APIView, request: Request, queryset: Any, serializer_cls: type, **context: Any) -> Response:
@@ -191,8 +190,8 @@ class MessageListCreateApi(APIView):
         state = request.query_params.get("state", "active")
         if state not in ("active", "all", "compacted", "summarized", "archived"):
             raise InvalidInput("state is one of active, all, compacted, summarized, archived.", code="invalid_state")
-        after = _int_param(request, "after_seq", default=None, low=0)
-        limit = _int_param(request, "limit", default=100, low=1, high=self.MAX_LIMIT)
+        after = int_param(request, "after_seq", default=None, low=0)
+        limit = int_param(request, "limit", default=100, low=1, high=self.MAX_LIMIT)
         qs = model_context.message_list(session, state=state, after_seq=after)
         rows = list(qs[: limit + 1])
         more = len(rows) > limit
@@ -351,18 +350,3 @@ def _valid(serializer_cls: type[serializers.Serializer], data: Any, *, partial: 
     serializer = serializer_cls(data=data, partial=partial)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
-
-
-def _int_param(request: Request, name: str, *, default: _Default, low: int, high: int | None = None) -> int | _Default:
-    raw = request.query_params.get(name)
-    if not raw:  # absent or empty
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInput(f"{name} must be a whole number.", code=f"invalid_{name}") from None
-    if value < low or (high is not None and value > high):
-        raise InvalidInput(
-            f"{name} must be at least {low}" + (f" and at most {high}" if high else "") + ".", code=f"invalid_{name}"
-        )
-    return value

@@ -74,11 +74,8 @@ def _require(row: _Row | None, role: Role | None, min_role: Role, what: str) -> 
 
 
 def project_get_for(user: User, project_id: Any, *, min_role: Role = Role.VIEWER) -> Project:
-    try:
-        pid = int(project_id)
-    except (TypeError, ValueError):
-        raise NotFound("Project not found.") from None
-    if not 0 < pid < 2**63:
+    pid = as_pk(project_id)
+    if not pid:
         raise NotFound("Project not found.")
     project = Project.objects.filter(pk=pid).first()
     return _require(project, role_in(user, pid) if project else None, min_role, "Project")
@@ -118,10 +115,10 @@ def session_list_for(
     # session (system prompt and tools included), 22 ms instead of 0.8 ms for a count at 2,000 sessions.
     qs = AgentSession.objects.filter(project_id__in=_my_project_ids(user)).select_related("project", "project__policy")
     if project not in (None, ""):
-        try:
-            qs = qs.filter(project_id=int(project))
-        except (TypeError, ValueError):
+        pid = as_pk(project)
+        if pid is None:
             return qs.none()
+        qs = qs.filter(project_id=pid)
     if not _storable(status, q, model):
         return qs.none()
     if model:

@@ -9,12 +9,9 @@ import hmac
 import http.client
 import json
 import logging
-import socket
-import ssl
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -22,6 +19,7 @@ from django.utils import timezone
 
 from sessions_app import metrics
 from sessions_app.models import DeliveryStatus, WebhookAttempt, WebhookDelivery
+from sessions_app.services import webhook_http
 from sessions_app.services.webhook_urls import UrlRefused, url_check
 
 log = logging.getLogger(__name__)
@@ -59,7 +57,13 @@ def delivery_attempt(delivery_id: int, *, now: datetime | None = None) -> Outcom
     else:
         try:
             address = url_check(webhook.url, sending=True)
-            code = _post(webhook.url, body, _headers(webhook.secret, delivery, body), address=address)
+            code = webhook_http.post(
+                webhook.url,
+                body,
+                _headers(webhook.secret, delivery, body),
+                address=address,
+                timeout=settings.CTX_WEBHOOK_TIMEOUT_SECONDS,
+            )
         except UrlRefused as exc:
             error, permanent = exc.detail, True
         except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, bad answer
@@ -80,51 +84,6 @@ def _headers(secret: str, delivery: WebhookDelivery, body: bytes) -> dict[str, s
         "X-Ctxweb-Timestamp": timestamp,
         "X-Ctxweb-Signature": signature(secret, timestamp, body),
     }
-
-
-class _PinnedHTTPConnection(http.client.HTTPConnection):
-    """Connects to the address the URL check vetted; the Host header still names the host."""
-
-    def __init__(self, host: str, port: int | None, *, address: str, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self.address = address
-
-    def connect(self) -> None:
-        self.sock = socket.create_connection((self.address, self.port), self.timeout)
-
-
-class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    """The same over TLS: the certificate is checked against the host's name (SNI included)."""
-
-    def __init__(self, host: str, port: int | None, *, address: str, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
-        self.address = address
-
-    def connect(self) -> None:
-        sock = socket.create_connection((self.address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
-
-
-def _post(url: str, body: bytes, headers: dict[str, str], *, address: str | None) -> int:
-    parts = urlsplit(url)
-    https = parts.scheme == "https"
-    timeout = settings.CTX_WEBHOOK_TIMEOUT_SECONDS
-    host = parts.hostname or ""
-    connection: http.client.HTTPConnection
-    if address is None:
-        plain = http.client.HTTPSConnection if https else http.client.HTTPConnection
-        connection = plain(host, parts.port, timeout=timeout)
-    else:
-        pinned = _PinnedHTTPSConnection if https else _PinnedHTTPConnection
-        connection = pinned(host, parts.port, address=address, timeout=timeout)
-    try:
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        connection.request("POST", path, body=body, headers=headers)
-        response = connection.getresponse()
-        response.read(64 * 1024)  # what it says doesn't matter; its status does
-        return response.status
-    finally:
-        connection.close()
 
 
 def _record(delivery: WebhookDelivery, *, code: int | None, error: str, permanent: bool, duration_ms: int) -> Outcome:

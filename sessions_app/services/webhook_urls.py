@@ -1,7 +1,9 @@
 """Which URLs a webhook may call: http(s) only, no credentials in them, and (unless
 ``CTX_WEBHOOK_ALLOW_PRIVATE``) no host that resolves to a private, loopback, link-local, multicast or
-reserved address — a project admin must not reach ctxweb's internal network through it. Checked when
-a webhook is saved and again before every attempt (DNS may have changed in between)."""
+reserved address — a project admin must not reach ctxweb's internal network through it. An IPv6
+address that carries an IPv4 one (IPv4-mapped or -compatible, NAT64, 6to4, Teredo) is judged by that
+one too. Checked when a webhook is saved and again before every attempt, on every address the name
+resolves to then (DNS may have changed in between)."""
 
 from __future__ import annotations
 
@@ -64,9 +66,37 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def _refuse_private(address: ipaddress.IPv4Address | ipaddress.IPv6Address, host: str) -> None:
-    mapped = getattr(address, "ipv4_mapped", None)
-    if mapped is not None:
-        address = mapped
-    if not address.is_global or address.is_multicast:
-        raise UrlRefused(f"{host} is a private or reserved address ({address}); webhooks call public addresses.")
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+_Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _judged(address: _Address) -> list[_Address]:
+    """The addresses that decide whether ``address`` may be called: an IPv4-mapped address is its IPv4
+    address; an IPv6 address that carries one (IPv4-compatible, NAT64's 64:ff9b::/96, 6to4, Teredo)
+    is judged by itself and by each IPv4 address it carries, since the packets end up there."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return [address]
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    out: list[_Address] = [address]
+    low32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address in _IPV4_COMPATIBLE or address in _NAT64:
+        out.append(low32)
+    if address.sixtofour is not None:
+        out.append(address.sixtofour)
+    if address.teredo is not None:
+        out.extend(address.teredo)  # the Teredo server and the client's public address
+    return out
+
+
+def _refuse_private(address: _Address, host: str) -> None:
+    if isinstance(address, ipaddress.IPv6Address) and address in _NAT64_LOCAL:
+        # Local-use NAT64 (RFC 8215): a translator of this network, whatever IPv4 address it carries
+        # (in any of RFC 6052's layouts).
+        raise UrlRefused(f"{host} is a local-use NAT64 address ({address}); webhooks call public addresses.")
+    for each in _judged(address):
+        if not each.is_global or each.is_multicast:
+            where = str(each) if each == address else f"{each}, inside {address}"
+            raise UrlRefused(f"{host} is a private or reserved address ({where}); webhooks call public addresses.")

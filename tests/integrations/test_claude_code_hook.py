@@ -236,6 +236,7 @@ def test_server_down_exits_0_quietly_and_the_next_run_catches_up(owner, live_ser
     assert "can't be reached" in (Path(agent.env["CTX_STATE_DIR"]) / "hook.log").read_text()
     agent.write(data[len(data) // 2 :])
     agent.env["CTX_URL"] = live_server.url
+    del agent.env["CTX_HOOK_BUDGET"]  # the default budget: one second is the whole run's, requests included
     assert agent.run("Stop") == ""
     synced = AgentSession.objects.get(external_id="cc-down")
     importing_reference = _import_text(persona, reference, data, name=synced.name)

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from sessions_app import tasks
 from sessions_app.models import Compaction, Webhook, WebhookAttempt, WebhookDelivery
-from sessions_app.services import compaction_records, compaction_runs, webhook_delivery, webhook_urls
+from sessions_app.services import compaction_records, compaction_runs, webhook_delivery, webhook_http, webhook_urls
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 from tests.sessions_app.webhook_receiver import receiver
 
@@ -335,7 +335,7 @@ def test_the_request_goes_to_the_address_that_was_checked(team, api_as, settings
     monkeypatch.setattr(webhook_urls.socket, "getaddrinfo", lookup)
     hook = add_hook(api_as(team.alice), team.project, "http://hooks.example.com/ctxweb")
     answers = iter(["93.184.216.34"] + ["127.0.0.1"] * 10)  # the save looked the name up once
-    monkeypatch.setattr(webhook_delivery.socket, "create_connection", connect)
+    monkeypatch.setattr(webhook_http.socket, "create_connection", connect)
     delivery_id = api_as(team.alice).post(f"/api/v1/webhooks/{hook['id']}/test/").json()["id"]
     assert connected == [("93.184.216.34", 80)]
     attempt = WebhookAttempt.objects.get(delivery_id=delivery_id)
