@@ -3,7 +3,7 @@
     .venv/bin/python bench/churn.py [--presets default,adk,kai,gsd,brainchain] [--divisor 3] [--window N] [FILES …]
 
 Replays every shared Claude Code transcript (or FILES), one message at a time, through the service
-(``recorded.append`` then ``tasks.after_append``: auto-compaction on, tasks in-process, offline
+(``recorded.append`` then ``tasks.followup_send``: auto-compaction on, tasks in-process, offline
 summarizer) into a session whose window is a third of the transcript's size, so each session has to
 be compacted several times. A session continued automatically (``auto_continue``) is followed into
 its continuation, as the hook follows it. Per preset it prints the runs, the runs skipped, the
@@ -114,7 +114,7 @@ def replay(path: Path, preset_name: str, user: User, divisor: int, fixed_window:
         result.growth += max(0, usage.session_usage(session).used - before)
         current = usage.session_usage(session)
         result.max_percent = max(result.max_percent, current.usage_percent)
-        tasks.after_append(session.pk)
+        tasks.followup_send(session.pk)
         for record in new_compactions(project, seen):
             after = (record.tokens_after or 0) / window * 100
             result.runs.append((record.level, record.status, round(after, 1)))

@@ -4,7 +4,7 @@
 
 Replays every shared transcript — the main conversation of each Claude Code file, the SWE-agent
 trajectory, and each tau-bench episode as a session of its own — one message at a time through the
-service (``recorded.append`` then ``tasks.after_append``: auto-compaction on, the ``default`` policy,
+service (``recorded.append`` then ``tasks.followup_send``: auto-compaction on, the ``default`` policy,
 tasks in-process, a throw-away SQLite database; ``bench/_replay.py``), with no system prompt and no
 tool definitions, as ``bench/churn.py`` does. Just before an append sets a run off (the session at
 its compact level or above) it reads the context the agent would receive (``GET …/context``, both
@@ -308,7 +308,7 @@ def replay_once(source: Source, window: int, user: User, tag: str, with_baseline
         history.append({"role": sent.role, "content": sent.content, "metadata": sent.metadata})
         session.refresh_from_db()
         before = service_contexts(session) if usage.session_usage(session).level >= Level.COMPACT else None
-        tasks.after_append(session.pk)
+        tasks.followup_send(session.pk)
         for record in new_compactions(project, seen):
             replay.runs[record.status] += 1
             if record.status != CompactionStatus.SUCCEEDED:

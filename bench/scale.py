@@ -210,10 +210,10 @@ def add_compactions(session_ids: list[int]) -> None:
 def relevel() -> tuple[float, str]:
     """The relevel job, as beat runs it after an upgrade (the loaded sessions have no stored level)."""
     from sessions_app.models import AgentSession
-    from sessions_app.services import auto
+    from sessions_app.services import auto_compaction
 
     t0 = time.perf_counter()
-    moved = auto.sessions_relevel().moved
+    moved = auto_compaction.sessions_relevel().moved
     return (time.perf_counter() - t0) * 1000, f"{moved:,} of {AgentSession.objects.count():,} moved"
 
 

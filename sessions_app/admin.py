@@ -251,7 +251,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: AgentSession, form, change: bool) -> None:
         super().save_model(request, obj, form, change)
-        webhook_events.session_level_note(obj)  # its model, window or project may have changed
+        webhook_events.session_level_record(obj)  # its model, window or project may have changed
 
 
 @admin.register(Message)

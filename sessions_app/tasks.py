@@ -2,7 +2,7 @@
 
 Services record work in the database first (a queued Compaction, a pending count) and never import
 this module; the callers (API, pages, CLI, and the tasks themselves) send that work here once it is
-recorded: ``after_append`` after storing messages, ``compaction_send`` after requesting a compaction,
+recorded: ``followup_send`` after storing messages, ``compaction_send`` after requesting a compaction,
 ``after_policy_change`` after a policy edit.
 Tasks take ids, call one service, and retry transient failures with backoff.
 """
@@ -20,7 +20,14 @@ from django.db import DatabaseError, transaction
 from compaction.errors import EngineError, ProviderError
 from sessions_app.models import AgentSession, Project
 from sessions_app.selectors import usage
-from sessions_app.services import auto, compaction_records, compaction_runs, counting, retention, webhook_delivery
+from sessions_app.services import (
+    auto_compaction,
+    compaction_records,
+    compaction_runs,
+    counting,
+    retention,
+    webhook_delivery,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +52,12 @@ def compaction_send(compaction_id: int) -> None:
     transaction.on_commit(lambda: send(run_compaction, compaction_id))
 
 
-def after_append(*sessions: AgentSession | int) -> bool:
+def followup_send(*sessions: AgentSession | int) -> bool:
     """The step after storing messages: what they set off (``services.auto``), sent to the workers.
     True when a compaction was queued (in the embedded mode it has run already: reread the session)."""
     queued = notified = False
     for session in sessions:
-        follow = auto.after_append(session)
+        follow = auto_compaction.append_followup(session)
         notified = notified or follow.notified
         queued = queued or follow.compaction_id is not None
         if follow.compaction_id is not None:
@@ -71,8 +78,8 @@ def webhooks_send() -> None:
 
 def after_policy_change(project: Project) -> None:
     """The step after a project's policy changed: its active sessions that the new numbers put over a
-    threshold get a compaction now (``services.auto.project_reevaluate``), sent to the workers."""
-    for compaction_id in auto.project_reevaluate(project):
+    threshold get a compaction now (``services.auto_compaction.project_reevaluate``), sent to the workers."""
+    for compaction_id in auto_compaction.project_reevaluate(project):
         compaction_send(compaction_id)
     webhooks_send()
 
@@ -142,8 +149,8 @@ def prune() -> dict[str, Any]:
 @shared_task(ignore_result=True)
 def relevel_sessions() -> int:
     """Every ten minutes, and after a model profile's edit: every session's stored level and usage
-    worked out again (``services.auto.sessions_relevel``); how many moved."""
-    result = auto.sessions_relevel()
+    worked out again (``services.auto_compaction.sessions_relevel``); how many moved."""
+    result = auto_compaction.sessions_relevel()
     with transaction.atomic():  # the sends go out once this commits, as after any other step
         for compaction_id in result.queued:
             compaction_send(compaction_id)

@@ -10,7 +10,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from sessions_app import tasks
+from sessions_app import steps, tasks
 from sessions_app.api import serializers as s
 from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.pagination import PageNumberPagination
@@ -18,7 +18,7 @@ from sessions_app.api.views import _paginate, _valid
 from sessions_app.errors import InvalidInput
 from sessions_app.models import Role
 from sessions_app.selectors import access
-from sessions_app.services import compaction_runs, handoffs, planning, reverting
+from sessions_app.services import compaction_runs, planning, reverting
 
 
 class SessionCompactionsApi(APIView):
@@ -91,10 +91,7 @@ class SessionHandoffApi(APIView):
     def post(self, request: AuthenticatedRequest, session_id: str) -> Response:
         session = access.session_get_for(request.user, session_id, min_role=Role.MEMBER)
         data = _valid(s.HandoffIn, request.data or {})
-        document = handoffs.handoff_create(session=session, user=request.user, continue_=data["continue"])
-        tasks.webhooks_send()
-        if document.continuation_id:
-            tasks.after_append(document.continuation_id)
+        document = steps.handoff_create(session=session, user=request.user, continue_=data["continue"])
         return Response(s.HandoffOut(document).data, status=201)
 
 

@@ -330,7 +330,7 @@ class _Exchange:
                 gap=self.gap,
             )
             if recorded is not None:
-                tasks.after_append(recorded)  # a compaction when a threshold was crossed
+                tasks.followup_send(recorded)  # a compaction when a threshold was crossed
         except DatabaseError as exc:  # the caller has its answer already; the next request brings it all
             log.warning("proxy: session %s: not recorded: %s", self.session_id, type(exc).__name__)
             proxy_gaps.proxy_gap_note(self.gap)
@@ -354,7 +354,7 @@ def _prepare(
     RECORDER.caught_up(session.pk)  # the reply and usage of the request before this one come first
     done = proxy.proxy_record_request(session=session, body=body, key=conversation)
     if done.appended:
-        tasks.after_append(done.session)  # a compaction when a threshold was crossed (in-process: now)
+        tasks.followup_send(done.session)  # a compaction when a threshold was crossed (in-process: now)
         done.session.refresh_from_db()
         if proxy_upstream.proxy_compact_before_sending(done.session):  # the workers had not got to it yet
             done.session.refresh_from_db()

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from sessions_app import tasks
+from sessions_app import steps
 from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.parsers import CleaningJSONParser
 from sessions_app.api.schema import error_response
@@ -94,7 +94,7 @@ class SessionTranscriptApi(APIView):
         data = _valid(TranscriptIn, request.data)
         project = access.project_find_for(request.user, data["project"], min_role=Role.MEMBER)
         try:
-            result = transcript_sync.transcript_sync(
+            result = steps.transcript_upload(
                 user=request.user,
                 project=project,
                 external_id=data["external_id"],
@@ -104,7 +104,6 @@ class SessionTranscriptApi(APIView):
                 name=data["name"],
                 fmt=data["format"],
             )
-            tasks.after_append(*result.appended_to)
         except transcript_sync.OffsetMismatch as exc:
             return Response(
                 {"detail": exc.detail, "code": exc.code, "expected_offset": exc.expected_offset}, status=409

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from compaction import model_catalog
 from compaction.messages import normalize_batch
-from sessions_app import metrics, tasks
+from sessions_app import metrics, steps
 from sessions_app.api import serializers as s
 from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.pagination import PageNumberPagination
@@ -24,7 +24,7 @@ from sessions_app.api.schema import error_response
 from sessions_app.errors import InvalidInput, TooLarge
 from sessions_app.models import ModelProfile, Role, SessionStatus
 from sessions_app.selectors import access, model_context, usage
-from sessions_app.services import agent_sessions, counting, importing, ingest, projects
+from sessions_app.services import agent_sessions, counting, importing, projects
 
 STATUS_SCHEMA = s.status_schema()
 
@@ -132,7 +132,7 @@ class SessionImportApi(APIView):
         if upload.size > settings.CTX_MAX_IMPORT_BYTES:  # a chunked upload had no Content-Length to refuse early
             raise TooLarge(f"The file is {upload.size:,} bytes; the limit is {settings.CTX_MAX_IMPORT_BYTES:,}.")
         transcript = importing.transcript_parse(upload.read(), data["format"])
-        result = importing.session_import(
+        result = steps.transcript_import(
             user=request.user,
             project=project,
             transcript=transcript,
@@ -142,7 +142,6 @@ class SessionImportApi(APIView):
             auto_compact=data["auto_compact"],
             episode=data["episode"],
         )
-        tasks.after_append(*result.appended_to)
         return Response(importing.import_summary(result), status=201)
 
 
@@ -243,9 +242,7 @@ class MessageListCreateApi(APIView):
     def post(self, request: AuthenticatedRequest, session_id: str) -> Response:
         session = access.session_get_for(request.user, session_id, min_role=Role.MEMBER)
         messages = normalize_batch(request.data, max_messages=settings.CTX_MAX_BATCH)
-        result = ingest.message_append(session=session, messages=messages)
-        if result.created and tasks.after_append(result.session):  # the row just written: its totals are current
-            result.session.refresh_from_db()  # a compaction may have run in-process meanwhile (embedded mode)
+        result = steps.messages_append(session=session, messages=messages)
         calibration = usage.model_info(result.session.model).calibration
         context = {"calibration": calibration, "mismatched": result.mismatched}
         answered = s.AppendedMessageOut(result.messages, many=True, context=context).data

@@ -52,7 +52,7 @@ class AgentSession(models.Model):
     auto_paused = models.BooleanField(default=False)
     # The session's level and how full it is, from the totals above, stored so that lists, the level
     # filter and the dashboard read them in SQL. Every change of totals, model, window or policy moves
-    # them (services.webhook_events.session_level_note); a model profile's edit reaches the sessions
+    # them (services.webhook_events.session_level_record); a model profile's edit reaches the sessions
     # of that model through the relevel job. Empty/None: not worked out yet (sessions from before the
     # columns came); readers work those out from the totals.
     level = models.CharField(max_length=10, blank=True, default="")

@@ -1,6 +1,6 @@
 """Lookups scoped to what the asking user may see: anything outside their projects is ``NotFound``
 (404, never 403), a role too low for the action ``Forbidden``. Operators' lookups (``session_find``,
-``project_find``) see every project and are for the ``ctx`` command only."""
+``project_find_or_none``) see every project and are for the ``ctx`` command only."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def session_list_for(
     return qs
 
 
-def project_find(ref: str, *, user: User) -> Project | None:
+def project_find_or_none(ref: str, *, user: User) -> Project | None:
     """For operators (``manage.py ctx``), who see every project: a project by id, whoever's it is, or
     by name among ``user``'s projects; None when there is none."""
     pk = as_pk(ref)

@@ -15,7 +15,7 @@ from sessions_app.models import (
     Project,
 )
 from sessions_app.selectors import usage
-from sessions_app.services.webhook_events import session_level_note
+from sessions_app.services.webhook_events import session_level_record
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -158,7 +158,7 @@ def session_update(*, session: AgentSession, **changes: Any) -> AgentSession:
             locked.exact_tokens = None  # the exact count described another request
             fields.append("exact_tokens")
         locked.save(update_fields=[*fields, "updated_at"])
-        session_level_note(locked)  # a model, a window, a prompt or tools move its usage
+        session_level_record(locked)  # a model, a window, a prompt or tools move its usage
     return locked
 
 

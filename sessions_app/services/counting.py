@@ -18,7 +18,7 @@ from sessions_app.engine import exact_counter, offline_tokenizer
 from sessions_app.models import AgentSession, ModelProfile
 from sessions_app.selectors import count_cache, model_context, usage
 from sessions_app.services import agent_sessions
-from sessions_app.services.webhook_events import session_level_note
+from sessions_app.services.webhook_events import session_level_record
 
 # ----------------------------------------------------------------------------- the exact-count cache
 
@@ -101,7 +101,7 @@ def session_count_exact(*, session_id: int) -> str:
         locked.save(
             update_fields=["exact_tokens", "exact_upto_seq", "exact_cached", "exact_counted_at", "count_warning"]
         )
-        session_level_note(locked)  # the exact figure may put it at another level (beat sends the webhook)
+        session_level_record(locked)  # the exact figure may put it at another level (beat sends the webhook)
     model_calibration_update(model=session.model, exact=exact, raw_estimate=raw_estimate)
     return "counted"
 

@@ -20,7 +20,7 @@ from sessions_app.models import (
     WebhookEvent,
     WebhookFormat,
 )
-from sessions_app.services import agent_sessions, auto, compaction_runs, ingest, projects, webhooks
+from sessions_app.services import agent_sessions, auto_compaction, compaction_runs, ingest, projects, webhooks
 from sessions_app.services.compaction_records import MAX_FAILURES, compaction_fail
 
 DEMO_USER = "demo"
@@ -93,7 +93,7 @@ def _nightly_session(user, project: Project) -> AgentSession:
     turns = [normalize_message(t) for t in _coding_turns(40)]
     for start in range(0, len(turns), _NIGHTLY_STEP):
         ingest.message_append(session=nightly, messages=turns[start : start + _NIGHTLY_STEP])
-        follow = auto.after_append(nightly.pk)
+        follow = auto_compaction.append_followup(nightly.pk)
         if follow.compaction_id is not None:
             compaction_runs.compaction_run(follow.compaction_id)
         nightly.refresh_from_db()

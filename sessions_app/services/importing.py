@@ -35,7 +35,7 @@ class ImportResult:
 
     @property
     def appended_to(self) -> list[int]:
-        """The sessions the import stored messages in, for the caller's ``tasks.after_append``."""
+        """The sessions the import stored messages in, for the caller's ``tasks.followup_send``."""
         return [s.pk for s in (self.session, *self.sidechains) if s.message_count]
 
 

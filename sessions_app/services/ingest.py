@@ -45,7 +45,7 @@ def message_append(
     the insert and the running totals happen under the session's row lock, so concurrent appends
     get gapless seqs and totals that equal the sum over stored rows. A message whose client_id is
     already stored is not stored again: the stored one is answered in its place. What the new
-    messages set off is the caller's next step (``tasks.after_append``). ``after_seq``: store them
+    messages set off is the caller's next step (``tasks.followup_send``). ``after_seq``: store them
     only right after that message (else ``Conflict``, code ``moved_on``, nothing stored).
     """
     started = time.monotonic()
@@ -135,7 +135,7 @@ def _store(session: AgentSession, rows: list[Message], now: datetime) -> None:
     session.message_tokens += sum(row.tokens for row in rows)
     session.last_activity_at = now
     # How full it is now, in the same UPDATE (the level, when it moves, is the next step's: it may
-    # announce the change; ``services.webhook_events.session_level_note``).
+    # announce the change; ``services.webhook_events.session_level_record``).
     session.usage_percent = usage.session_usage(session).usage_percent
     session.save(
         update_fields=[

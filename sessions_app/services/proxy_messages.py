@@ -21,7 +21,7 @@ from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import AgentSession, Message, MessageState, ToolUse
 from sessions_app.selectors import usage
 from sessions_app.services import boundaries, counting, ingest
-from sessions_app.services.webhook_events import session_level_note
+from sessions_app.services.webhook_events import session_level_record
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ def exact_from_usage(session: AgentSession, reported: dict[str, Any], *, reply_s
     if AgentSession.objects.filter(pk=session.pk, last_seq=reply_seq).update(**exact):
         for field, value in exact.items():
             setattr(session, field, value)
-        session_level_note(session)
+        session_level_record(session)
     # One observation per model per CTX_PROXY_CALIBRATION_SECONDS: every response would otherwise
     # write the model's one profile row (every agent of that model waiting on its lock) and move every
     # figure worked out from the factor (the dashboard's cached costs, the stored levels).

@@ -10,7 +10,7 @@ from django.utils import timezone
 from sessions_app.models import CONTEXT_STATES, AgentSession, Compaction, CompactionStatus, Message
 from sessions_app.selectors import model_context
 from sessions_app.selectors.compactions import revert_refusal
-from sessions_app.services.webhook_events import session_level_note
+from sessions_app.services.webhook_events import session_level_record
 
 
 def compaction_revert(*, compaction: Compaction) -> Compaction:
@@ -35,7 +35,7 @@ def compaction_revert(*, compaction: Compaction) -> Compaction:
         record.reverted_at = now
         record.save(update_fields=["status", "reverted_at"])
         _totals_refresh(session)
-        session_level_note(session)
+        session_level_record(session)
     return record
 
 

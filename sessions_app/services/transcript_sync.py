@@ -84,7 +84,7 @@ class SyncResult:
     complete: bool  # False while the server is still receiving again what it had before a cache loss
     sidechains: list[int]
     created_session: bool
-    # Sessions whose messages this upload added to or grew: the caller runs ``tasks.after_append`` for them.
+    # Sessions whose messages this upload added to or grew: the caller runs ``tasks.followup_send`` for them.
     appended_to: list[int] = field(default_factory=list)
 
 

@@ -48,7 +48,7 @@ def webhook_event_record(
     return [row.pk for row in rows]
 
 
-def session_level_note(session: AgentSession, *, policy: Policy | None = None) -> bool:
+def session_level_record(session: AgentSession, *, policy: Policy | None = None) -> bool:
     """Stores the session's level and usage (``AgentSession.level``/``usage_percent``) from the totals
     of the row given, and records ``session.level_changed`` when the level moved (not when it was
     never worked out before). Every path that changes a session's usage ends here. The UPDATE is
@@ -117,7 +117,7 @@ def compaction_succeeded(session: AgentSession, record: Compaction) -> None:
             "saved_tokens": before - after,
         },
     )
-    session_level_note(session)
+    session_level_record(session)
 
 
 def compaction_failed(session: AgentSession, record: Compaction, *, paused_now: bool) -> None:

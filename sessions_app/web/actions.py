@@ -10,11 +10,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from sessions_app import tasks
+from sessions_app import steps, tasks
 from sessions_app.errors import ServiceError
 from sessions_app.models import Role
 from sessions_app.selectors import compactions
-from sessions_app.services import compaction_runs, handoffs, planning, reverting
+from sessions_app.services import compaction_runs, planning, reverting
 from sessions_app.web.access import AuthenticatedHttpRequest, compaction_for, session_for
 from sessions_app.web.forms import CompactionForm, HandoffForm
 from sessions_app.web.views import is_htmx, render_session
@@ -93,15 +93,13 @@ def handoff_create(request: AuthenticatedHttpRequest, session_id: int) -> HttpRe
     if not form.is_valid():
         return render_session(request, session, handoff_form=form, status=400)
     try:
-        document = handoffs.handoff_create(
+        document = steps.handoff_create(
             session=session, user=request.user, continue_=form.cleaned_data["continue_session"]
         )
-        tasks.webhooks_send()
     except ServiceError as exc:
         messages.error(request, exc.detail)
         return _back(session.pk, "#handoffs")
     if document.continuation_id:
-        tasks.after_append(document.continuation_id)
         messages.success(request, f"Handoff {document.pk} written; this is the session that continues from it.")
         return _back(document.continuation_id)
     messages.success(request, f"Handoff {document.pk} written.")

@@ -22,7 +22,7 @@ SESSIONS_APP_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "sessions_app.apps",
         ),
     ),
-    ("tasks", ("sessions_app.tasks",)),
+    ("tasks", ("sessions_app.tasks", "sessions_app.steps")),
     ("services", ("sessions_app.services",)),
     ("selectors", ("sessions_app.selectors",)),
     ("models", ("sessions_app.models", "sessions_app.migrations")),

@@ -75,7 +75,7 @@ def append(session: AgentSession, messages: list[dict[str, Any]]) -> None:
     normalized = [normalize_message(m, index=i) for i, m in enumerate(messages)]
     for start in range(0, len(normalized), 500):
         ingest.message_append(session=session, messages=normalized[start : start + 500])
-        tasks.after_append(session.pk)
+        tasks.followup_send(session.pk)
     session.refresh_from_db()
 
 

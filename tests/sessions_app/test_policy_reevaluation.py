@@ -16,7 +16,7 @@ from compaction.types import Level
 from sessions_app import tasks
 from sessions_app.models import AgentSession, Compaction, CompactionPolicy, SessionStatus
 from sessions_app.selectors import usage
-from sessions_app.services import agent_sessions, auto, ingest, projects
+from sessions_app.services import agent_sessions, auto_compaction, ingest, projects
 from tests.conftest import Api, Team
 
 pytestmark = pytest.mark.django_db
@@ -123,9 +123,9 @@ def test_re_evaluation_queues_once_and_spares_sessions_that_opted_out(world):
     opted_out = filled_session(team.project, team.alice.user, "opted out")
     AgentSession.objects.filter(pk=opted_out.pk).update(auto_compact=False)
     projects.policy_update(policy=team.project.policy, changes={"remind": 0.6, "compact": 0.7})
-    first = auto.project_reevaluate(team.project)
+    first = auto_compaction.project_reevaluate(team.project)
     assert first == list(Compaction.objects.filter(session=sessions["active"]).values_list("pk", flat=True))
-    assert auto.project_reevaluate(team.project) == []  # one queued at a time: nothing more
+    assert auto_compaction.project_reevaluate(team.project) == []  # one queued at a time: nothing more
     assert not Compaction.objects.filter(session=opted_out).exists()
 
 

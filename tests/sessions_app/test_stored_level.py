@@ -17,7 +17,7 @@ from sessions_app import tasks
 from sessions_app.models import AgentSession, Compaction, CompactionStatus, ModelProfile
 from sessions_app.selectors import usage
 from sessions_app.selectors.dashboard import project_dashboard
-from sessions_app.services import agent_sessions, auto, compaction_runs, projects, reverting
+from sessions_app.services import agent_sessions, auto_compaction, compaction_runs, projects, reverting
 from tests.hypothesis_budget import DATABASE
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 
@@ -126,9 +126,9 @@ def test_stored_level_and_usage_are_status_after_anything(team, operations, whic
 def test_relevel_fills_sessions_without_figures_and_moves_nothing_twice(team):
     sessions = spread(team)
     forget(*sessions[::2])
-    assert auto.sessions_relevel().moved == len(sessions[::2])
+    assert auto_compaction.sessions_relevel().moved == len(sessions[::2])
     assert_stored_is_live(team.project)
-    assert auto.sessions_relevel().moved == 0
+    assert auto_compaction.sessions_relevel().moved == 0
 
 
 def test_the_level_filter_lists_the_sessions_at_that_level_stored_or_not(team, client):
@@ -174,13 +174,13 @@ def test_relevel_decides_on_levels_that_moved_not_on_levels_seen_for_the_first_t
     assert stored(session)[0] == "ok"
     ModelProfile.objects.filter(name="claude-sonnet-4-5").update(context_window=9_000)
     forget(session)
-    first = auto.sessions_relevel()  # an upgrade: its level is worked out, nothing is decided on it
+    first = auto_compaction.sessions_relevel()  # an upgrade: its level is worked out, nothing is decided on it
     assert (first.moved, first.queued) == (1, [])
     assert stored(session)[0] in ("compact", "summarize", "handoff")
     ModelProfile.objects.filter(name="claude-sonnet-4-5").update(context_window=200_000)
-    auto.sessions_relevel()
+    auto_compaction.sessions_relevel()
     ModelProfile.objects.filter(name="claude-sonnet-4-5").update(context_window=9_000)
-    moved = auto.sessions_relevel()  # a profile's edit moved it from ok: decided as after an append
+    moved = auto_compaction.sessions_relevel()  # a profile's edit moved it from ok: decided as after an append
     assert moved.moved == 1 and len(moved.queued) == 1
     assert Compaction.objects.get(pk=moved.queued[0]).session_id == session.pk
 

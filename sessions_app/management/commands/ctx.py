@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from compaction import jsonvalues
 from compaction.messages import MessageError
 from compaction.usage import render_bar
-from sessions_app import tasks
+from sessions_app import steps, tasks
 from sessions_app.errors import ServiceError
 from sessions_app.management.history_text import render_history
 from sessions_app.management.level_colours import colour_wanted, level_painter
@@ -28,7 +28,6 @@ from sessions_app.selectors.history import history_payload, session_history
 from sessions_app.services import (
     compaction_runs,
     counting,
-    handoffs,
     importing,
     keys,
     planning,
@@ -37,7 +36,6 @@ from sessions_app.services import (
     reverting,
     webhook_delivery,
 )
-from sessions_app.services.demo import demo_load
 
 IMPORT_FORMATS = ("claude-code", "openai", "anthropic")
 
@@ -171,7 +169,7 @@ class Command(BaseCommand):
             raise CommandError(f"No such file: {path}")
         user = self.cli_user(options["user"])
         ref = options["project"]
-        project = access.project_find(ref, user=user)
+        project = access.project_find_or_none(ref, user=user)
         if project is None:
             if access.as_pk(ref) is not None:
                 raise CommandError(f"No project {ref}.")
@@ -181,7 +179,7 @@ class Command(BaseCommand):
             transcript = importing.transcript_parse(path.read_bytes(), options["format"])
             if reading is not None:
                 reading(1, 1)
-            result = importing.session_import(
+            result = steps.transcript_import(
                 user=user,
                 project=project,
                 transcript=transcript,
@@ -192,7 +190,6 @@ class Command(BaseCommand):
                 episode=options["episode"],
                 on_progress=shown.phase("Storing messages"),
             )
-        tasks.after_append(*result.appended_to)
         data = importing.import_summary(result)
         skipped = ", ".join(f"{k}: {v}" for k, v in sorted(result.skipped.items())) or "none"
         human = (
@@ -233,7 +230,7 @@ class Command(BaseCommand):
         user = self.cli_user(options["user"], create=False)
         ref = options["project"]
         if ref is not None:
-            project = access.project_find(ref, user=user)
+            project = access.project_find_or_none(ref, user=user)
             if project is None:
                 raise CommandError(f"No project {ref!r}" + ("." if access.as_pk(ref) else f" among {user}'s."))
         else:
@@ -330,10 +327,7 @@ class Command(BaseCommand):
 
     def do_handoff(self, options: dict[str, Any]) -> None:
         session = access.session_find(options["session"])
-        document = handoffs.handoff_create(session=session, user=None, continue_=options["continue_"])
-        tasks.webhooks_send()
-        if document.continuation_id:
-            tasks.after_append(document.continuation_id)
+        document = steps.handoff_create(session=session, user=None, continue_=options["continue_"])
         rendered = {"txt": document.text, "md": document.markdown, "json": json.dumps(document.data, indent=2)}
         body = rendered[options["format"]]
         data: dict[str, Any] = {
@@ -381,9 +375,7 @@ class Command(BaseCommand):
         self.emit(options, {"user": user.username, "key": raw, "prefix": key.prefix}, raw)
 
     def do_demo(self, options: dict[str, Any]) -> None:
-        result = demo_load()
-        if result.created:
-            tasks.after_append(*(s.pk for s in result.sessions))
+        result = steps.demo_load()
         data = {
             "username": result.username,
             "password": result.password,

@@ -4,7 +4,7 @@ for every active session of the project (``project_reevaluate``); what a model p
 off, for every session of any project (``sessions_relevel``).
 
 Not part of the append itself: the caller runs it as its own step once the messages are stored
-(``tasks.after_append``), so the append service knows nothing of workers. The work is recorded here
+(``tasks.followup_send``), so the append service knows nothing of workers. The work is recorded here
 (a queued Compaction row; a pending-count marker in the cache) and sent by the caller; a message
 that never reaches the broker is re-sent by beat (``tasks.requeue_stale_compactions``).
 """
@@ -29,7 +29,7 @@ from sessions_app.models import (
     SessionStatus,
 )
 from sessions_app.selectors import usage
-from sessions_app.services.webhook_events import session_level_note
+from sessions_app.services.webhook_events import session_level_record
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class FollowUp:
     notified: bool = False  # a webhook delivery was recorded (the level changed)
 
 
-def after_append(session: AgentSession | int) -> FollowUp:
+def append_followup(session: AgentSession | int) -> FollowUp:
     """What a session's new messages set off, decided from its running totals. ``session``: the row
     the append just wrote (``AppendResult.session``: its totals are current and its policy is then
     at hand for STATUS), or an id, read afresh. No lock is needed: the partial unique constraint on
@@ -52,7 +52,7 @@ def after_append(session: AgentSession | int) -> FollowUp:
         if found is None:
             return FollowUp(session)
         session = found
-    notified = session_level_note(session)
+    notified = session_level_record(session)
     record = auto_queue(session)
     count_in = None
     if settings.ANTHROPIC_API_KEY:
@@ -135,7 +135,7 @@ def sessions_relevel(sessions: QuerySet[AgentSession] | None = None, *, decide_a
                 before = (session.level, session.usage_percent)
                 if session.project_id not in policies:
                     policies[session.project_id] = usage.policy_for(session)
-                session_level_note(session, policy=policies[session.project_id])
+                session_level_record(session, policy=policies[session.project_id])
                 moved += (session.level, session.usage_percent) != before
                 # A level worked out for the first time is no move: no decision is taken on it (as the
                 # announcement isn't made), or an upgrade would compact every old session at once.

@@ -1,0 +1,63 @@
+"""Store, then follow up: an interface's write that can set work off is one call here.
+
+Each function runs the service that stores (messages appended, a transcript imported or uploaded, a
+handoff and its continuation, the demo) and then sends what the stored messages set off to the
+workers (``tasks.followup_send``: an automatic compaction, an exact count, webhook deliveries). The
+services know nothing of workers; the interfaces (API, pages, CLI, the proxy's recorder) call these
+instead of the services, so none can store and forget the follow-up
+(``tests/architecture/test_steps.py`` holds them to it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sessions_app import tasks
+from sessions_app.services import demo, handoffs, importing, ingest, transcript_sync
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
+
+    from compaction.messages import NormalizedMessage
+    from sessions_app.models import AgentSession, HandoffDocument
+
+
+def messages_append(*, session: AgentSession, messages: list[NormalizedMessage]) -> ingest.AppendResult:
+    """``ingest.message_append``, then its follow-up. ``result.session`` is current: reread when a
+    compaction ran in-process meanwhile (the embedded mode)."""
+    result = ingest.message_append(session=session, messages=messages)
+    if result.created and tasks.followup_send(result.session):  # the row just written: its totals are current
+        result.session.refresh_from_db()
+    return result
+
+
+def transcript_import(**kwargs: Any) -> importing.ImportResult:
+    """``importing.session_import`` (same arguments), then the follow-up of every session it filled."""
+    result = importing.session_import(**kwargs)
+    tasks.followup_send(*result.appended_to)
+    return result
+
+
+def transcript_upload(**kwargs: Any) -> transcript_sync.SyncResult:
+    """``transcript_sync.transcript_sync`` (same arguments), then the follow-up of every session the
+    upload added to."""
+    result = transcript_sync.transcript_sync(**kwargs)
+    tasks.followup_send(*result.appended_to)
+    return result
+
+
+def handoff_create(*, session: AgentSession, user: User | None, continue_: bool) -> HandoffDocument:
+    """``handoffs.handoff_create``, then its webhook deliveries and the continuation's follow-up."""
+    document = handoffs.handoff_create(session=session, user=user, continue_=continue_)
+    tasks.webhooks_send()
+    if document.continuation_id:
+        tasks.followup_send(document.continuation_id)
+    return document
+
+
+def demo_load() -> demo.DemoResult:
+    """``demo.demo_load``, then the follow-up of the sessions it created."""
+    result = demo.demo_load()
+    if result.created:
+        tasks.followup_send(*(s.pk for s in result.sessions))
+    return result
