@@ -208,6 +208,10 @@ CTX_PROXY_UPSTREAM_URL = env.str("CTX_PROXY_UPSTREAM_URL", default="https://api.
 CTX_PROXY_OPENAI_URL = env.str("CTX_PROXY_OPENAI_URL", default="https://api.openai.com")
 CTX_PROXY_TIMEOUT = env.float("CTX_PROXY_TIMEOUT", default=600.0)
 CTX_PROXY_MAX_BODY_BYTES = env.int("CTX_PROXY_MAX_BODY_BYTES", default=32 * 1024 * 1024)
+# The largest request, and answer, the proxy records (it forwards larger ones whole): what one exchange
+# costs a web worker to record grows with it. A larger request is noted on its session; a larger
+# answer is recorded up to here, with a note.
+CTX_PROXY_RECORD_MAX_BYTES = env.int("CTX_PROXY_RECORD_MAX_BYTES", default=4 * 1024 * 1024)
 # The calibration learns from one (estimate, real usage) pair per model this often (each is a write of
 # the model's profile row, and moves every figure worked out from its factor).
 CTX_PROXY_CALIBRATION_SECONDS = env.int("CTX_PROXY_CALIBRATION_SECONDS", default=60)

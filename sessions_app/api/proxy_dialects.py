@@ -21,6 +21,7 @@ from sessions_app.api.proxy_stream import ChunkAccumulator, MessageAccumulator
 
 class Accumulator(Protocol):
     complete: bool
+    truncated: bool  # past its limit: what came after is not in ``message``
     error: dict[str, Any] | None
 
     def feed(self, data: bytes) -> None: ...
@@ -33,7 +34,7 @@ class Accumulator(Protocol):
 class Dialect:
     upstream_url: Callable[[], str]
     refuse: Callable[[int, str, str], JsonResponse]  # (status, error type, message)
-    accumulator: Callable[[], Accumulator]
+    accumulator: Callable[[int | None], Accumulator]  # (the bytes of stream whose content is kept)
     reply_of: Callable[[bytes], dict[str, Any] | None]  # a whole answer's body → the model's message
     recorded: Callable[[dict[str, Any]], dict[str, Any] | None]  # a request → what is recorded of it
     broke_off: Callable[[str], bytes]  # the end of a stream the upstream broke off, for the caller

@@ -6,32 +6,44 @@ stream ends. Anthropic's Messages events, and OpenAI's ``chat.completion.chunk``
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from compaction.transcripts.openai import completion_as_message
 
+_EVENT_END = re.compile(rb"\r?\n\r?\n[\r\n]*")  # events end with a blank line: \n from the APIs, \r\n from a relay
+
 
 class _Events:
-    """Feed it a stream's bytes in any pieces; each event's ``data`` goes to ``_data``."""
+    """Feed it a stream's bytes in any pieces; each event's ``data`` goes to ``_data``. Past ``limit``
+    bytes of events, ``truncated``: the events are still read (the usage, the end), but what they add to the
+    message's content is not kept (``_grows`` says so)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self._buffer = b""
+        self._limit, self._read = limit, 0  # bytes of the events read so far
         self.complete = False
+        self.truncated = False
         self.error: dict[str, Any] | None = None
 
     def feed(self, data: bytes) -> None:
-        self._buffer += data
-        while True:
-            # Events end with a blank line; the APIs send \n, a relay may send \r\n.
-            cut = min((i for i in (self._buffer.find(b"\n\n"), self._buffer.find(b"\r\n\r\n")) if i >= 0), default=-1)
-            if cut < 0:
-                return
-            block, self._buffer = self._buffer[:cut], self._buffer[cut:].lstrip(b"\r\n")
+        buffer = self._buffer + data if self._buffer else data
+        start = 0
+        while (end := _EVENT_END.search(buffer, start)) is not None:
+            self._read += end.end() - start
+            block, start = buffer[start : end.start()], end.end()
             data = b"\n".join(
                 line[5:].lstrip() for line in block.replace(b"\r\n", b"\n").split(b"\n") if line.startswith(b"data:")
             )
             if data:
                 self._data(data)
+        self._buffer = buffer[start:]
+
+    def _grows(self) -> bool:
+        """Whether content that arrives now is kept (not past the limit)."""
+        if self._limit is not None and self._read > self._limit:
+            self.truncated = True
+        return not self.truncated
 
     def _data(self, data: bytes) -> None:
         raise NotImplementedError
@@ -39,12 +51,23 @@ class _Events:
 
 class MessageAccumulator(_Events):
     """Anthropic's events: ``message`` is the message so far, ``complete`` once ``message_stop``
-    arrived, ``error`` the body of an ``error`` event if one came."""
+    arrived, ``error`` the body of an ``error`` event if one came. A block's text arrives in small
+    pieces: they are kept as lists and joined when the message is read."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.message: dict[str, Any] = {}
-        self._json: dict[int, str] = {}  # a tool_use block's input as it arrives, by block index
+    def __init__(self, limit: int | None = None) -> None:
+        super().__init__(limit)
+        self._message: dict[str, Any] = {}
+        self._pieces: dict[tuple[int, str], list[str]] = {}  # (block index, field) → its text as it arrives
+        self._json: dict[int, list[str]] = {}  # a tool_use block's input as it arrives, by block index
+
+    @property
+    def message(self) -> dict[str, Any]:
+        if not self._message:
+            return {}
+        content = [dict(block) for block in self._message.get("content", [])]
+        for (position, field), pieces in self._pieces.items():
+            content[position][field] = (content[position].get(field) or "") + "".join(pieces)
+        return {**self._message, "content": content}
 
     def _data(self, data: bytes) -> None:
         try:
@@ -56,42 +79,44 @@ class MessageAccumulator(_Events):
 
     def _apply(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
-        content = self.message.setdefault("content", []) if self.message else []
+        content = self._message.setdefault("content", []) if self._message else []
         if kind == "message_start" and isinstance(event.get("message"), dict):
-            self.message = {**event["message"], "content": list(event["message"].get("content") or [])}
-        elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
+            self._message = {**event["message"], "content": list(event["message"].get("content") or [])}
+            self._pieces, self._json = {}, {}
+        elif kind == "content_block_start" and isinstance(event.get("content_block"), dict) and self._grows():
             content.append(dict(event["content_block"]))
-        elif kind == "content_block_delta" and isinstance(event.get("delta"), dict) and content:
+        elif kind == "content_block_delta" and isinstance(event.get("delta"), dict) and content and self._grows():
             self._delta(event.get("index"), event["delta"], content)
         elif kind == "content_block_stop":
             self._close(event.get("index"), content)
         elif kind == "message_delta":
             delta = event.get("delta")
             if isinstance(delta, dict):
-                self.message.update({k: v for k, v in delta.items() if k in ("stop_reason", "stop_sequence")})
+                self._message.update({k: v for k, v in delta.items() if k in ("stop_reason", "stop_sequence")})
             if isinstance(event.get("usage"), dict):  # cumulative figures: they replace the start's
-                self.message["usage"] = {**(self.message.get("usage") or {}), **event["usage"]}
+                self._message["usage"] = {**(self._message.get("usage") or {}), **event["usage"]}
             if isinstance(event.get("context_management"), dict):  # the provider's context editing
-                self.message["context_management"] = event["context_management"]
+                self._message["context_management"] = event["context_management"]
         elif kind == "message_stop":
             self.complete = True
         elif kind == "error":
             self.error = event
 
     def _delta(self, index: Any, delta: dict[str, Any], content: list[dict[str, Any]]) -> None:
-        block = content[index] if isinstance(index, int) and 0 <= index < len(content) else content[-1]
+        at = index if isinstance(index, int) and 0 <= index < len(content) else len(content) - 1
+        block = content[at]
         match delta.get("type"):
             case "text_delta":
-                block["text"] = block.get("text", "") + str(delta.get("text", ""))
+                self._pieces.setdefault((at, "text"), []).append(str(delta.get("text", "")))
             case "input_json_delta":
                 position = index if isinstance(index, int) else len(content) - 1
-                self._json[position] = self._json.get(position, "") + str(delta.get("partial_json", ""))
+                self._json.setdefault(position, []).append(str(delta.get("partial_json", "")))
             case "thinking_delta":
-                block["thinking"] = block.get("thinking", "") + str(delta.get("thinking", ""))
+                self._pieces.setdefault((at, "thinking"), []).append(str(delta.get("thinking", "")))
             case "signature_delta":
                 block["signature"] = str(delta.get("signature", ""))
             case "compaction_delta":  # a provider's compaction summary
-                block["content"] = (block.get("content") or "") + str(delta.get("content") or "")
+                self._pieces.setdefault((at, "content"), []).append(str(delta.get("content") or ""))
                 if delta.get("encrypted_content") is not None:
                     block["encrypted_content"] = delta["encrypted_content"]
             case "citations_delta":
@@ -100,7 +125,7 @@ class MessageAccumulator(_Events):
     def _close(self, index: Any, content: list[dict[str, Any]]) -> None:
         if not isinstance(index, int) or index not in self._json or not 0 <= index < len(content):
             return
-        raw = self._json.pop(index)
+        raw = "".join(self._json.pop(index))
         try:
             content[index]["input"] = json.loads(raw) if raw else {}
         except ValueError:
@@ -113,8 +138,8 @@ class ChunkAccumulator(_Events):
     the one recorded too), ``complete`` once it finished (its ``finish_reason``, or ``[DONE]``: some
     compatible servers send only one of them), ``error`` an error body if one came instead of a chunk."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, limit: int | None = None) -> None:
+        super().__init__(limit)
         self._completion: dict[str, Any] = {}
         self._text: list[str] = []
         self._refusal: list[str] = []
@@ -129,7 +154,7 @@ class ChunkAccumulator(_Events):
             {
                 "id": c.get("id"),
                 "type": "function",
-                "function": {"name": c.get("name"), "arguments": c.get("arguments", "")},
+                "function": {"name": c.get("name"), "arguments": "".join(c.get("arguments", []))},
             }
             for _, c in sorted(self._calls.items())
         ]
@@ -164,7 +189,7 @@ class ChunkAccumulator(_Events):
                 self._choice(choice)
 
     def _choice(self, choice: dict[str, Any]) -> None:
-        delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
+        delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) and self._grows() else {}
         for said, kept in ((delta.get("content"), self._text), (delta.get("refusal"), self._refusal)):
             if isinstance(said, str):
                 kept.append(said)
@@ -183,4 +208,4 @@ class ChunkAccumulator(_Events):
         if isinstance(function.get("name"), str):
             known["name"] = function["name"]
         if isinstance(function.get("arguments"), str):
-            known["arguments"] = known.get("arguments", "") + function["arguments"]
+            known.setdefault("arguments", []).append(function["arguments"])

@@ -15,6 +15,7 @@ When ctxweb itself fails (its database is down), the request is still forwarded,
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -30,7 +31,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from sessions_app import tasks
-from sessions_app.api import proxy_headers
+from sessions_app.api import proxy_body, proxy_headers, proxy_limits
 from sessions_app.api.proxy_deadline import Deadline
 from sessions_app.api.proxy_dialects import ANTHROPIC, OPENAI, Dialect, error_type
 from sessions_app.api.proxy_headers import KEY_HEADER, PROJECT_HEADER, SESSION_HEADER
@@ -74,11 +75,13 @@ def chat_completions(request: HttpRequest) -> HttpResponse | StreamingHttpRespon
 def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -> HttpResponse | StreamingHttpResponse:
     if request.method != "POST":
         return dialect.refuse(405, "invalid_request_error", f"{request.method} is not allowed here; POST.")
-    raw = request.read()
     try:
-        body: Any = json.loads(raw)
-    except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
-        body = None  # the upstream answers it (400), as it would without ctxweb
+        raw = proxy_body.read(request)
+    except proxy_body.Unread as exc:
+        return dialect.refuse(exc.status, exc.error_type, exc.message)
+    # A body too large to record is forwarded unparsed: parsing alone takes several times its size.
+    oversized = record and len(raw) > settings.CTX_PROXY_RECORD_MAX_BYTES
+    body = proxy_limits.parsed(raw) if record and not oversized else None
     user, refusal = _caller(request, dialect)
     if refusal is None and user is not None:  # a member's, whatever the body, before anything goes or is written
         refusal = _member(request, user, dialect)
@@ -90,6 +93,12 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
         if refusal is not None:
             return refusal
     exchange, recorded, extra = None, user is not None, {}
+    if oversized and user is not None:
+        noted, refusal = proxy_limits.note_oversized(request, user, raw, dialect, partial(_project, request, user))
+        if refusal is not None:
+            return refusal
+        if noted is not None:
+            extra["ctxweb-session"] = str(noted)
     kept = dialect.recorded(body) if record and isinstance(body, dict) else None
     if kept is not None:
         exchange, recorded, sent, refusal = _record_start(request, user, kept, dialect)
@@ -117,16 +126,22 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
     if streamed:
         response = StreamingHttpResponse(_Relay(answer, exchange, dialect, deadline), status=answer.status_code)
     else:
+        chunks = answer.iter_bytes()  # decoded, as the caller gets it
         try:
-            content = answer.read()
+            content, whole = proxy_limits.held(chunks)
         except httpx2.TransportError as exc:
-            _finish(exchange, None)
-            return _unreachable(exc, dialect, deadline)
-        finally:
             deadline.stop()
             answer.close()
-        _finish(exchange, partial(_whole, dialect, content) if answer.status_code == 200 else None)
-        response = HttpResponse(content, status=answer.status_code)
+            _finish(exchange, None)
+            return _unreachable(exc, dialect, deadline)
+        if not whole:  # too large to hold: the rest is relayed as it comes, and not recorded
+            relay = _Relay(answer, exchange, dialect, deadline, itertools.chain([content], chunks))
+            response = StreamingHttpResponse(relay, status=answer.status_code)
+        else:
+            deadline.stop()  # before the connection goes back to the pool
+            answer.close()
+            _finish(exchange, partial(_whole, dialect, content) if answer.status_code == 200 else None)
+            response = HttpResponse(content, status=answer.status_code)
     for name, value in proxy_headers.relayed(answer.headers.multi_items(), streamed=streamed):
         response[name] = value
     for name, value in extra.items():
@@ -372,17 +387,25 @@ class _Relay:
     READ_AHEAD = 1024 * 1024  # a stream longer than this is read as it passes (memory stays bounded)
 
     def __init__(
-        self, answer: httpx2.Response, exchange: _Exchange | None, dialect: Dialect, deadline: Deadline
+        self,
+        answer: httpx2.Response,
+        exchange: _Exchange | None,
+        dialect: Dialect,
+        deadline: Deadline,
+        whole: Iterator[bytes] | None = None,
     ) -> None:
+        """``whole``: a whole answer too large to hold, relayed (its reply is recorded as a note); else
+        a stream, whose content is kept up to ``CTX_PROXY_RECORD_MAX_BYTES``."""
         self.answer, self.exchange, self.dialect, self.deadline = answer, exchange, dialect, deadline
-        self.seen = dialect.accumulator()
+        self.whole = whole
+        self.seen = dialect.accumulator(settings.CTX_PROXY_RECORD_MAX_BYTES)
         self.kept: list[bytes] = []
         self.kept_bytes = 0
 
     def __iter__(self) -> Iterator[bytes]:
         try:
-            for chunk in self.answer.iter_raw():
-                if self.exchange is not None:
+            for chunk in self.whole if self.whole is not None else self.answer.iter_raw():
+                if self.exchange is not None and self.whole is None:
                     self.kept.append(chunk)
                     self.kept_bytes += len(chunk)
                     if self.kept_bytes > self.READ_AHEAD:
@@ -402,8 +425,12 @@ class _Relay:
         self.kept, self.kept_bytes = [], 0
 
     def _reply(self) -> tuple[dict[str, Any] | None, bool]:
+        if self.whole is not None:
+            return proxy_limits.too_large_reply() if self.answer.status_code == 200 else (None, True)
         self._read_kept()
         reply = self.seen.message if self.seen.message and self.answer.status_code == 200 else None
+        if reply is not None and self.seen.truncated:
+            reply = proxy_limits.truncated(reply)
         return reply, self.seen.complete and self.seen.error is None
 
     def close(self) -> None:
