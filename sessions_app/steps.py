@@ -1,7 +1,7 @@
 """Store, then follow up: an interface's write that can set work off is one call here.
 
 Each function runs the service that stores (messages appended, a transcript imported or uploaded, a
-handoff and its continuation, the demo) and then sends what the stored messages set off to the
+handoff and its continuation, the demo, a proxied exchange) and then sends what the stored messages set off to the
 workers (``tasks.followup_send``: an automatic compaction, an exact count, webhook deliveries). The
 services know nothing of workers; the interfaces (API, pages, CLI, the proxy's recorder) call these
 instead of the services, so none can store and forget the follow-up
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sessions_app import tasks
-from sessions_app.services import demo, handoffs, importing, ingest, transcript_sync
+from sessions_app.services import demo, handoffs, importing, ingest, proxy, transcript_sync
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -61,3 +61,22 @@ def demo_load() -> demo.DemoResult:
     if result.created:
         tasks.followup_send(*(s.pk for s in result.sessions))
     return result
+
+
+def proxy_exchange_record(**kwargs: Any) -> AgentSession | None:
+    """``proxy.proxy_record_exchange`` (same arguments: what an exchange leaves to record once its
+    answer is out), then the follow-up of the session it recorded in."""
+    recorded = proxy.proxy_record_exchange(**kwargs)
+    if recorded is not None:
+        tasks.followup_send(recorded)
+    return recorded
+
+
+def proxy_request_record(*, session: AgentSession, body: dict[str, Any], key: str) -> proxy.Recorded:
+    """``proxy.proxy_record_request`` before the request goes upstream, then its follow-up (in the
+    embedded mode a compaction it queued has run: ``done.session`` is reread)."""
+    done = proxy.proxy_record_request(session=session, body=body, key=key)
+    if done.appended:
+        tasks.followup_send(done.session)
+        done.session.refresh_from_db()
+    return done

@@ -30,7 +30,7 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from sessions_app import tasks
+from sessions_app import steps
 from sessions_app.api import proxy_body, proxy_headers, proxy_limits
 from sessions_app.api.proxy_deadline import Deadline
 from sessions_app.api.proxy_dialects import ANTHROPIC, OPENAI, Dialect, error_type
@@ -335,7 +335,7 @@ class _Exchange:
     def _record(self, reply: Callable[[], tuple[dict[str, Any] | None, bool]] | None) -> None:
         try:
             message, complete = reply() if reply is not None else (None, True)
-            recorded = proxy.proxy_record_exchange(
+            steps.proxy_exchange_record(
                 session_id=self.session_id,
                 after_seq=self.after_seq,
                 pending=self.pending,
@@ -344,8 +344,6 @@ class _Exchange:
                 key=self.conversation,
                 gap=self.gap,
             )
-            if recorded is not None:
-                tasks.followup_send(recorded)  # a compaction when a threshold was crossed
         except DatabaseError as exc:  # the caller has its answer already; the next request brings it all
             log.warning("proxy: session %s: not recorded: %s", self.session_id, type(exc).__name__)
             proxy_gaps.proxy_gap_note(self.gap)
@@ -367,12 +365,9 @@ def _prepare(
         exchange = _Exchange(session.pk, sent, pending=body, conversation=conversation, gap=gap)
         return exchange, proxy_upstream.Upstream(None)
     RECORDER.caught_up(session.pk)  # the reply and usage of the request before this one come first
-    done = proxy.proxy_record_request(session=session, body=body, key=conversation)
-    if done.appended:
-        tasks.followup_send(done.session)  # a compaction when a threshold was crossed (in-process: now)
+    done = steps.proxy_request_record(session=session, body=body, key=conversation)
+    if done.appended and proxy_upstream.proxy_compact_before_sending(done.session):  # the workers had not got to it
         done.session.refresh_from_db()
-        if proxy_upstream.proxy_compact_before_sending(done.session):  # the workers had not got to it yet
-            done.session.refresh_from_db()
     upstream = proxy_upstream.proxy_upstream_request(session=done.session, body=body)
     # Begun last: an exchange begun is finished by whoever answers (the recorder waits for it).
     return _Exchange(done.session.pk, sent, session=done.session, conversation=conversation, gap=gap), upstream

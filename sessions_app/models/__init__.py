@@ -14,6 +14,7 @@ from sessions_app.models.compactions import (
 )
 from sessions_app.models.projects import ROLE_RANK, ApiKey, CompactionPolicy, Membership, ModelProfile, Project, Role
 from sessions_app.models.sessions import (
+    BULK_UPDATE_BATCH,
     CONTEXT_STATES,
     AgentSession,
     DailyIngest,
@@ -35,6 +36,7 @@ from sessions_app.models.webhooks import (
 
 __all__ = [
     "ACTIVE_COMPACTION_STATUSES",
+    "BULK_UPDATE_BATCH",
     "CONTEXT_STATES",
     "FALLBACK_NOTE",
     "ROLE_RANK",

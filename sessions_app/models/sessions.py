@@ -99,6 +99,10 @@ class MessageState(models.TextChoices):
 # The states whose messages a model sees: untouched, or shrunk by a reversible compaction.
 CONTEXT_STATES = (MessageState.ACTIVE, MessageState.COMPACTED)
 
+# Rows one bulk_update statement changes at most: its UPDATE … SET col = CASE WHEN id = … holds a branch
+# per row, which Postgres tries in order for every row, so one statement over n rows costs n².
+BULK_UPDATE_BATCH = 500
+
 
 class Message(models.Model):
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="messages", db_index=False)

@@ -36,6 +36,7 @@ from compaction.transcripts import Conversation
 from compaction.types import Level
 from sessions_app.engine import offline_tokenizer
 from sessions_app.models import (
+    BULK_UPDATE_BATCH,
     CONTEXT_STATES,
     AgentSession,
     Checkpoint,
@@ -176,7 +177,7 @@ def _summarized(
     MessageBackup.objects.bulk_create(MessageBackup.of(record, r) for r in rows)
     for r in rows:
         r.state, r.compaction = MessageState.SUMMARIZED, record
-    Message.objects.bulk_update(rows, ["state", "compaction"])
+    Message.objects.bulk_update(rows, ["state", "compaction"], batch_size=BULK_UPDATE_BATCH)
     Checkpoint.objects.create(
         session=locked,
         version=model_context.next_checkpoint_version(locked),

@@ -25,6 +25,7 @@ from sessions_app import metrics
 from sessions_app.engine import offline_summarizer
 from sessions_app.errors import Conflict
 from sessions_app.models import (
+    BULK_UPDATE_BATCH,
     CONTEXT_STATES,
     FALLBACK_NOTE,
     AgentSession,
@@ -272,7 +273,9 @@ def _rewrite_messages(session: AgentSession, current: Compaction, snap: Snapshot
         token_delta -= row.tokens
         row.state, row.compaction = MessageState.SUMMARIZED, current
     MessageBackup.objects.bulk_create(backups)
-    Message.objects.bulk_update(list(rows.values()), ["content", "tokens", "tokens_exact", "state", "compaction"])
+    Message.objects.bulk_update(
+        list(rows.values()), ["content", "tokens", "tokens_exact", "state", "compaction"], batch_size=BULK_UPDATE_BATCH
+    )
     return token_delta, len(summarized)
 
 

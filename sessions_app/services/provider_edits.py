@@ -18,6 +18,7 @@ from compaction.tokens import calibrate
 from compaction.types import Level
 from sessions_app.engine import offline_tokenizer
 from sessions_app.models import (
+    BULK_UPDATE_BATCH,
     CONTEXT_STATES,
     AgentSession,
     Compaction,
@@ -111,7 +112,9 @@ def tool_clearing_apply(
             delta += tokens - row.tokens
             row.content, row.tokens, row.tokens_exact = changes[row.seq], tokens, None
             row.state, row.compaction = MessageState.COMPACTED, record
-        Message.objects.bulk_update(changed, ["content", "tokens", "tokens_exact", "state", "compaction"])
+        Message.objects.bulk_update(
+            changed, ["content", "tokens", "tokens_exact", "state", "compaction"], batch_size=BULK_UPDATE_BATCH
+        )
         locked.message_tokens += delta
         locked.exact_upto_seq = None  # an exact count described the context before
         locked.save(update_fields=["message_tokens", "exact_upto_seq", "updated_at"])

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from sessions_app.models import CONTEXT_STATES, AgentSession, Compaction, CompactionStatus, Message
+from sessions_app.models import BULK_UPDATE_BATCH, CONTEXT_STATES, AgentSession, Compaction, CompactionStatus, Message
 from sessions_app.selectors import model_context
 from sessions_app.selectors.compactions import revert_refusal
 from sessions_app.services.webhook_events import session_level_record
@@ -29,7 +29,11 @@ def compaction_revert(*, compaction: Compaction) -> Compaction:
             row = rows[backup.message_id]
             row.content, row.tokens, row.tokens_exact = backup.content, backup.tokens, backup.tokens_exact
             row.state, row.compaction_id = backup.state, backup.previous_compaction_id
-        Message.objects.bulk_update(list(rows.values()), ["content", "tokens", "tokens_exact", "state", "compaction"])
+        Message.objects.bulk_update(
+            list(rows.values()),
+            ["content", "tokens", "tokens_exact", "state", "compaction"],
+            batch_size=BULK_UPDATE_BATCH,
+        )
         record.checkpoints.update(reverted=True)
         record.status = CompactionStatus.REVERTED
         record.reverted_at = now
