@@ -22,6 +22,7 @@ from sessions_app.models.sessions import (
     MessageState,
     SessionStatus,
     ToolUse,
+    TranscriptChunk,
 )
 from sessions_app.models.webhooks import (
     TEST_EVENT,
@@ -60,6 +61,7 @@ __all__ = [
     "Role",
     "SessionStatus",
     "ToolUse",
+    "TranscriptChunk",
     "Webhook",
     "WebhookAttempt",
     "WebhookDelivery",

@@ -8,7 +8,6 @@ import pytest
 
 from sessions_app.models import AgentSession, IngestRejection, Message, MessageState
 from sessions_app.selectors import model_context
-from tests.sessions_app.test_transcript_sync import _forget_cached_transcripts  # noqa: F401 - autouse fixture
 from tests.sessions_app.test_transcript_sync import upload as upload_as
 from tests.transcript_stream import Writer, text_block, tool_block
 
