@@ -60,9 +60,6 @@ _.updated_at
 _.exact_counted_at
 _.received_at
 
-# The transcript's raw text in the cache: tests and the hook's tests drop it to simulate a lost cache.
-_.cache_key
-
 # Forms' and pages' fields the templates read by name.
 _.continue_session
 _.long

@@ -238,8 +238,6 @@ CTX_RETRY_BACKOFF_BASE = env.float("CTX_RETRY_BACKOFF_BASE", default=2.0)
 CTX_REQUEUE_AFTER_SECONDS = env.int("CTX_REQUEUE_AFTER_SECONDS", default=120)
 # STATUS warns when background work (a queued compaction, an exact count) has waited this long.
 CTX_PENDING_WARNING_SECONDS = env.int("CTX_PENDING_WARNING_SECONDS", default=60)
-# How long the Claude Code hook's raw transcript stays in the cache between uploads (7 days).
-CTX_TRANSCRIPT_CACHE_SECONDS = env.int("CTX_TRANSCRIPT_CACHE_SECONDS", default=7 * 24 * 3600)
 
 # Webhooks (docs/WEBHOOKS.md): attempts per delivery, the first retry's delay (doubling after), the
 # request timeout, and whether a webhook may call a private, loopback or link-local address (off in

@@ -23,6 +23,7 @@ from sessions_app.models.sessions import (
     MessageState,
     SessionStatus,
     ToolUse,
+    TranscriptChunk,
 )
 from sessions_app.models.webhooks import (
     TEST_EVENT,
@@ -62,6 +63,7 @@ __all__ = [
     "Role",
     "SessionStatus",
     "ToolUse",
+    "TranscriptChunk",
     "Webhook",
     "WebhookAttempt",
     "WebhookDelivery",

@@ -195,3 +195,19 @@ class DailyIngest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.model}: {self.tokens} tokens"
+
+
+class TranscriptChunk(models.Model):
+    """Bytes of a transcript uploaded line by line (``services.transcript_sync``), one row per upload
+    that brought new bytes: together, from ``start`` 0 on, the text the session's cursor describes, so
+    any process continues where another stopped."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="+", db_index=False)
+    start = models.PositiveBigIntegerField(help_text="Byte offset of data in the transcript")
+    data = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "start"], name="transcript_chunk_unique")]
+
+    def __str__(self) -> str:
+        return f"session {self.session_id}, bytes {self.start}+{len(self.data)}"

@@ -37,6 +37,7 @@ from sessions_app.models import (
     MessageState,
     Project,
     SessionStatus,
+    TranscriptChunk,
 )
 from sessions_app.selectors.usage import project_policy, session_usage
 from sessions_app.services.progress import Progress, ticker
@@ -207,6 +208,8 @@ def _archive_session(plan: PrunePlan, item: SessionArchive) -> None:
     span = archivable.aggregate(first=Min("seq"), last=Max("seq"))
     content_hash = _sha256_of_list(archivable.values_list("content", flat=True).iterator(chunk_size=STREAM_ROWS))
     archived = archivable.update(state=MessageState.ARCHIVED)
+    # The text a transcript sync re-reads: a later upload gets the whole file again (or session_closed).
+    TranscriptChunk.objects.filter(session=session).delete()
     session.status = SessionStatus.ARCHIVED
     session.active_message_count = 0
     session.message_tokens = 0

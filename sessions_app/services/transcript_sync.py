@@ -18,12 +18,20 @@ reader ``ctx import`` uses and appends, in order, the messages beyond those it a
 - **Offsets, not trust.** An upload must start where the server's copy ends, or inside it (a
   repeat: the overlap must match byte for byte, and is ignored). A gap answers 409
   ``transcript_offset`` with ``expected_offset``; the uploader resends from there.
-- **Where the text lives.** The raw text is needed for every re-read, so the server keeps it in
-  the cache (Redis in production), keyed by the session and a token in its metadata; the session's
-  metadata keeps only the durable cursor (offset, SHA-256 of the text up to it, counts). If the
-  cache loses the text, the next upload answers ``expected_offset: 0`` and the uploader, who has
-  the file, sends it again from the top; nothing is appended until the server again holds at least
-  what it had (checked against the SHA-256), so that resend stores nothing twice either.
+- **Where the text lives.** The raw text is needed for every re-read, so the server keeps it in the
+  database (``TranscriptChunk``: one row of new bytes per upload, written in the transaction that
+  moves the cursor), never in a cache: any process, after any restart, continues from there. The
+  session's metadata keeps the cursor (offset, SHA-256 of the text up to it, counts).
+  Re-reading the whole text rather than keeping the reader's state (what the open groups, chains,
+  ids and orphan checks need to resume) is a choice: that state spans the reader, the candidates'
+  tool-call set and the boundaries' indexes, and a field left out of it would break "any chunking
+  gives the import" only across processes, where nothing would show it; the bytes also let a
+  repeat be checked byte for byte. The cost is a re-read per upload (docs/BENCHMARKS.md).
+- **A lost copy.** A session whose cursor has no text behind it (synced before the text was kept
+  in the database, or archived by the pruner, which drops it) answers ``expected_offset: 0``; the
+  uploader, who has the file, sends it again from the top, and nothing is appended until the
+  server again holds at least what it had (checked against the SHA-256), so that resend stores
+  nothing twice either.
 - **Claude Code's own compactions** (a compact boundary and its summary) are applied once the
   summary message is stored (``services.boundaries``), whichever upload brings it: each message is
   appended once, so each boundary applies once, at the same message as in an import.
@@ -36,26 +44,23 @@ reader ``ctx import`` uses and appends, in order, the messages beyond those it a
 from __future__ import annotations
 
 import hashlib
-import logging
 import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 
 from compaction.messages import NormalizedMessage
+from compaction.numbers import whole_number
 from compaction.transcripts.claude_code import ClaudeCodeReader
 from sessions_app.errors import Conflict, InvalidInput, TooLarge
-from sessions_app.models import AgentSession, Project, SessionStatus
+from sessions_app.models import AgentSession, Project, SessionStatus, TranscriptChunk
 from sessions_app.selectors.usage import continuation_of, session_status
 from sessions_app.services import agent_sessions, recorded
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
-
-log = logging.getLogger(__name__)
 
 FORMATS = ("claude-code",)
 STATE = "transcript"  # key of the cursor in the main session's metadata
@@ -81,7 +86,7 @@ class SyncResult:
     created: int  # messages stored by this upload, sub-agents' included
     held_back: int  # messages read but not final yet (an open response and what waits behind it)
     rejected: int  # lines or messages of this upload that could not be stored (skipped, recorded)
-    complete: bool  # False while the server is still receiving again what it had before a cache loss
+    complete: bool  # False while the server is still receiving again what it had before it lost its copy
     sidechains: list[int]
     created_session: bool
     # Sessions whose messages this upload added to or grew: the caller runs ``tasks.followup_send`` for them.
@@ -127,12 +132,12 @@ def _sync(result: SyncResult, *, user: User, fmt: str, offset: int, data: bytes,
     result.offset, result.held_back, result.sidechains = durable, state.get("held_back", 0), _sidechain_ids(state)
     if not data and offset == durable and not (final and state.get("final_at") != durable):
         return  # a run with no new lines and nothing to flush: the status is all there is to say
-    text = _cached_text(session, state)
+    text = _held_text(session, state)
     have = len(text)
     if offset > have:
         raise OffsetMismatch(
             f"This upload starts at byte {offset:,}, but the server holds {have:,} bytes of the transcript"
-            + (" (its copy was dropped from the cache)" if have < durable else "")
+            + (" (its copy was dropped)" if have < durable else "")
             + f"; send again from byte {have:,}.",
             expected_offset=have,
         )
@@ -148,9 +153,9 @@ def _sync(result: SyncResult, *, user: User, fmt: str, offset: int, data: bytes,
         raise TooLarge(f"The transcript would exceed {settings.CTX_MAX_IMPORT_BYTES:,} bytes, the import limit.")
     text += new
     result.offset, result.received = len(text), len(new)
-    if len(text) < durable:  # still receiving again what a lost cache held: nothing to read yet
+    if len(text) < durable:  # still receiving again what a lost copy held: nothing to read yet
         result.complete = False
-        _cache_text(session, state, text)
+        _hold(session, have, new)
         return
     if have < durable and _digest(text[:durable]) != state["sha256"]:
         raise Conflict(
@@ -158,6 +163,7 @@ def _sync(result: SyncResult, *, user: User, fmt: str, offset: int, data: bytes,
             "Start a new session (another external id).",
             code="transcript_changed",
         )
+    _hold(session, have, new)
     if not new and not (final and state.get("final_at") != len(text)):
         return  # nothing new to read
     read = _read_and_append(session, state, text, final=final, user=user)
@@ -169,7 +175,6 @@ def _sync(result: SyncResult, *, user: User, fmt: str, offset: int, data: bytes,
     result.sidechains = _sidechain_ids(state)
     session.metadata[STATE] = state
     AgentSession.objects.filter(pk=session.pk).update(metadata=session.metadata)
-    _cache_text(session, state, text)
 
 
 def sync_summary(result: SyncResult) -> dict[str, Any]:
@@ -349,7 +354,7 @@ def _live(session: AgentSession) -> AgentSession:
 
 def _sidechain_ids(state: dict[str, Any]) -> list[int]:
     sessions: dict[str, int] = state.get("sessions", {})
-    return [sessions[k] for k in sorted(sessions, key=lambda k: int(k.rsplit("-", 1)[-1]) if k[-1:].isdigit() else 0)]
+    return [sessions[k] for k in sorted(sessions, key=lambda k: whole_number(k.rsplit("-", 1)[-1]) or 0)]
 
 
 # ----------------------------------------------------------------------------- the cursor and the text
@@ -364,29 +369,22 @@ def _state(session: AgentSession, fmt: str) -> dict[str, Any]:
     return {"format": fmt, "key": secrets.token_hex(8), "offset": 0, "sha256": _digest(b""), "emitted": {}}
 
 
-def cache_key(session: AgentSession) -> str | None:
-    state = session.metadata.get(STATE)
-    return f"ctx:transcript:{session.pk}:{state['key']}" if isinstance(state, dict) and state.get("key") else None
-
-
-def _cached_text(session: AgentSession, state: dict[str, Any]) -> bytes:
-    key = f"ctx:transcript:{session.pk}:{state['key']}"
-    try:
-        text = cache.get(key)
-    except Exception:  # a cache outage costs a resend, never the upload
-        log.warning("transcript cache unavailable for session %s", session.pk, exc_info=True)
+def _held_text(session: AgentSession, state: dict[str, Any]) -> bytes:
+    """The transcript's bytes the server holds: its chunks from byte 0, as far as they run on."""
+    if state["offset"] == 0:  # a new cursor: nothing held, whatever an earlier one left
+        TranscriptChunk.objects.filter(session=session).delete()
         return b""
-    if not isinstance(text, bytes):
-        return b""
-    return text[: state["offset"]] if len(text) > state["offset"] else text  # ahead: a write that didn't commit
+    text = bytearray()
+    for start, data in TranscriptChunk.objects.filter(session=session).order_by("start").values_list("start", "data"):
+        if start != len(text):
+            break
+        text += data
+    return bytes(text)
 
 
-def _cache_text(session: AgentSession, state: dict[str, Any], text: bytes) -> None:
-    key = f"ctx:transcript:{session.pk}:{state['key']}"
-    try:
-        cache.set(key, text, timeout=settings.CTX_TRANSCRIPT_CACHE_SECONDS)
-    except Exception:
-        log.warning("could not cache the transcript of session %s", session.pk, exc_info=True)
+def _hold(session: AgentSession, start: int, data: bytes) -> None:
+    if data:
+        TranscriptChunk.objects.create(session=session, start=start, data=data)
 
 
 def _digest(data: bytes) -> str:

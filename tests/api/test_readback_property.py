@@ -43,7 +43,7 @@ from django.test import Client
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from sessions_app.services import agent_sessions, transcript_sync
+from sessions_app.services import agent_sessions
 from tests import hostile_json as hj
 from tests.conftest import Team
 from tests.hypothesis_budget import SERVER
@@ -393,9 +393,8 @@ def _quiet_server_errors() -> Any:
 @pytest.fixture
 def world(team: Team, settings: Any) -> Any:
     from django.contrib.auth import get_user_model
-    from django.core.cache import cache
 
-    from sessions_app.models import AgentSession, CompactionPolicy, Project
+    from sessions_app.models import CompactionPolicy, Project
 
     settings.ANTHROPIC_API_KEY = ""  # offline counts and summaries: no network
     # A policy that prunes what little the examples write, so compactions succeed and get reverted.
@@ -410,9 +409,6 @@ def world(team: Team, settings: Any) -> Any:
     admin = Client()
     admin.force_login(get_user_model().objects.create_superuser("root", "root@example.invalid", "root-pass-123"))
     yield World(team=team, api=Client(), html=html, admin=admin, other_project=theirs.pk, other_session=other.pk)
-    for session in AgentSession.objects.all():  # transcript sync keeps the text in the cache (Redis)
-        if key := transcript_sync.cache_key(session):
-            cache.delete(key)
 
 
 def start(world: World) -> None:

@@ -17,12 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
-from django.core.cache import cache
 from django.core.management import call_command
 
-from sessions_app.models import AgentSession, Compaction, Message
+from sessions_app.models import AgentSession, Compaction, Message, TranscriptChunk
 from sessions_app.selectors import usage
-from sessions_app.services import agent_sessions, handoffs, importing, projects, transcript_sync
+from sessions_app.services import agent_sessions, handoffs, importing, projects
 from tests.claude_code_lines import agent_session
 from tests.conftest import make_persona
 from tests.shared_data import SHARED_DATA
@@ -39,15 +38,6 @@ _spec = importlib.util.spec_from_file_location("ctx_claude_code_hook", HOOK)
 assert _spec is not None and _spec.loader is not None
 hook = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(hook)
-
-
-@pytest.fixture(autouse=True)
-def _forget_cached_transcripts(transactional_db):
-    """The server keeps transcripts in the cache (Redis under CTX_REQUIRE_SERVICES): leave none behind."""
-    yield
-    for session in AgentSession.objects.all():
-        if key := transcript_sync.cache_key(session):
-            cache.delete(key)
 
 
 class Agent:
@@ -185,7 +175,7 @@ def test_replaying_a_transcript_through_the_hook_equals_an_import(
         agent.write(data[start:end])
         start = end
         if rng.random() < 0.15 and (synced := AgentSession.objects.filter(external_id=agent.session_id).first()):
-            cache.delete(transcript_sync.cache_key(synced))  # the server loses its copy: the hook sends it again
+            TranscriptChunk.objects.filter(session=synced).delete()  # the server loses its copy: the hook resends it
         if rng.random() < 0.1:
             for f in Path(agent.env["CTX_STATE_DIR"]).glob("*.json"):
                 f.unlink()  # the hook loses its state: it starts from the top, the server ignores what it has

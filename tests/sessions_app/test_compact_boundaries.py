@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.test import Client
@@ -47,14 +46,6 @@ FIRST_SUMMARY = (
     "Summary:\n1. Primary Request: fix the flaky test in tests/test_io.py.\n2. Done: the retry loop."
 )
 SECOND_SUMMARY = "Summary:\n1. Flaky test fixed (earlier).\n2. Changelog updated.\n3. Next: release notes."
-
-
-@pytest.fixture(autouse=True)
-def _forget_cached_transcripts(db):
-    yield
-    for session in AgentSession.objects.all():
-        if key := transcript_sync.cache_key(session):
-            cache.delete(key)
 
 
 def two_boundaries(session: str = "cc-b") -> Writer:

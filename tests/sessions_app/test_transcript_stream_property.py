@@ -12,7 +12,6 @@ import random
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +26,12 @@ from tests.transcript_stream import STEP, Upload, build, compactions, contexts, 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 FILES = sorted(p.name for p in (SHARED_DATA / "claude_code").glob("*.jsonl")) or ["<shared data missing>"]
+
+
+@pytest.fixture(autouse=True)
+def _no_cache(settings):
+    """No cache at all: the sync keeps nothing it needs there."""
+    settings.CACHES = {**settings.CACHES, "default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}
 
 
 @pytest.fixture
@@ -68,33 +73,28 @@ def replay(user: Any, project: Any, external_id: str, data: bytes, plan: list[Up
 def assert_stream_equals_import(user: Any, data: bytes, plan: list[Upload], tag: str) -> None:
     streamed_project = _project(user, f"streamed {tag}")
     imported_project = _project(user, f"imported {tag}")
-    try:
-        errors = replay(user, streamed_project, "cc-stream", data, plan)
-        assert errors == [], "an upload was refused: the stream would be stuck"
-        reference = importing.session_import(
-            user=user,
-            project=imported_project,
-            transcript=read_transcript(data, "claude-code"),
-            name="cc-stream",
-        )
-        main = AgentSession.objects.get(project=streamed_project, external_id="cc-stream")
-        assert rows(main) == rows(reference.session)
-        assert contexts(main) == contexts(reference.session)
-        assert compactions(main) == compactions(reference.session)
-        assert usage_of(main) == usage_of(reference.session)
-        sides = list(AgentSession.objects.filter(project=streamed_project).exclude(pk=main.pk).order_by("external_id"))
-        assert [s.external_id for s in sides] == sorted(f"cc-stream:{s.metadata['conversation']}" for s in sides)
-        by_key = {s.metadata["conversation"]: s for s in sides}
-        assert sorted(by_key) == sorted(s.metadata["conversation"] for s in reference.sidechains)
-        for side in reference.sidechains:
-            assert rows(by_key[side.metadata["conversation"]]) == rows(side)
-            assert contexts(by_key[side.metadata["conversation"]]) == contexts(side)
-            assert compactions(by_key[side.metadata["conversation"]]) == compactions(side)
-            assert usage_of(by_key[side.metadata["conversation"]]) == usage_of(side)
-    finally:
-        for session in AgentSession.objects.filter(project=streamed_project):
-            if key := transcript_sync.cache_key(session):
-                cache.delete(key)
+    errors = replay(user, streamed_project, "cc-stream", data, plan)
+    assert errors == [], "an upload was refused: the stream would be stuck"
+    reference = importing.session_import(
+        user=user,
+        project=imported_project,
+        transcript=read_transcript(data, "claude-code"),
+        name="cc-stream",
+    )
+    main = AgentSession.objects.get(project=streamed_project, external_id="cc-stream")
+    assert rows(main) == rows(reference.session)
+    assert contexts(main) == contexts(reference.session)
+    assert compactions(main) == compactions(reference.session)
+    assert usage_of(main) == usage_of(reference.session)
+    sides = list(AgentSession.objects.filter(project=streamed_project).exclude(pk=main.pk).order_by("external_id"))
+    assert [s.external_id for s in sides] == sorted(f"cc-stream:{s.metadata['conversation']}" for s in sides)
+    by_key = {s.metadata["conversation"]: s for s in sides}
+    assert sorted(by_key) == sorted(s.metadata["conversation"] for s in reference.sidechains)
+    for side in reference.sidechains:
+        assert rows(by_key[side.metadata["conversation"]]) == rows(side)
+        assert contexts(by_key[side.metadata["conversation"]]) == contexts(side)
+        assert compactions(by_key[side.metadata["conversation"]]) == compactions(side)
+        assert usage_of(by_key[side.metadata["conversation"]]) == usage_of(side)
 
 
 @settings(DATABASE)

@@ -8,7 +8,7 @@ import pytest
 
 from sessions_app.models import AgentSession, IngestRejection, Message, MessageState
 from sessions_app.selectors import model_context
-from tests.sessions_app.test_transcript_sync import _forget_cached_transcripts  # noqa: F401 - autouse fixture
+from sessions_app.services import transcript_sync
 from tests.sessions_app.test_transcript_sync import upload as upload_as
 from tests.transcript_stream import Writer, text_block, tool_block
 
@@ -147,3 +147,9 @@ def test_results_of_a_refused_call_are_kept_as_text(bob, team):
     last = Message.objects.filter(session_id=first["session"]).order_by("-seq").first()
     assert last.content[0]["type"] == "tool_result" and last.content[0]["tool_use_id"] == "toolu_x"
     assert last.content[1]["type"] == "text" and last.content[1]["text"].startswith("[tool result for toolu_y]")
+
+
+def test_sub_agent_sessions_are_ordered_by_number_whatever_their_keys_hold():
+    # Keys are read back from the session's metadata, which admin can edit: "²" passes isdigit, not int.
+    state = {"sessions": {"sidechain-10": 9, "x-²": 7, "sidechain-2": 5, "sidechain-": 3}}
+    assert transcript_sync._sidechain_ids(state) == [7, 3, 5, 9]
