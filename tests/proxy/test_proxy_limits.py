@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import io
 import json
+import socket
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -139,12 +140,20 @@ def test_a_chunked_request_is_forwarded_whole_and_recorded_where_the_server_read
 def test_a_chunked_request_is_refused_where_the_server_cannot_read_it(team, upstream, live_server):
     # Django's own server (runserver, the live server) reads a body by its Content-Length only.
     where = urlsplit(live_server.url)
-    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
     raw = json.dumps(request_body(1)).encode()
-    headers = {"content-type": "application/json", "ctxweb-api-key": team.bob.key, "x-api-key": "sk-x"}
-    connection.request("POST", PATH, body=iter([raw[:50], raw[50:]]), headers=headers, encode_chunked=True)
-    response = connection.getresponse()
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (raw[:50], raw[50:])) + b"0\r\n\r\n"
+    head = (
+        f"POST {PATH} HTTP/1.1\r\nHost: {where.hostname}\r\nContent-Type: application/json\r\n"
+        f"ctxweb-api-key: {team.bob.key}\r\nx-api-key: sk-x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    # Sent in one write: the server may answer and close before it reads the chunks, and a write after
+    # that would break the pipe before the answer is read.
+    sock = socket.create_connection((where.hostname, where.port), timeout=30)
+    sock.sendall(head.encode() + chunked)
+    response = http.client.HTTPResponse(sock)
+    response.begin()
     answer = json.loads(response.read())
+    sock.close()
     assert response.status == 411 and "Content-Length" in answer["error"]["message"]
     assert upstream.requests_for("messages") == []
 
