@@ -4,7 +4,7 @@ bench itself), read from /proc: where a load's CPU went, per request, without a 
 from __future__ import annotations
 
 import os
-from collections import Counter
+from collections import defaultdict
 from pathlib import Path
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -21,10 +21,10 @@ def _kind(cmdline: str) -> str | None:
     return next((label for needle, label in KINDS if needle in cmdline), None)
 
 
-def cpu_by_kind() -> Counter[str]:
+def cpu_by_kind() -> defaultdict[str, float]:
     """CPU seconds so far per kind. Postgres backends that have exited are counted through the
     postmaster's reaped-children time, so connections opened and closed in between are not lost."""
-    seconds: Counter[str] = Counter()
+    seconds: defaultdict[str, float] = defaultdict(float)
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -52,7 +52,7 @@ def _parent_cmdline(ppid: str) -> str:
         return ""
 
 
-def report(before: Counter[str], after: Counter[str], *, requests: int, wall: float) -> list[str]:
+def report(before: defaultdict[str, float], after: defaultdict[str, float], *, requests: int, wall: float) -> list[str]:
     """Lines: each kind's CPU seconds, its share of the machine's cores over ``wall``, ms per request."""
     cores = os.cpu_count() or 1
     lines = [f"{'CPU by process':20} {'seconds':>8} {'of cores':>9} {'ms/request':>11}"]

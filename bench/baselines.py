@@ -127,7 +127,8 @@ def anthropic_clear_tool_uses(messages: Sequence[Message], keep: int = 3) -> lis
     n = 0
     cleared: dict[tuple[int, int], str] = {}
     for i, message in enumerate(messages):
-        for j, block in enumerate(message.get("content") if isinstance(message.get("content"), list) else []):
+        content = message.get("content")
+        for j, block in enumerate(content if isinstance(content, list) else []):
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "tool_use" and "id" in block:

@@ -175,7 +175,7 @@ def cache(runs: int) -> None:
             lookup = _median_ms(lambda r=request: counting.exact_cache_get(count_cache.request_key(r)), calls)
             size = len(json.dumps(body).encode())
             print(f"{name:<22}{len(body['messages']):>9,}{size:>12,}{miss:>8.2f} ms{hit:>8.2f} ms{lookup:>8.3f} ms")
-        options = {"api_key": "bench", "base_url": fake.base_url, "timeout": 30.0, "max_retries": 0}
+        options: dict[str, Any] = {"api_key": "bench", "base_url": fake.base_url, "timeout": 30.0, "max_retries": 0}
         build = _median_ms(lambda: anthropic.Anthropic(**options), calls)
         print(f"building one SDK client (what every hit paid before it was made lazily): {build:.2f} ms")
 

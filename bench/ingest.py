@@ -51,7 +51,7 @@ WORDS = [
 
 def realistic_messages(n: int, rng: random.Random, start: int = 0) -> list[dict]:
     """Sizes like an agent's: short prompts, medium replies, long tool output (log-normal lengths)."""
-    out = []
+    out: list[dict] = []
     for i in range(start, start + n):
         kind = i % 3
         words = int(min(4000, rng.lognormvariate(4.0 if kind != 2 else 5.2, 1.0)))

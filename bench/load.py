@@ -155,7 +155,12 @@ def start_workers(env: dict[str, str], n: int, stack: ExitStack) -> None:
              "-n", f"load{k}@%h", "--without-gossip", "--without-mingle", "--loglevel=WARNING"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
-        stack.callback(lambda p=proc: (p.terminate(), p.wait(timeout=30)))
+
+        def stop(p: subprocess.Popen[bytes] = proc) -> None:
+            p.terminate()
+            p.wait(timeout=30)
+
+        stack.callback(stop)
 
 
 def sql(db_url: str, query: str) -> list[tuple]:

@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings as hypothesis_settings
@@ -20,6 +21,11 @@ from hypothesis import settings as hypothesis_settings
 from sessions_app.selectors import usage
 from sessions_app.services import agent_sessions, keys, projects
 from tests.shared_data import SHARED_DATA
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
+
+    from sessions_app.models import Project
 
 REQUIRE_SERVICES = os.environ.get("CTX_REQUIRE_SERVICES") == "1"
 # How hard the property tests look (tests/hypothesis_budget.py scales each test's examples from it):
@@ -56,6 +62,8 @@ def need(condition: bool, reason: str) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        if not isinstance(item, pytest.Function):
+            continue  # only test functions request fixtures
         if item.get_closest_marker("services"):
             item.fixturenames.insert(0, "_require_services")
         elif item.get_closest_marker("postgres"):
@@ -112,7 +120,7 @@ def _tasks_as_in_production(request: pytest.FixtureRequest) -> Iterator[None]:
     baseline = {alias: len(connections[alias].savepoint_ids) for alias in connections}
     original_exit = transaction.Atomic.__exit__
 
-    def exit_and_run(self, exc_type, exc_value, traceback):  # type: ignore[no-untyped-def]
+    def exit_and_run(self, exc_type, exc_value, traceback):
         result = original_exit(self, exc_type, exc_value, traceback)
         connection = transaction.get_connection(self.using)
         alias = self.using or "default"
@@ -124,19 +132,19 @@ def _tasks_as_in_production(request: pytest.FixtureRequest) -> Iterator[None]:
 
     original_on_commit = transaction.on_commit
 
-    def on_commit_now(func, using=None, robust=False):  # type: ignore[no-untyped-def]
+    def on_commit_now(func, using=None, robust=False):
         connection = transaction.get_connection(using)
         if len(connection.savepoint_ids) <= baseline.get(using or "default", 0):
             func()  # no transaction of the code's own: Django runs it at once too
         else:
             original_on_commit(func, using=using, robust=robust)
 
-    transaction.Atomic.__exit__ = exit_and_run
+    transaction.Atomic.__exit__ = exit_and_run  # type: ignore[method-assign]  # patched, restored below
     transaction.on_commit = on_commit_now
     try:
         yield
     finally:
-        transaction.Atomic.__exit__ = original_exit
+        transaction.Atomic.__exit__ = original_exit  # type: ignore[method-assign]  # the patch undone
         transaction.on_commit = original_on_commit
         app.conf.task_always_eager = eager
 
@@ -169,7 +177,7 @@ def shared_data() -> Path:
 
 @dataclass
 class Persona:
-    user: object
+    user: User
     key: str
 
     @property
@@ -193,7 +201,7 @@ class Team:
     bob: Persona
     carol: Persona
     mallory: Persona
-    project: object
+    project: Project
 
 
 @pytest.fixture

@@ -182,7 +182,7 @@ ODD_DATES = [
 ]
 
 
-PLAIN_SHORT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=4)
+PLAIN_SHORT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=4)
 
 
 @st.composite
@@ -316,7 +316,7 @@ def sometimes(valid: st.SearchStrategy, hostile: st.SearchStrategy = HOSTILE, pc
     return _pick(valid, hostile, pct)
 
 
-PLAIN = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=24)
+PLAIN = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=24)
 
 
 def text(pct: int = 6) -> st.SearchStrategy:
@@ -800,4 +800,4 @@ def import_files(draw: Any, fmt: str) -> bytes:
 def form_text(pct: int = 20) -> st.SearchStrategy:
     """A multipart form field: text without lone surrogates (a form can't carry them), NUL allowed."""
     hostile = themed(ODD_STR, nul=NUL_STR, long=LONG_STR, all=st.one_of(NUL_STR, LONG_STR, ODD_STR))
-    return sometimes(st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20), hostile, pct)
+    return sometimes(st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20), hostile, pct)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, settings
 
+assert settings.default is not None  # a profile is loaded (Hypothesis's own at the least)
 _PROFILE_EXAMPLES = settings.default.max_examples
 _SLOW_DATA = [HealthCheck.too_slow, HealthCheck.data_too_large]
 

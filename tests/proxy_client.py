@@ -20,14 +20,15 @@ class _Settled(httpx2.HTTPTransport):
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         response = super().handle_request(request)
-        stream = response.stream
+        assert isinstance(response.stream, httpx2.SyncByteStream)  # a sync transport's answer
+        stream: httpx2.SyncByteStream = response.stream
 
         class Waiting(httpx2.SyncByteStream):
             def __iter__(self) -> Any:
-                yield from stream  # type: ignore[union-attr]
+                yield from stream
 
             def close(self) -> None:
-                stream.close()  # type: ignore[union-attr]
+                stream.close()
                 assert RECORDER.idle(), "the proxy's recorder did not settle"
 
         response.stream = Waiting()
@@ -80,7 +81,7 @@ def assert_stored_nowhere(secret: str) -> None:
     from django.apps import apps
 
     for model in apps.get_app_config("sessions_app").get_models():
-        for row in model.objects.values():
+        for row in model._default_manager.values():
             assert secret not in json.dumps(row, default=str), model.__name__
 
 

@@ -93,7 +93,7 @@ def tool_block(tool_id: str, command: str) -> dict[str, Any]:
 
 
 # One step of a generated session; the strategy below draws a list of them.
-WORDS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+WORDS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
 STEP = st.one_of(
     st.tuples(st.just("prompt"), WORDS),
     st.tuples(st.just("parallel"), st.integers(1, 4), st.booleans(), st.booleans()),  # tools, thinking, closing text
@@ -258,7 +258,7 @@ def compactions(session: Any) -> list[tuple]:
     record, its backups (by message seq) and its checkpoints; not the times."""
     from sessions_app.models import Compaction
 
-    order: dict[int, int] = {}
+    order: dict[int | None, int] = {}
     out = []
     for n, record in enumerate(Compaction.objects.filter(session=session).order_by("id")):
         order[record.pk] = n

@@ -156,6 +156,7 @@ def _describe(body: Any) -> str:
             if isinstance(value, SimpleUploadedFile):
                 content = value.read()
                 value.seek(0)
+                assert value.name is not None  # an uploaded file is named
                 value = f"<file {value.name!r} ({len(value.name)} characters), {len(content):,} bytes: {content!r}>"
             else:
                 value = repr(value)
@@ -611,7 +612,7 @@ def imports(draw: Any) -> dict[str, Any]:
 @surveyed
 def test_import(world: World, upload: dict[str, Any]) -> None:
     start(world)
-    fields = {k: str(world.resolve(v)) for k, v in upload["fields"].items()}
+    fields: dict[str, str | SimpleUploadedFile] = {k: str(world.resolve(v)) for k, v in upload["fields"].items()}
     fields["file"] = SimpleUploadedFile(upload["file_name"], upload["content"])
     response = world.write("post", f"{API}/sessions/import/", fields, multipart=True)
     if response.status_code >= 300:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,7 @@ def flatmap_path_parameters(context: Any, path_parameters: dict[str, Any] | None
     real = {name: REAL_IDS[name] for name in path_parameters or {} if name in REAL_IDS}
     if not real:
         return st.just(path_parameters)
+    assert path_parameters is not None  # the real ids are named in it
     return st.sampled_from([{**path_parameters, **real}] * REAL_SHARE + [path_parameters])
 
 
@@ -134,7 +136,7 @@ class Seeded:
 
 
 @pytest.fixture
-def seeded(transactional_db, settings) -> Seeded:
+def seeded(transactional_db, settings) -> Iterator[Seeded]:
     """A project Alice administers, one busy session compacted (summarize: compaction + checkpoint)
     and a handoff document of it; the session stays open for the operations under its path."""
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compaction.status import Status
 from sessions_app.selectors import usage
 from sessions_app.services import agent_sessions, ingest, keys, projects
 from tests.conftest import ROOT
@@ -112,7 +114,7 @@ def chat_session(owner: Any, project: Any, *, name: str = "Quick chat") -> Any:
     return session
 
 
-def status_of(session: Any) -> dict[str, Any]:
+def status_of(session: Any) -> Status:
     session.refresh_from_db()
     return usage.session_status(session)
 
@@ -137,7 +139,7 @@ def legend(page: Any) -> dict[str, int]:
     }
 
 
-def figures(status: dict[str, Any]) -> dict[str, int]:
+def figures(status: Mapping[str, Any]) -> dict[str, int]:
     return {key: status[key] for key in SEGMENTS}
 
 

@@ -14,6 +14,7 @@ import shutil
 
 import pytest
 
+from compaction.status import Status
 from sessions_app import tasks
 from sessions_app.models import Compaction, HandoffDocument
 from sessions_app.services import compaction_runs
@@ -48,7 +49,7 @@ def sessions(crew):
     return {"busy": busy, "half": half, "chat": chat}
 
 
-def assert_live_numbers(page, session) -> dict:
+def assert_live_numbers(page, session) -> Status:
     """The stacked bar and its legend show exactly what STATUS says."""
     status = status_of(session)
     assert live_bar(page) == (status["usage_percent"], status["level"])

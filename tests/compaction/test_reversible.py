@@ -470,7 +470,8 @@ def expected_protected_seqs(messages: list[Msg], keep: int) -> set[int]:
 
 
 def expected_protected_results(messages: list[Msg], budget: int) -> list[tuple[int, int]]:
-    found, total = [], 0
+    found: list[tuple[int, int]] = []
+    total = 0
     for m in reversed(messages):
         if isinstance(m.content, str):
             continue

@@ -326,6 +326,7 @@ def test_bom_and_crlf_read_like_plain_lines() -> None:
     plain = read_transcript("\n".join(lines), "claude-code")
     crlf = read_transcript(("\ufeff" + "\r\n".join(lines) + "\r\n").encode(), "claude-code")
     assert crlf.conversations == plain.conversations
+    assert crlf.main is not None
     assert crlf.main.messages[0]["content"] == "héllo ✓"
 
 
@@ -549,8 +550,10 @@ def test_a_boundary_keeps_only_what_its_marker_says_plainly(meta: Any, facts: di
         user("u2", "summary", "b2", isCompactSummary=True),
     ]
     conv = read_transcript("\n".join(lines[:2] + lines[3:]), "claude-code").main
+    assert conv is not None
     assert (conv.segment_starts, conv.boundary_facts) == ([1], {1: facts})
     twice = read_transcript("\n".join(lines), "claude-code").main  # two markers in a row: one start, the latest's facts
+    assert twice is not None
     assert (twice.segment_starts, twice.boundary_facts) == ([1], {1: {"trigger": "auto"}})
 
 
@@ -585,6 +588,7 @@ def test_openai_plain_list_maps_system_tool_calls_and_tool_results() -> None:
     t = read_transcript(json.dumps(data), "openai")
     assert [c.key for c in t.conversations] == ["main"]
     conv = t.main
+    assert conv is not None
     assert conv.system_prompt == "You are helpful.\n\nBe brief."
     assert roles_and_kinds(conv) == [
         ("user", "weather in Paris?"),
@@ -625,6 +629,7 @@ def test_openai_content_parts_become_blocks() -> None:
         ],
     }
     conv = read_transcript(json.dumps(data), "openai").main
+    assert conv is not None
     assert conv.model == "gpt-4o"
     assert conv.tools == [{"name": "f", "description": "d", "input_schema": {"type": "object", "properties": {}}}]
     assert conv.messages[0]["content"] == [
@@ -667,6 +672,7 @@ def test_swe_agent_history_with_tool_call_ids() -> None:
         ],
     }
     conv = read_transcript(json.dumps(traj), "openai").main
+    assert conv is not None
     assert conv.system_prompt == "SETTING: ..."
     assert conv.model == "gpt-4o"
     assert conv.title == "SWE-agent: repo__issue-1"
@@ -720,6 +726,7 @@ def test_tau_bench_episodes_are_separate_conversations_with_reused_ids_made_uniq
 def test_openai_jsonl_of_messages() -> None:
     lines = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
     conv = read_transcript("\n".join(json.dumps(x) for x in lines), "openai").main
+    assert conv is not None
     assert roles_and_kinds(conv) == [("user", "a"), ("assistant", "b")]
 
 
@@ -748,7 +755,7 @@ def test_unknown_format_is_an_error() -> None:
 
 
 def test_anthropic_request_with_system_blocks_and_tools() -> None:
-    req = {
+    req: dict[str, Any] = {
         "model": "claude-sonnet-4-5",
         "system": [
             {"type": "text", "text": "You are Claude Code."},
@@ -763,6 +770,7 @@ def test_anthropic_request_with_system_blocks_and_tools() -> None:
     }
     t = read_transcript(json.dumps(req).encode(), "anthropic")
     conv = t.main
+    assert conv is not None
     assert conv.key == "main"
     assert conv.system_prompt == "You are Claude Code.\n\nProject rules."
     assert conv.tools == req["tools"]
@@ -869,6 +877,7 @@ def test_ccviewer_file_has_two_sub_agents_and_a_meta_prompt(shared_data: Path) -
         ("sidechain-1", True, 6),
         ("sidechain-2", True, 14),
     ]
+    assert t.main is not None
     assert t.main.external_id == "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
     assert t.main.messages[1]["metadata"].get("is_meta") is True
     assert t.conversations[1].messages[0]["content"].startswith("Examine the package.json")
@@ -878,6 +887,7 @@ def test_ccviewer_file_has_two_sub_agents_and_a_meta_prompt(shared_data: Path) -
 @pytest.mark.data
 def test_compacted_session_has_a_boundary_before_its_summary(shared_data: Path) -> None:
     conv = read_transcript((shared_data / "claude_code" / "spotter_8463c716.jsonl").read_bytes(), "claude-code").main
+    assert conv is not None
     (start,) = conv.segment_starts
     assert conv.messages[start]["metadata"]["is_compact_summary"] is True
     assert conv.messages[start]["content"].startswith("This session is being continued")
@@ -891,6 +901,7 @@ def test_compacted_session_has_a_boundary_before_its_summary(shared_data: Path) 
 def test_rewinds_and_thinking_are_kept(shared_data: Path) -> None:
     raw = (shared_data / "claude_code" / "kfischer_b3edadab.jsonl").read_bytes()
     conv = read_transcript(raw, "claude-code").main
+    assert conv is not None
     assert conv.title == "Test file creation and agent thread handling"
     thinking = [
         b for m in conv.messages if isinstance(m["content"], list) for b in m["content"] if b["type"] == "thinking"
@@ -925,6 +936,7 @@ def test_tau_bench_and_swe_agent_shapes(shared_data: Path) -> None:
         (shared_data / "openai" / "swe-agent_marshmallow-1867_function_calling.traj").read_bytes(), "openai"
     )
     conv = swe.main
+    assert conv is not None
     assert len(conv.messages) == 23 and conv.system_prompt.startswith("SETTING:")
     assert {m["metadata"].get("message_type") for m in conv.messages} >= {"observation", "action"}
 

@@ -88,7 +88,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 __all__ = [
@@ -359,7 +359,7 @@ class FakeAnthropic:
     # ----------------------------------------------------------------- lifecycle
     @property
     def host(self) -> str:
-        return self._httpd.server_address[0]
+        return cast(str, self._httpd.server_address[0])  # an AF_INET server: (host, port)
 
     @property
     def port(self) -> int:
@@ -793,7 +793,7 @@ def _make_handler(server: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
 
         def _read_body(self) -> bytes:
             if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-                chunks = []
+                chunks: list[bytes] = []
                 while True:
                     size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                     if size == 0:

@@ -82,8 +82,8 @@ class FakeOpenAI:
         """The completion for ``body`` (or a queued error), as the non-streamed answer."""
         with self._lock:
             if self._errors:
-                status, message = self._errors.pop(0)
-                return status, {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
+                status, error = self._errors.pop(0)
+                return status, {"error": {"message": error, "type": "server_error", "param": None, "code": None}}
             reply = self._replies.pop(0) if self._replies else {"content": DEFAULT_REPLY, "tool_calls": []}
         calls = [
             {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}

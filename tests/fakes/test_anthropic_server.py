@@ -31,7 +31,7 @@ fake_anthropic = _fixtures.fake_anthropic
 fake_anthropic_env = _fixtures.fake_anthropic_env
 
 MODEL = "claude-haiku-4-5"
-MESSAGES = [{"role": "user", "content": "Hello there"}]
+MESSAGES: list[anthropic.types.MessageParam] = [{"role": "user", "content": "Hello there"}]
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 REQ_ID = re.compile(r"^req_[0-9a-f]{24}$")
 

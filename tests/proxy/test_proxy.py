@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 import pytest
@@ -162,7 +162,9 @@ def test_count_tokens_is_passed_through(proxy_sdk, team, fake):
 def ask(client: anthropic.Anthropic, fake: FakeAnthropic, history: list[dict[str, Any]], said: str) -> None:
     history.append({"role": "user", "content": said})
     fake.queue_reply(f"answer to {said}")
-    reply = client.messages.create(model=MODEL, max_tokens=64, messages=history)
+    reply = client.messages.create(
+        model=MODEL, max_tokens=64, messages=cast("list[anthropic.types.MessageParam]", history)
+    )
     history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
 
 

@@ -82,7 +82,8 @@ def run_agent(client: openai.OpenAI, fake: FakeOpenAI, *, stream: bool) -> tuple
         fake.queue_message(text, tool_calls=calls)
         kwargs: dict[str, Any] = {"model": MODEL, "messages": history, "tools": TOOLS}
         if stream:
-            pieces, tool_calls = [], {}
+            pieces: list[str] = []
+            tool_calls: dict[int, dict[str, Any]] = {}
             for chunk in client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True}):
                 last_usage = chunk.usage or last_usage
                 for choice in chunk.choices:
@@ -91,7 +92,7 @@ def run_agent(client: openai.OpenAI, fake: FakeOpenAI, *, stream: bool) -> tuple
                         known = tool_calls.setdefault(call.index, {"id": call.id, "name": None, "arguments": ""})
                         known["name"] = (call.function and call.function.name) or known["name"]
                         known["arguments"] += (call.function and call.function.arguments) or ""
-            said = {"role": "assistant", "content": "".join(pieces)}
+            said: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
             if tool_calls:
                 said["tool_calls"] = [
                     {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}

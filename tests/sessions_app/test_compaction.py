@@ -40,6 +40,7 @@ def stored_totals_match(session: AgentSession) -> None:
 
 def last_user_text(session: AgentSession) -> str:
     row = Message.objects.filter(session=session, role="user").order_by("-seq").first()
+    assert row is not None
     return row.content
 
 

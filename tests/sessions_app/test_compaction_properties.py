@@ -50,7 +50,7 @@ def agent_session(draw: st.DrawFn) -> list[dict[str, Any]]:
         messages.append({"role": "assistant", "content": blocks})
         results = []
         for call in calls:
-            repeat = outputs and draw(st.booleans())
+            repeat = bool(outputs) and draw(st.booleans())
             output = draw(st.sampled_from(outputs)) if repeat else draw(OUTPUTS)
             outputs.append(output)
             results.append({"type": "tool_result", "tool_use_id": call, "content": output, "is_error": False})
@@ -75,8 +75,8 @@ def assert_valid_request(turns: list[dict[str, Any]]) -> None:
             assert kinds[: len(results)] == ["tool_result"] * len(results), "results come first"
             if results:
                 previous = turns[i - 1]["content"]
-                calls = {b["id"] for b in previous if b["type"] == "tool_use"}
-                assert set(results) <= calls, "every result has its call in the message before"
+                called = {b["id"] for b in previous if b["type"] == "tool_use"}
+                assert set(results) <= called, "every result has its call in the message before"
         else:
             calls = [b["id"] for b in blocks if b["type"] == "tool_use"]
             assert turn["role"] == "assistant" and all(b["type"] != "tool_result" for b in blocks)
@@ -87,6 +87,7 @@ def assert_valid_request(turns: list[dict[str, Any]]) -> None:
 
 def last_user_message_is_verbatim(session: AgentSession, turns: list[dict[str, Any]]) -> None:
     stored = Message.objects.filter(session=session, role="user").order_by("-seq").first()
+    assert stored is not None
     content = stored.content
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
     final_user = next(t for t in reversed(turns) if t["role"] == "user")

@@ -39,7 +39,8 @@ def assert_runs_under_the_policy(response) -> None:
     nonce = next((s[len("'nonce-") : -1] for s in directives["script-src"] if s.startswith("'nonce-")), None)
     for attributes in INLINE_SCRIPT.findall(body):
         assert nonce and f'nonce="{nonce}"' in attributes, attributes
-    assert not INLINE_HANDLER.search(body), INLINE_HANDLER.search(body).group(0)
+    handler = INLINE_HANDLER.search(body)
+    assert not handler, handler.group(0)
 
 
 def test_the_pages_carry_the_policy_and_no_script_it_would_refuse(client, team, session_of):

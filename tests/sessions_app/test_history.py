@@ -54,6 +54,7 @@ def assert_consistent(session: AgentSession, history: SessionHistory) -> None:
     for event, record in zip(drops, succeeded, strict=True):
         # The drop is exactly the saving the compaction recorded; where it starts may differ from the
         # recorded figure by the rounding of calibrated sums.
+        assert record.tokens_before is not None and record.tokens_after is not None  # a succeeded one has both
         assert event.before - event.after == record.tokens_before - record.tokens_after
         if record.trigger == "transcript":  # the agent's own compaction, where its transcript put it
             assert event.after_seq == record.upto_seq

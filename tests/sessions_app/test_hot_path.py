@@ -30,7 +30,7 @@ compaction_rows = st.lists(
             "finished": st.none() | st.integers(0, 60),
             "revertible": st.booleans(),
             "notes": st.lists(
-                st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20),
+                st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=20),
                 max_size=3,
             ),
         }

@@ -52,10 +52,14 @@ def world(team: Team, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     AgentSession.objects.filter(pk=sessions["closed"].pk).update(status=SessionStatus.HANDED_OFF)
     assert usage.session_usage(sessions["active"]).level < Level.COMPACT
     sent: list[int] = []
+
     # The compactions sent to the workers (webhook deliveries are sent too, with no argument).
-    monkeypatch.setattr(
-        tasks, "send", lambda task, *args, **kw: task is not tasks.run_compaction or sent.append(args[0]) or True
-    )
+    def send(task: object, *args: Any, **kw: Any) -> bool:
+        if task is tasks.run_compaction:
+            sent.append(args[0])
+        return True
+
+    monkeypatch.setattr(tasks, "send", send)
     return {"team": team, "sessions": sessions, "sent": sent}
 
 
