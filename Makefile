@@ -46,9 +46,10 @@ lint: typecheck
 	$(BIN)/ruff format --check .
 	$(BIN)/vulture
 
-# pyproject.toml [tool.mypy]: strict for the engine, the client and the hook; the baseline for the Django side.
+# The whole tree, from the root. pyproject.toml [tool.mypy]: strict for the engine, the client and the hook;
+# the baseline for the Django side, bench/ and tests/ (a test's own unannotated body is not checked).
 typecheck: venv
-	$(BIN)/mypy compaction ctxclient integrations/claude_code/hook.py sessions_app ctxweb
+	$(BIN)/mypy .
 
 worker: venv
 	$(BIN)/celery -A ctxweb worker --loglevel=INFO

@@ -24,7 +24,7 @@ ODD_NUMBERS = ["²", "①", "٣", "߂", "𝟙", "Ⅻ", "¹²", "1" * 5000, "-0",
 TOOLS = ["TodoWrite", "TaskCreate", "TaskUpdate", "update_plan", "todowrite", "Bash", "Edit", "Read", "apply_patch"]
 
 # What the ingest stores: no lone surrogate, no NaN or infinity.
-texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+texts = st.text(st.characters(blacklist_categories=["Cs"]), max_size=30)
 scalars = st.one_of(
     st.none(),
     st.booleans(),
