@@ -73,7 +73,7 @@ def test_the_compaction_list_searches_by_session_too(staff, two_sessions):
     assert page.status_code == 200 and list(page.context["cl"].result_list) == []
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the estimate is PostgreSQL's planner's")
+@pytest.mark.postgres  # the estimate is PostgreSQL's planner's
 def test_a_big_list_is_counted_from_the_planners_estimate_and_a_small_one_exactly(staff, two_sessions, monkeypatch):
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE sessions_app_message")

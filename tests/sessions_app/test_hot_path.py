@@ -113,7 +113,7 @@ def test_the_session_lookup_takes_the_role_from_its_own_join(team, api_as, sessi
     assert Message.objects.filter(session=session).count() == 1
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="index introspection below is PostgreSQL's")
+@pytest.mark.postgres  # index introspection below is PostgreSQL's
 def test_the_index_migration_kept_the_one_active_compaction_rule_and_dropped_only_duplicates():
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename LIKE 'sessions_app_%'")

@@ -49,7 +49,7 @@ class _Task:
         self.request = _Request(eager)
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="an in-memory SQLite connection is never closed")
+@pytest.mark.postgres  # an in-memory SQLite connection is never closed
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_keeps_its_connection_between_tasks_and_drops_an_old_one(settings):
     assert app.conf.db_reuse_max >= 2**31 - 1  # Celery's fixup would otherwise close it around every task
