@@ -4,6 +4,9 @@
 in between) that answers a byte at a time holds the caller for as long as it drips. Through these
 handlers every send and receive gets what is left of the request's time (the TLS handshake as a
 whole too), and at the deadline a read raises ``TimeoutError``.
+
+``Deadline`` and ``DeadlineSocket`` are the standard-library pieces under them; ctxweb's webhook
+delivery (``sessions_app/services/webhook_http.py``) holds its POSTs to a deadline with them too.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ import urllib.request
 from typing import Any
 
 
-class _Deadline:
+class Deadline:
     def __init__(self, seconds: float) -> None:
         self.at = time.monotonic() + seconds
 
     def left(self) -> float:
+        """Seconds left, or ``TimeoutError`` when none are."""
         left = self.at - time.monotonic()
         if left <= 0:
             raise TimeoutError("timed out: the answer did not finish in time")
@@ -28,7 +32,9 @@ class _Deadline:
 
 
 class _Reader(io.RawIOBase):
-    def __init__(self, owner: _DeadlineSocket) -> None:
+    """The socket's receiving side; each read waits at most for what is left of the deadline."""
+
+    def __init__(self, owner: DeadlineSocket) -> None:
         self.owner = owner
 
     def readable(self) -> bool:
@@ -44,11 +50,12 @@ class _Reader(io.RawIOBase):
         super().close()
 
 
-class _DeadlineSocket:
-    """What ``http.client`` uses of a socket, held to the deadline; open until its reader closes too
-    (urllib closes the connection's side as soon as it has the response)."""
+class DeadlineSocket:
+    """What ``http.client`` uses of a socket (sendall, makefile, close), held to the deadline. As with
+    a socket's own ``makefile``, the socket stays open until its reader is closed too: the connection
+    closes its side as soon as it hands the answer to its response."""
 
-    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+    def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
         self.sock = sock
         self.deadline = deadline
         self.readers = 0
@@ -77,14 +84,14 @@ class _Connect:
     """Connects within what is left of the deadline (ssl holds a handshake to the socket's timeout as
     a whole), then hands http.client the deadline socket."""
 
-    deadline: _Deadline
+    deadline: Deadline
     timeout: float | None
     sock: Any
 
     def connect(self) -> None:
         self.timeout = self.deadline.left()
         super().connect()  # type: ignore[misc]
-        self.sock = _DeadlineSocket(self.sock, self.deadline)
+        self.sock = DeadlineSocket(self.sock, self.deadline)
 
 
 class _HTTPConnection(_Connect, http.client.HTTPConnection):
@@ -96,7 +103,7 @@ class _HTTPSConnection(_Connect, http.client.HTTPSConnection):
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, deadline: _Deadline) -> None:
+    def __init__(self, deadline: Deadline) -> None:
         super().__init__()
         self.deadline = deadline
 
@@ -110,7 +117,7 @@ class _HTTPHandler(urllib.request.HTTPHandler):
 
 
 class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, deadline: _Deadline) -> None:
+    def __init__(self, deadline: Deadline) -> None:
         super().__init__()
         self.deadline = deadline
 
@@ -125,5 +132,5 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
 
 def opener(seconds: float) -> urllib.request.OpenerDirector:
     """An opener whose every request (connect, send, the whole answer) ends within ``seconds``."""
-    deadline = _Deadline(seconds)
+    deadline = Deadline(seconds)
     return urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline))
