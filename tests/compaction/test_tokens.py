@@ -1,10 +1,13 @@
 import base64
+import json
+import re
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compaction import tokens
 from compaction.tokens import (
     DEFAULT_FRAMING,
     IMAGE_DEFAULT_TOKENS,
@@ -12,6 +15,7 @@ from compaction.tokens import (
     calibrate,
     image_tokens,
 )
+from tests.hypothesis_budget import ENGINE
 
 tok = OfflineTokenizer()
 
@@ -152,3 +156,34 @@ def test_the_exact_counter_builds_its_sdk_client_at_the_first_count_only(monkeyp
     assert counter.count_request(model="m", system=None, tools=None, messages=messages) == 7
     assert counter.count_request(model="m", system=None, tools=None, messages=messages) == 7
     assert built == [{"api_key": "k", "base_url": "http://127.0.0.1:9", "timeout": 3.0, "max_retries": 0}]
+
+
+# Words with no whitespace in them (nor lone surrogates), as many as make a text of several pieces.
+_WORD = st.text(st.characters(blacklist_categories=["Cs", "Zs", "Zl", "Zp", "Cc"]), min_size=1, max_size=40)
+
+
+@settings(ENGINE)
+@given(words=st.lists(_WORD, min_size=1, max_size=600), run=st.integers(min_value=0, max_value=3 * tokens._PIECE))
+def test_a_long_text_is_counted_in_pieces_that_give_back_the_text(words, run):
+    text = " ".join(words) + " " + "y" * run
+    pieces = list(tokens._pieces(text))
+    assert "".join(pieces) == text
+    assert all(len(piece) <= tokens._PIECE for piece in pieces)
+
+
+@settings(ENGINE)
+@given(words=st.lists(_WORD, min_size=100, max_size=600))
+def test_words_counted_in_pieces_count_as_the_whole_text(words):
+    text = " ".join(words)  # a space between two non-spaces in every piece: the cuts fall where tokens start
+    assert tok.count_text(text) == len(tokens._encoding().encode_ordinary(text))
+
+
+@pytest.mark.data
+def test_the_long_texts_of_the_shared_transcripts_count_as_a_whole(shared_data):
+    counted = 0
+    for path in sorted((shared_data / "claude_code").glob("*.jsonl"))[:12]:
+        for text in re.findall(r'"((?:[^"\\]|\\.){5000,})"', path.read_text()):
+            value = json.loads(f'"{text}"')
+            assert tok.count_text(value) == len(tokens._encoding().encode_ordinary(value))
+            counted += 1
+    assert counted > 10
