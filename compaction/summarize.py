@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from . import anthropic_calls
 from .checkpoint import (
     CHECKPOINT_FIELDS,
     CheckpointError,
@@ -28,7 +29,7 @@ from .checkpoint import (
     validate_fields,
 )
 from .context import summary_message
-from .errors import EngineError, provider_error_from
+from .errors import EngineError
 from .extractive import ExtractiveSummarizer, fit_to_budget
 from .facts import facts_update, fit_facts, render_facts
 from .messages import tool_result_ids, tool_use_ids
@@ -298,7 +299,9 @@ def _clip(text: str) -> str:
 
 
 class AnthropicSummarizer:
-    """A small Claude model writes the checkpoint; its reply is validated, with one repair attempt."""
+    """A small Claude model writes the checkpoint; its reply is validated, with one repair attempt.
+    Each call to the model (the first, the repair) ends within ``timeout`` in all, its
+    ``max_retries`` included (``anthropic_calls``)."""
 
     def __init__(
         self,
@@ -323,11 +326,7 @@ class AnthropicSummarizer:
         budget: int,
         instructions: str = "",
     ) -> dict[str, Any]:
-        import anthropic
-
-        client = anthropic.Anthropic(
-            api_key=self.api_key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries
-        )
+        client = anthropic_calls.client(api_key=self.api_key, base_url=self.base_url)
         prior = {k: previous.get(k) for k in CHECKPOINT_FIELDS} if previous else None
         prior_text = json.dumps(prior, ensure_ascii=False) if prior else "(none: first compaction)"
         prompt = (
@@ -353,15 +352,15 @@ class AnthropicSummarizer:
                 raise CheckpointError(f"{second} (after one repair attempt)") from None
 
     def _ask(self, client: Any, conversation: list[dict[str, Any]], budget: int) -> str:
-        import anthropic
-
-        try:
-            response = client.messages.create(
+        response = anthropic_calls.call(
+            lambda seconds: client.messages.create(
                 model=self.model,
                 max_tokens=max(1024, budget * 3),
                 system=SYSTEM_PROMPT,
                 messages=conversation,
-            )
-        except anthropic.APIError as exc:
-            raise provider_error_from(exc) from exc
+                timeout=seconds,
+            ),
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
         return "".join(getattr(block, "text", "") for block in response.content)

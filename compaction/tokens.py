@@ -276,18 +276,15 @@ class ExactCounter:
     """Anthropic's own count of a whole request, through the official SDK.
 
     Raises ``ProviderError`` (``permanent`` set) on any API failure; callers fall back to the
-    offline estimate. The SDK client is built on the first count, not here: building one costs tens
-    of milliseconds (an HTTP client and its TLS context), which a caller answering from its cache
-    must not pay.
+    offline estimate. A count ends within ``timeout`` in all, its ``max_retries`` included (a web
+    request may be waiting on it; ``anthropic_calls``). The SDK client is built on the first count,
+    not here: building one costs tens of milliseconds (an HTTP client and its TLS context), which a
+    caller answering from its cache must not pay.
     """
 
     def __init__(self, *, api_key: str, base_url: str | None = None, timeout: float = 10.0, max_retries: int = 2):
-        self._options: dict[str, Any] = {
-            "api_key": api_key,
-            "base_url": base_url,
-            "timeout": timeout,
-            "max_retries": max_retries,
-        }
+        self._options: dict[str, Any] = {"api_key": api_key, "base_url": base_url}
+        self.timeout, self.max_retries = timeout, max_retries
         self._client: anthropic.Anthropic | None = None
 
     def count_request(
@@ -298,9 +295,7 @@ class ExactCounter:
         tools: Sequence[dict[str, Any]] | None,
         messages: Sequence[dict[str, Any]],
     ) -> int:
-        import anthropic
-
-        from .errors import provider_error_from
+        from . import anthropic_calls
 
         kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
         if system:
@@ -308,9 +303,11 @@ class ExactCounter:
         if tools:
             kwargs["tools"] = list(tools)
         if self._client is None:
-            self._client = anthropic.Anthropic(**self._options)
-        try:
-            result = self._client.messages.count_tokens(**kwargs)
-        except anthropic.APIError as exc:
-            raise provider_error_from(exc) from exc
+            self._client = anthropic_calls.client(**self._options)
+        client = self._client
+        result = anthropic_calls.call(
+            lambda seconds: client.messages.count_tokens(**kwargs, timeout=seconds),
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
         return int(result.input_tokens)

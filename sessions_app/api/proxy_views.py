@@ -6,7 +6,7 @@ OpenAI's Chat Completions, ``POST /proxy/openai/v1/chat/completions``, forwarded
 user by the ``ctxweb-api-key`` header; ``ctxweb-project`` and ``ctxweb-session`` say where to record
 (see ``services.proxy``). Status and body come back as the upstream sent them, a stream event by
 event as it arrives, with the headers an API client reads (``proxy_headers.relayed``) and ctxweb's
-``ctxweb-*``; one deadline bounds the whole wait (``proxy_deadline``). ctxweb's own refusals (no or a
+``ctxweb-*``; one deadline bounds the whole wait (``compaction.http_deadline``). ctxweb's own refusals (no or a
 wrong ctxweb key, no project, not a member) are answered in the API's own error format, so SDKs
 show them.
 
@@ -30,9 +30,9 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from compaction.http_deadline import Deadline
 from sessions_app import steps
 from sessions_app.api import proxy_body, proxy_headers, proxy_limits
-from sessions_app.api.proxy_deadline import Deadline
 from sessions_app.api.proxy_dialects import ANTHROPIC, OPENAI, Dialect, error_type
 from sessions_app.api.proxy_headers import KEY_HEADER, PROJECT_HEADER, SESSION_HEADER
 from sessions_app.api.proxy_recorder import RECORDER
@@ -52,7 +52,7 @@ def upstream(url: str) -> httpx2.Client:
     base = url.rstrip("/")
     with _client_lock:
         if base not in _clients:
-            # Each request's timeouts are what is left of its deadline (``proxy_deadline``).
+            # Each request's timeouts are what is left of its deadline (``compaction.http_deadline``).
             _clients[base] = httpx2.Client(base_url=base, follow_redirects=False)
         return _clients[base]
 

@@ -20,6 +20,7 @@ from sessions_app import tasks
 from sessions_app.models import AgentSession, ModelProfile
 from sessions_app.selectors import count_cache, model_context, usage
 from sessions_app.services import counting, ingest
+from tests.drip_server import dripping
 from tests.fakes.anthropic_server import FakeAnthropic
 
 
@@ -124,6 +125,23 @@ def test_count_endpoint_is_exact_with_a_key_and_falls_back_without(fake, team, a
     body["messages"][0]["content"] += " again"
     fallback = api_as(team.carol).post("/api/v1/count_tokens/", body).json()
     assert fallback["source"] == "estimate" and fallback["input_tokens"] > 0
+
+
+@pytest.mark.django_db
+def test_an_upstream_dripping_its_count_holds_the_endpoint_no_longer_than_the_timeout(settings, team, api_as):
+    """The count happens in the web request: ANTHROPIC_TIMEOUT bounds it in all, retries included,
+    however slowly the upstream drips its answer (a byte every 0.2 s, here for 6 s)."""
+    slow = b'{"input_tokens": 7}' + b" " * 100
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(slow)
+    body = {"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": f"hi {uuid.uuid4()}"}]}
+    with dripping(head, slow) as where:
+        settings.ANTHROPIC_API_KEY, settings.ANTHROPIC_BASE_URL = "test-key", f"http://{where}"
+        settings.ANTHROPIC_TIMEOUT, settings.ANTHROPIC_MAX_RETRIES = 1.0, 2
+        started = time.monotonic()
+        answer = api_as(team.carol).post("/api/v1/count_tokens/", body).json()
+        took = time.monotonic() - started
+    assert answer["source"] == "estimate" and answer["input_tokens"] > 0
+    assert 0.9 <= took < 2.5, took  # the first request loads the URLs and the SDK
 
 
 # ----------------------------------------------------------------------------- the exact-count cache
