@@ -140,6 +140,23 @@ def _file(value: Any) -> dict[str, str]:
     return {"path": _item_text(value), "what": ""}
 
 
+def files_touched(files: Any, facts: dict[str, Any]) -> Any:
+    """The summarizer's ``files_modified`` that an editing tool of the session did modify, each under
+    the path that tool used (a model may shorten ``/repo/src/a.py`` to ``src/a.py``; a path that could
+    be two of them is dropped): a summary may not list a file the session only read or mentioned."""
+    if not isinstance(files, list):
+        return files  # not a list: validate_fields says what is wrong with it
+    modified = [str(f["path"]) for f in facts.get("files_modified") or [] if isinstance(f, dict) and f.get("path")]
+    out = []
+    for value in files:
+        entry = _file(value)
+        path = entry["path"]
+        same = [m for m in modified if m == path] or [m for m in modified if m.endswith("/" + path.lstrip("./"))]
+        if len(set(same)) == 1 and path:
+            out.append({**entry, "path": same[0]})
+    return out
+
+
 def merge_checkpoint(
     previous: dict[str, Any] | None,
     fields: dict[str, Any],

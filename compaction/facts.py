@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .injected import typed_text
 from .numbers import whole_number
 from .reversible import MARK, is_human_prompt, message_text, result_text
 from .tokens import Tokenizer
@@ -52,7 +53,7 @@ WRITE_TOOLS = frozenset(
 )
 READ_TOOLS = frozenset({"read", "notebookread", "read_file", "view", "open", "view_file", "cat"})
 EDITOR_READ_COMMANDS = frozenset({"view", "read"})  # the text editor tools' commands that change nothing
-PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file", "target_file")
+PATH_KEYS = ("file_path", "filePath", "path", "notebook_path", "filename", "file", "target_file")
 TODO_TOOLS = frozenset({"todowrite", "todo_write", "write_todos", "todowritetool", "update_plan", "todo"})
 TASK_CREATE, TASK_UPDATE = "taskcreate", "taskupdate"
 TODO_ITEM_KEYS = ("content", "description", "title", "task", "step", "text", "subject")
@@ -73,7 +74,7 @@ CURRENT_WORK_CHARS = 2_000
 MAX_COMMANDS = 40
 MAX_ERRORS = 5  # unresolved failing runs kept, newest last
 MAX_FILES = 200
-FIRST_REQUEST_FLOOR = 4_000  # characters: a budget never cuts the first request shorter than this
+FIRST_REQUEST_FLOOR = 2_000  # characters: a budget never cuts the first request shorter than this
 
 
 def empty_facts() -> dict[str, Any]:
@@ -92,18 +93,29 @@ def empty_facts() -> dict[str, Any]:
 
 
 def is_person(msg: Msg) -> bool:
-    """A message a person typed: a user message with text, not a line the agent's tool injected."""
+    """A message a person typed: a user message with words of theirs, not only what the agent's
+    harness injected (``compaction.injected``) or a line flagged as such (``meta``)."""
     if not is_human_prompt(msg) or msg.flags.get("meta"):
         return False
-    return not message_text(msg.content).strip().startswith(MARK)
+    text = person_text(msg)
+    return bool(text) and not text.startswith(MARK)
 
 
 def person_text(msg: Msg) -> str:
-    return message_text(msg.content).strip()
+    """The user's own words in ``msg``, verbatim: what the harness injected around them is left out."""
+    return typed_text(msg.content)
 
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def cut_middle(text: str, keep: int) -> str:
+    """``text`` with its middle left out so about ``keep`` characters remain, saying how many went."""
+    if len(text) <= keep:
+        return text
+    gone = len(text) - keep
+    return f"{text[: keep - keep // 2]}\n[… {gone:,} characters of this message left out …]\n{text[-(keep // 2) :]}"
 
 
 def _blocks(msg: Msg) -> list[dict[str, Any]]:
@@ -369,9 +381,10 @@ def render_facts(facts: dict[str, Any]) -> str:
 def fit_facts(facts: dict[str, Any], tokenizer: Tokenizer, budget: int) -> dict[str, Any]:
     """The facts cut to ``budget`` tokens of rendered text. What goes first: files read, commands, the
     current work's length (the kept tail holds newer work), older unresolved errors, then the oldest
-    user messages (counted in ``user_messages_cut``); the first request (never below
-    ``FIRST_REQUEST_FLOOR`` characters), the todo list, the files modified and the newest error stay
-    longest. Facts that cannot be cut further may stay over the budget; the caller counts them."""
+    user messages (counted in ``user_messages_cut``); the first request (whole unless it alone is
+    larger than its room, never below ``FIRST_REQUEST_FLOOR`` characters), the todo list, the files
+    modified and the newest error stay longest. Facts that cannot be cut further may stay over the
+    budget; the caller counts them."""
     out: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in facts.items()}
 
     def size() -> int:
@@ -385,12 +398,16 @@ def fit_facts(facts: dict[str, Any], tokenizer: Tokenizer, budget: int) -> dict[
         current = size()
     for name, floor in (("errors", 1), ("decisions", 0), ("user_messages", 0)):
         current = _drop_oldest(out, name, floor, current, budget, size)
-    # A long first request is cut last, and not below FIRST_REQUEST_FLOOR characters or half the
-    # budget (about four characters a token), whichever is less: a tiny window can't hold a pasted spec.
-    floor = min(FIRST_REQUEST_FLOOR, budget * 2)
-    while current > budget and len(out.get("first_request") or "") > floor:
-        out["first_request"] = _cut(out["first_request"], max(floor, len(out["first_request"]) // 2))
-        current = size()
+    # The first request stays whole while it fits beside what is left; only one larger than all the
+    # room it has (a spec pasted into a small window) is cut, in the middle, to that room: its start
+    # says what the task is, its end what the user asked of it.
+    first = str(out.get("first_request") or "")
+    if current > budget and len(first) > FIRST_REQUEST_FLOOR:
+        room = budget - tokenizer.count_text(render_facts({**out, "first_request": ""}))
+        keep = max(FIRST_REQUEST_FLOOR, len(first) * room // max(1, tokenizer.count_text(first)))
+        if keep < len(first):
+            out["first_request"] = cut_middle(first, keep)
+            current = size()
     if current > budget and out.get("files_modified"):
         keep = max(1, len(out["files_modified"]) // 2)
         out["files_modified"] = out["files_modified"][-keep:]

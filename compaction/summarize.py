@@ -23,6 +23,7 @@ from . import anthropic_calls
 from .checkpoint import (
     CHECKPOINT_FIELDS,
     CheckpointError,
+    files_touched,
     merge_checkpoint,
     parse_json_object,
     render_summary_text,
@@ -188,6 +189,7 @@ def plan_summarize(
         )
     head_originals = [unpruned.get(m.seq, m) for m in head]
     fields = summarizer.summarize(head_originals, previous=previous, budget=budget, instructions=instructions)
+    fields = {**fields, "files_modified": files_touched(fields.get("files_modified") or [], everything)}
     # The todo list, the open errors and the current work as they stand now, even when what last
     # changed them is in the kept tail: a list updated piece by piece (TaskUpdate) would otherwise be
     # half in the checkpoint, half in the tail, and an error fixed in the tail is no longer open. (So

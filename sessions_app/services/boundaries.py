@@ -27,7 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from compaction.checkpoint import merge_checkpoint, render_summary_text
-from compaction.facts import checkpoint_facts
+from compaction.facts import checkpoint_facts, person_messages
 from compaction.messages import NormalizedMessage
 from compaction.reversible import message_text
 from compaction.summarize import summary_tokens_of
@@ -253,15 +253,10 @@ def _checkpoint_data(
 
 
 def _first_request(rows: list[Message]) -> str:
-    """The first message a person typed: a user message with text (not only tool results) that the
-    agent didn't inject (``is_meta``) and that is no earlier summary."""
-    for row in rows:
-        if row.role != "user" or row.metadata.get("is_meta") or row.metadata.get("is_compact_summary"):
-            continue
-        text = message_text(row.content).strip()
-        if text:
-            return text
-    return ""
+    """The first words a person typed: not a line the agent injected (``is_meta``), no earlier
+    summary, and none of what the harness puts around the user's words (``compaction.injected``)."""
+    said = person_messages([planning.engine_message(r) for r in rows])
+    return said[0] if said else ""
 
 
 def _item(strategy: str, seq: int | None, before: int, after: int) -> dict[str, Any]:
