@@ -6,7 +6,6 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,6 +13,7 @@ from rest_framework.views import APIView
 from sessions_app import tasks
 from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.pagination import PageNumberPagination
+from sessions_app.api.parsers import JSONParser
 from sessions_app.errors import InvalidInput
 from sessions_app.models import Role, Webhook, WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookFormat
 from sessions_app.selectors import access
