@@ -38,7 +38,7 @@ def url_check(url: str, *, sending: bool = False) -> str | None:
         raise UrlRefused("Put credentials in the secret, not in the URL.")
     if settings.CTX_WEBHOOK_ALLOW_PRIVATE:
         return None
-    host = parts.hostname
+    host = parts.hostname.rstrip(".")  # "localhost." is localhost: a trailing dot only roots the name
     literal = _ip(host)
     if literal is not None:
         _refuse_private(literal, host)
@@ -47,6 +47,8 @@ def url_check(url: str, *, sending: bool = False) -> str | None:
         raise UrlRefused(f"{host} is a local name; webhooks call public addresses.")
     try:
         infos = socket.getaddrinfo(host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
+    except UnicodeError:  # an empty label ("a..b") or one over 63 characters: no name at all
+        raise UrlRefused(f"{host} is not a host name.") from None
     except OSError as exc:
         if not sending:
             return None
@@ -67,6 +69,7 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")  # SIIT (RFC 6145): ::ffff:0:a.b.c.d
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
 _Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -74,7 +77,8 @@ _Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 def _judged(address: _Address) -> list[_Address]:
     """The addresses that decide whether ``address`` may be called: an IPv4-mapped address is its IPv4
-    address; an IPv6 address that carries one (IPv4-compatible, NAT64's 64:ff9b::/96, 6to4, Teredo)
+    address; an IPv6 address that carries one (IPv4-compatible, IPv4-translated, NAT64's 64:ff9b::/96,
+    6to4, Teredo)
     is judged by itself and by each IPv4 address it carries, since the packets end up there."""
     if isinstance(address, ipaddress.IPv4Address):
         return [address]
@@ -82,7 +86,7 @@ def _judged(address: _Address) -> list[_Address]:
         return [address.ipv4_mapped]
     out: list[_Address] = [address]
     low32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    if address in _IPV4_COMPATIBLE or address in _NAT64:
+    if address in _IPV4_COMPATIBLE or address in _NAT64 or address in _IPV4_TRANSLATED:
         out.append(low32)
     if address.sixtofour is not None:
         out.append(address.sixtofour)

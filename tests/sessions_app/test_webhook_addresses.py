@@ -29,6 +29,9 @@ PRIVATE_FORMS = [
     "2002:a9fe:a9fe::",
     "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo
     "2001:0:808:808:0:0:80ff:fffe",  # Teredo with public server, client 127.0.0.1
+    "::ffff:0:127.0.0.1",  # IPv4-translated (SIIT)
+    "::ffff:0:10.0.0.1",
+    "::ffff:0:169.254.169.254",
 ]
 PUBLIC_FORMS = ["::ffff:8.8.8.8", "::8.8.8.8", "64:ff9b::8.8.8.8", "2002:808:808::1", "2606:4700:4700::1111"]
 
@@ -74,3 +77,18 @@ def test_a_name_that_resolves_to_one_at_delivery_is_not_called(team, api_as, set
     assert connected == []
     attempt = WebhookAttempt.objects.get(delivery_id=delivery)
     assert attempt.status_code is None and "private or reserved" in attempt.error
+
+
+@pytest.mark.parametrize(
+    "url", ["http://a..b/", "http://.example.com/", "https://x..y:443/p", f"http://{'a' * 64}.example.com/"]
+)
+def test_a_host_with_an_empty_or_overlong_label_is_refused_not_a_server_error(team, api_as, settings, url):
+    settings.CTX_WEBHOOK_ALLOW_PRIVATE = False
+    response = add(api_as(team.alice), team.project, url)
+    assert response.status_code == 400 and response.json()["code"] == "invalid_url", response.content
+
+
+@pytest.mark.parametrize("url", ["http://localhost./hook", "http://127.0.0.1./hook", "http://x.localhost./hook"])
+def test_a_trailing_dot_does_not_hide_a_local_name(team, api_as, settings, url):
+    settings.CTX_WEBHOOK_ALLOW_PRIVATE = False
+    assert add(api_as(team.alice), team.project, url).status_code == 400
