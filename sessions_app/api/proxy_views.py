@@ -110,7 +110,7 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
     deadline = Deadline(settings.CTX_PROXY_TIMEOUT)
     try:
         answer = _answer(request, dialect, path, raw, body, exchange, extra, api_key, deadline)
-    except httpx2.TransportError as exc:  # the request's messages are recorded all the same
+    except httpx2.RequestError as exc:  # the request's messages are recorded all the same
         deadline.stop()
         _finish(exchange, None)
         return _unreachable(exc, dialect, deadline)
@@ -129,7 +129,7 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
         chunks = answer.iter_bytes()  # decoded, as the caller gets it
         try:
             content, whole = proxy_limits.held(chunks)
-        except httpx2.TransportError as exc:
+        except httpx2.RequestError as exc:
             deadline.stop()
             answer.close()
             _finish(exchange, None)
@@ -203,9 +203,11 @@ def _answer(
     return _send(request, dialect, path, json.dumps(retry.body).encode(), api_key, deadline)
 
 
-def _unreachable(exc: httpx2.TransportError, dialect: Dialect, deadline: Deadline) -> HttpResponse:
+def _unreachable(exc: httpx2.RequestError, dialect: Dialect, deadline: Deadline) -> HttpResponse:
     if isinstance(exc, httpx2.TimeoutException) or deadline.passed:
         return dialect.refuse(504, "timeout_error", "ctxweb: the upstream API did not answer in time.")
+    if isinstance(exc, httpx2.DecodingError):  # a Content-Encoding its body is not in
+        return dialect.refuse(502, "api_error", "ctxweb: the upstream API's answer could not be decoded.")
     return dialect.refuse(502, "api_error", f"ctxweb: the upstream API could not be reached ({type(exc).__name__}).")
 
 
@@ -406,7 +408,7 @@ class _Relay:
                     if self.kept_bytes > self.READ_AHEAD:
                         self._read_kept()
                 yield chunk
-        except httpx2.TransportError as exc:
+        except httpx2.RequestError as exc:
             # The upstream's stream broke off: the caller is told as the API tells a failure mid-stream
             # (an error event), whichever server runs ctxweb (one may end a broken response as if whole).
             log.warning("proxy: the upstream's stream broke off: %s", type(exc).__name__)

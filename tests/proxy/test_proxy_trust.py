@@ -226,3 +226,14 @@ def test_a_whole_answer_that_trickles_is_a_timeout_at_the_deadline(team, raw, cl
     took = time.monotonic() - started
     assert response.status_code == 504 and took < 5, (response.status_code, took, answer[:200])
     assert b"did not answer in time" in answer
+
+
+@pytest.mark.parametrize("path", [ANTHROPIC, OPENAI], ids=["anthropic", "openai"])
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_an_answer_that_is_not_in_its_content_encoding_is_a_502_in_the_apis_format(team, raw, client, path, encoding):
+    # The body is plain JSON though the upstream says it is compressed: it can't be decoded.
+    raw.json({"id": "msg_1", "type": "message", "content": []})
+    raw.queue[-1] = (200, f"application/json|content-encoding: {encoding}", raw.queue[-1][2])
+    response, body = post(client, path, ask(), team.bob.key)
+    assert response.status_code == 502, body
+    assert "could not be decoded" in json.loads(body)["error"]["message"]
