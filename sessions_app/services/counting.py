@@ -119,6 +119,20 @@ CALIBRATION_WINDOW = 50
 CALIBRATION_PRIOR_WEIGHT = 5
 
 
+# Tokens a provider reads that no estimate of the request sees (the system prompt it adds for tool
+# use: a few hundred), so that a small request's count is not judged by its ratio alone.
+PLAUSIBLE_SLACK = 2_000
+
+
+def plausible_count(*, exact: int, raw_estimate: int) -> bool:
+    """Whether ``exact`` can be a count of the request ``raw_estimate`` estimates: tokenizers differ by
+    tens of percent, not by a factor of four (a broken or hostile upstream's figure is not believed)."""
+    return (
+        exact <= CALIBRATION_MAX_RATIO * raw_estimate + PLAUSIBLE_SLACK
+        and raw_estimate <= CALIBRATION_MAX_RATIO * exact + PLAUSIBLE_SLACK
+    )
+
+
 def model_calibration_update(*, model: str, exact: int, raw_estimate: int) -> float | None:
     """Fold one exact ÷ estimate observation into the model's calibration factor (running mean over
     the last ~50 observations, the starting factor weighing as a few)."""

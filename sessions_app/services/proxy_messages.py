@@ -146,19 +146,26 @@ def exact_from_usage(session: AgentSession, reported: dict[str, Any], *, reply_s
     """The response's usage as the session's exact count: what the model read (input, cache reads and
     writes) plus what it wrote, the context the next request starts from, while the reply ends the
     session; the input figure against the offline estimate of the request teaches the model's
-    calibration. A figure past the session's window is a warning on the session instead."""
+    calibration. A figure past the session's window, or far from ctxweb's estimate of the request
+    (``counting.plausible_count``), is a warning on the session instead."""
     figures = [reported.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
     read = sum(n for n in figures if isinstance(n, int) and not isinstance(n, bool) and n >= 0)
     wrote = reported.get("output_tokens")
     if not read or not isinstance(wrote, int) or isinstance(wrote, bool) or wrote < 0:
         return
     window = session.context_window_override or usage.model_info(session.model).context_window
-    if read + wrote > min(window, USAGE_MAX):  # the model can't have read it: flagged, neither kept nor learnt from
+    # A figure the model can't have read, or not of this request, is flagged, neither kept nor learnt from.
+    why = ""
+    if read + wrote > min(window, USAGE_MAX):
+        why = f"more than its {window:,}-token window"
+    elif not counting.plausible_count(exact=read, raw_estimate=raw_request):
+        why = f"not a count of this request (ctxweb estimates {raw_request:,})"
+    if why:
         log.warning("proxy: session %s: a response's usage (%s tokens) was not believed", session.pk, read + wrote)
         counting.session_count_warning(
             session_id=session.pk,
-            warning=f"The upstream said its model read {read + wrote:,} tokens of this session, more than its "
-            f"{window:,}-token window: not believed; the figures are ctxweb's estimate.",
+            warning=f"The upstream said its model read {read + wrote:,} tokens of this session, {why}: not "
+            "believed; the figures are ctxweb's estimate.",
         )
         return
     exact = {

@@ -28,7 +28,7 @@ from tests.claude_code_lines import agent_session
 ROOT = Path(__file__).resolve().parents[2]
 HOOK = ROOT / "integrations" / "claude_code" / "hook.py"
 PYTHON = os.environ.get("CTX_HOOK_PYTHON") or shutil.which("python3") or sys.executable
-MARGIN = 1.5  # seconds for the interpreter to start and the stub to answer, on a slow machine
+MARGIN = 3.0  # seconds for the interpreter to start and the stub to answer, on a busy two-core machine
 SESSION = "cc-retries"
 
 
@@ -238,7 +238,7 @@ def test_a_retry_after_beyond_the_budget_gives_up_at_once(stub_for, tmp_path, as
     run = agent.run()
     gave_up(stub, run)
     assert len(stub.requests) == 1
-    assert run.seconds < 1.0  # no sleep
+    assert run.seconds < MARGIN  # no sleep (it was asked to wait 30 s or more)
     assert "giving up on POST sessions/transcript/ after 1 attempt(s)" in run.log
     assert "the server asked for" in run.log and "ctxweb answered 429 throttled" in run.log
 

@@ -168,6 +168,20 @@ def test_a_usage_figure_past_the_window_is_flagged_not_believed_and_compacts_not
     assert session.exact_tokens is not None and session.exact_tokens < 2_000 and not session.count_warning
 
 
+@pytest.mark.parametrize("claimed", [199_000, 120_000, 30_000])
+def test_a_usage_figure_far_from_the_request_is_not_believed_though_the_window_holds_it(
+    team, fake, client, compacting, claimed
+):
+    fake.queue_reply("ok", input_tokens=claimed)
+    response, _ = post(client, ANTHROPIC, ask("hello there"), team.bob.key, **{"ctxweb-session": f"far-{claimed}"})
+    assert response.status_code == 200
+    session = AgentSession.objects.get(external_id=f"far-{claimed}")
+    status = usage.session_status(session)
+    assert session.exact_tokens is None and status["token_source"] == "estimate" and status["level"] == "ok"
+    assert any("not a count of this request" in w for w in status["warnings"]), status["warnings"]
+    assert not Compaction.objects.filter(session=session).exists()
+
+
 # ----------------------------------------------------------------------------- 9: headers an API client needs
 
 
