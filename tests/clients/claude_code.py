@@ -50,9 +50,12 @@ class Run:
         return next((e for e in reversed(self.events) if e.get("type") == "result"), {})
 
 
-def claude_env(base_url: str, api_key: str, home: Path) -> dict[str, str]:
-    """No traffic but to ``base_url``: no telemetry, updates or side requests; a HOME of its own."""
+def claude_env(base_url: str, api_key: str, home: Path, ctxweb_key: str | None = None) -> dict[str, str]:
+    """No traffic but to ``base_url``: no telemetry, updates or side requests; a HOME of its own. A
+    ``ctxweb_key`` goes in a header of its own (docs/PROXY.md), the upstream's key stays the API key."""
+    headers = {"ANTHROPIC_CUSTOM_HEADERS": f"ctxweb-api-key: {ctxweb_key}"} if ctxweb_key else {}
     return {
+        **headers,
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
         "IS_SANDBOX": "1",  # --dangerously-skip-permissions as root
@@ -64,11 +67,14 @@ def claude_env(base_url: str, api_key: str, home: Path) -> dict[str, str]:
     }
 
 
-def run_claude(base_url: str, api_key: str, workdir: Path, home: Path, *, timeout: float = 90) -> Run:
+def run_claude(
+    base_url: str, api_key: str, workdir: Path, home: Path, *, ctxweb_key: str | None = None, timeout: float = 90
+) -> Run:
     out = subprocess.run(
         [str(CLAUDE), "-p", PROMPT, "--output-format", "stream-json", "--verbose", "--model", MODEL,
          "--dangerously-skip-permissions"],
-        cwd=workdir, env=claude_env(base_url, api_key, home), capture_output=True, text=True, timeout=timeout,
+        cwd=workdir, env=claude_env(base_url, api_key, home, ctxweb_key), capture_output=True, text=True,
+        timeout=timeout,
     )  # fmt: skip
     events = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     return Run(out.returncode, events, out.stderr, workdir, home)
