@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: venv run serve test test-fast lint typecheck worker beat migrate demo bench clean
+.PHONY: venv run serve test test-fast lint typecheck worker beat migrate demo bench clients clean
 
 venv: $(STAMP)
 
@@ -50,6 +50,12 @@ lint: typecheck
 # the baseline for the Django side, bench/ and tests/ (a test's own unannotated body is not checked).
 typecheck: venv
 	$(BIN)/mypy .
+
+# The real agent CLIs the suite drives through the proxy (tests/clients), at the versions package-lock.json pins.
+# `npm install --no-save`, not `npm ci`: the lock lacks opencode's binaries for other platforms (the registry
+# here answers 404 for some), which `npm ci` refuses; install reads the lock and leaves it as it is.
+clients:
+	npm install --prefix tests/clients --no-save --no-audit --no-fund
 
 worker: venv
 	$(BIN)/celery -A ctxweb worker --loglevel=INFO

@@ -35,8 +35,9 @@ What one API request goes through, in this order:
    ``queue_malformed_json_body``), is sent instead of the normal answer;
 5. minimal validation like the real API → 400 ``invalid_request_error``;
 6. the answer: ``{"input_tokens": N}`` for count_tokens; for messages a Message body whose content
-   is the next ``queue_reply``/``queue_message`` entry (FIFO), else ``reply_function(body)`` when
-   set and not None, else the default reply.
+   is the next ``queue_reply``/``queue_message`` entry (FIFO), else ``message_function(body)`` (a
+   whole turn, ``tests/fakes/scripted_model.py`` plays a model with it) when set and not None, else
+   ``reply_function(body)`` when set and not None, else the default reply.
 
 Token counts (``usage.input_tokens`` and count_tokens) come from the count function, by default
 ``default_count_tokens``: take ``{"messages": …, "system": …, "tools": …}`` from the request body
@@ -49,8 +50,9 @@ Streaming (``"stream": true``) answers the same message as server-sent events, i
 real API sends them: ``message_start`` (the message with empty content, ``stop_reason`` null and the
 input usage, ``output_tokens`` 1), ``ping``, then per content block ``content_block_start``, its
 deltas (``text_delta`` pieces of the text; ``input_json_delta`` pieces of a ``tool_use`` block's
-input as JSON) and ``content_block_stop``, then ``message_delta`` (``stop_reason``, ``stop_sequence``
-and the final ``output_tokens``) and ``message_stop``; chunked, ``Content-Type: text/event-stream``.
+input as JSON; ``thinking_delta`` pieces of a thought, then its ``signature_delta``) and
+``content_block_stop``, then ``message_delta`` (``stop_reason``, ``stop_sequence`` and the final
+``output_tokens``) and ``message_stop``; chunked, ``Content-Type: text/event-stream``.
 Errors scripted with ``queue_error`` come before the stream as plain JSON answers, as the real API
 sends them. ``queue_stream_error(after_events=N)`` sends an ``error`` event after N events and ends
 the stream (the real API's mid-stream ``overloaded_error``); ``queue_stream_cut(after_events=N)``
@@ -123,6 +125,9 @@ ERROR_TYPES: dict[int, str] = {
     504: "timeout_error",
     529: "overloaded_error",
 }
+
+#: ``set_message_function``'s callable: a request body in, a whole turn (or None) out.
+MessageFunction = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]
 
 _ENDPOINTS = ("messages", "count_tokens")
 _ENDPOINT_ALIASES = {
@@ -407,6 +412,7 @@ class FakeAnthropic:
         self._event_interval = 0.0
         self._count_function: Callable[[Mapping[str, Any]], int] = default_count_tokens
         self._reply_function: Callable[[Mapping[str, Any]], str | None] | None = None
+        self._message_function: MessageFunction | None = None
         self._default_reply = self._initial_default_reply
 
     def reset(self) -> None:
@@ -563,6 +569,13 @@ class FakeAnthropic:
         with self._lock:
             self._reply_function = fn
 
+    def set_message_function(self, fn: MessageFunction | None) -> None:
+        """``fn(body) -> {"content": [blocks], "stop_reason": …} | None`` answers /v1/messages with a whole
+        turn (thinking, parallel tool uses …) when no reply is queued; None falls through to the reply
+        function. ``stop_reason`` defaults to ``tool_use`` when the content has one, else ``end_turn``."""
+        with self._lock:
+            self._message_function = fn
+
     def set_default_reply(self, text: str) -> None:
         with self._lock:
             self._default_reply = text
@@ -641,6 +654,7 @@ class FakeAnthropic:
             count_fn = self._count_function
             reply = self._replies.pop(0) if endpoint == "messages" and self._replies else None
             reply_fn = self._reply_function
+            message_fn = self._message_function
             default_reply = self._default_reply
         try:
             seen, applied = clear_tool_uses(body, count_fn) if endpoint == "messages" else (body, None)
@@ -651,6 +665,13 @@ class FakeAnthropic:
             self._seen(seen)
         if endpoint == "count_tokens":
             return _json_response(200, {"input_tokens": input_tokens})
+        turn = message_fn(body) if reply is None and message_fn is not None else None
+        if turn is not None:
+            content = list(turn["content"])
+            uses_tool = any(b.get("type") == "tool_use" for b in content)
+            reply = _Reply(
+                content=content, stop_reason=turn.get("stop_reason") or ("tool_use" if uses_tool else "end_turn")
+            )
         if reply is None:
             text = reply_fn(body) if reply_fn is not None else None
             reply = _Reply(content=[{"type": "text", "text": default_reply if text is None else text}])
@@ -749,7 +770,15 @@ def stream_events(message: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]
             deltas = [
                 {"type": "text_delta", "text": text[i : i + _TEXT_PIECE]} for i in range(0, len(text), _TEXT_PIECE)
             ]
-        else:  # a block the fake has no delta for (thinking, compaction …) arrives whole
+        elif block.get("type") == "thinking":  # the API streams the thought, then its signature
+            opening = {**block, "thinking": "", "signature": ""}
+            thought = block.get("thinking", "")
+            deltas = [
+                {"type": "thinking_delta", "thinking": thought[i : i + _TEXT_PIECE]}
+                for i in range(0, len(thought), _TEXT_PIECE)
+            ]
+            deltas.append({"type": "signature_delta", "signature": block.get("signature", "")})
+        else:  # a block the fake has no delta for (redacted thinking, compaction …) arrives whole
             opening, deltas = dict(block), []
         events.append(
             ("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening})

@@ -1,0 +1,96 @@
+"""A model's turns, scripted, for a real agent CLI (Claude Code) talking to the fake Anthropic server.
+
+``FakeAnthropic.set_message_function(ScriptedModel(turns))``: the agent's main conversation gets
+turn N when its history holds N assistant messages, so a retried request gets the same turn again
+and the script never runs ahead of the agent. Requests that are not the main conversation (a
+title, a check, a subagent: another system prompt, no ``Write`` tool, a small ``max_tokens``) get
+plain text, as a model answers them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SIDE_REPLY = "Scripted answer to a side request."
+FINAL_REPLY = "Done: the scripted task is complete."
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def thinking(thought: str) -> dict[str, Any]:
+    # The signature is opaque to the client; the agent sends it back with the block.
+    signature = hashlib.sha256(thought.encode()).hexdigest()
+    return {"type": "thinking", "thinking": thought, "signature": signature}
+
+
+def tool_use(name: str, tool_input: Mapping[str, Any], *, key: str) -> dict[str, Any]:
+    """A tool call whose id is derived from ``key``, so a retried turn calls the same tool_use id."""
+    return {"type": "tool_use", "id": "toolu_" + hashlib.sha256(key.encode()).hexdigest()[:24], "name": name,
+            "input": dict(tool_input)}  # fmt: skip
+
+
+def is_main_conversation(body: Mapping[str, Any]) -> bool:
+    """Claude Code's own conversation: it offers ``Write`` and asks for a long answer."""
+    tools = body.get("tools") or []
+    names = {t.get("name") for t in tools if isinstance(t, dict)}
+    max_tokens = body.get("max_tokens")
+    return "Write" in names and isinstance(max_tokens, int) and max_tokens >= 4096
+
+
+def assistant_turns(body: Mapping[str, Any]) -> int:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return 0
+    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+
+
+@dataclass
+class ScriptedModel:
+    """Plays ``turns`` (each a list of content blocks) in the main conversation, then ``final``."""
+
+    turns: Sequence[Sequence[Mapping[str, Any]]]
+    final: str = FINAL_REPLY
+    side_reply: str = SIDE_REPLY
+    is_main: Callable[[Mapping[str, Any]], bool] = is_main_conversation
+    side_requests: int = field(default=0, init=False)
+
+    def __call__(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        if not self.is_main(body):
+            self.side_requests += 1
+            return {"content": [text(self.side_reply)], "stop_reason": "end_turn"}
+        n = assistant_turns(body)
+        if n < len(self.turns):
+            return {"content": [dict(b) for b in self.turns[n]]}
+        return {"content": [text(self.final)], "stop_reason": "end_turn"}
+
+
+def file_writing_task(workdir: str, *, filename: str = "result.txt", content: str) -> list[list[dict[str, Any]]]:
+    """The turns of a small coding task that touch what real sessions hold: a thought, parallel tool
+    calls (Bash and Read, one of them failing), a large tool output (about 24 KB), ToolSearch (its
+    result holds ``tool_reference`` blocks) for the deferred task tools, a file written, then read."""
+    path = f"{workdir}/{filename}"
+    return [
+        [
+            thinking("The user wants a file written. First look at the working directory."),
+            text("I'll look at the working directory first."),
+            tool_use("Bash", {"command": "ls -la", "description": "List the working directory"}, key="t0-ls"),
+            tool_use("Read", {"file_path": f"{workdir}/missing.txt"}, key="t0-read"),
+        ],
+        [
+            tool_use(
+                "Bash", {"command": "cat /nonexistent/ctxweb-file", "description": "A failing command"}, key="t1-fail"
+            ),
+            tool_use("Bash", {"command": "seq 1 5000", "description": "A large output"}, key="t1-seq"),
+            tool_use("ToolSearch", {"query": "select:TaskCreate,TaskUpdate"}, key="t1-search"),
+        ],
+        [
+            thinking("The directory is empty; write the file now."),
+            tool_use("Write", {"file_path": path, "content": content}, key="t2-write"),
+        ],
+        [tool_use("Read", {"file_path": path}, key="t3-read")],
+    ]
