@@ -17,6 +17,7 @@ from django.http import JsonResponse
 
 from compaction.transcripts.openai import chat_request_as_anthropic, completion_as_message
 from sessions_app.api.proxy_stream import ChunkAccumulator, MessageAccumulator
+from sessions_app.services.proxy_identity import conversation_of
 
 
 class Accumulator(Protocol):
@@ -87,7 +88,7 @@ ANTHROPIC = Dialect(
     refuse=anthropic_error,
     accumulator=MessageAccumulator,
     reply_of=_anthropic_reply,
-    recorded=lambda body: body,
+    recorded=conversation_of,
     broke_off=lambda why: _event(
         "error", {"type": "error", "error": {"type": "api_error", "message": _BROKE_OFF.format(why)}}
     ),

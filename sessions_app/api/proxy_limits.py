@@ -20,7 +20,7 @@ from sessions_app.api.proxy_dialects import Dialect, error_type
 from sessions_app.api.proxy_headers import SESSION_HEADER
 from sessions_app.errors import ServiceError
 from sessions_app.models import Project
-from sessions_app.services import proxy, proxy_oversized
+from sessions_app.services import proxy_identity, proxy_oversized
 
 log = logging.getLogger("sessions_app.api.proxy_views")  # the proxy's one log
 
@@ -78,7 +78,7 @@ def note_oversized(
         session = proxy_oversized.proxy_oversized_note(
             user=user,
             project=project(),
-            key=proxy.conversation_key(kept or {}, header),
+            key=proxy_identity.conversation_key(kept or {}, header),
             head=kept or {},
             size=len(raw),
             limit=settings.CTX_PROXY_RECORD_MAX_BYTES,

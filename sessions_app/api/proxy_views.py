@@ -39,7 +39,7 @@ from sessions_app.api.proxy_recorder import RECORDER
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession, Project, Role
 from sessions_app.selectors import access
-from sessions_app.services import keys, projects, proxy, proxy_gaps, proxy_upstream
+from sessions_app.services import keys, projects, proxy, proxy_gaps, proxy_identity, proxy_upstream
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ def _record_start(
 ) -> tuple[_Exchange | None, bool, proxy_upstream.Upstream, HttpResponse | None]:
     """The exchange to record (None when ctxweb can't record it now: the request goes upstream all the
     same and is counted as a gap), whether it is recorded, what goes upstream, or a refusal."""
-    conversation = proxy.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None)
+    conversation = proxy_identity.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None)
     # Where this request is counted if it goes upstream unrecorded (services.proxy.gap_key).
     gap = proxy_gaps.gap_key(proxy_headers.ctxweb_key(request), conversation)
     if user is None:  # the database could not tell whose key it is

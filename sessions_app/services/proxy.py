@@ -10,14 +10,14 @@ Which session: the ``ctxweb-session`` header (an external id of the caller's cho
 request's ``metadata.user_id`` (Claude Code puts its own session id there) with a hash of the system
 prompt (the agent's subagents and side requests share its id), else a hash of the conversation's
 start (system prompt and first message), so one conversation is one session however many requests it
-takes. A history that no longer starts with what is stored (the agent compacted or edited its own)
-continues in a fresh session linked to the old one. What goes upstream for ``proxy_compaction`` is
+takes, whatever form a client gives it from one request to the next (``services.proxy_identity``). A
+history that no longer starts with what is stored (the agent compacted or edited its own) continues in
+a fresh session linked to the old one. What goes upstream for ``proxy_compaction`` is
 ``services.proxy_upstream``; requests missed while the database was down, ``services.proxy_gaps``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -42,14 +42,13 @@ from sessions_app.services import (
     proxy_gaps,
     recorded,
 )
+from sessions_app.services.proxy_identity import EXTERNAL_ID_MAX, session_name, system_text
 from sessions_app.services.proxy_messages import (
     REPLY_PREFIX,
     as_dict,
     as_list,
-    canonical,
     client_id,
     cut_reply_completed,
-    encodes,
     exact_from_usage,
     normalized,
     provider_compactions,
@@ -62,8 +61,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EXTERNAL_ID_MAX = agent_sessions.SESSION_TEXT_LIMITS["external_id"]
-
 
 @dataclass(frozen=True)
 class Recorded:
@@ -73,28 +70,6 @@ class Recorded:
     reply: Message | None = None  # the reply, when it was stored with them (in the same append)
 
 
-def conversation_key(body: dict[str, Any], header: str | None) -> str:
-    """The external id of the conversation a request belongs to (see the module docstring)."""
-    metadata = body.get("metadata")
-    user_id = metadata.get("user_id") if isinstance(metadata, dict) else None
-    if isinstance(user_id, str) and user_id.strip():
-        # An agent's own session id (Claude Code's) covers several conversations: the main one, each
-        # subagent's, the small requests it makes on the side (a title, a check). Their system prompts
-        # tell them apart; a conversation the agent compacted itself keeps its system prompt, and so
-        # its key (it continues in a fresh session linked to the old one).
-        prompt = hashlib.sha256(canonical(system_text(body.get("system")))).hexdigest()[:12]
-        user_id = f"{user_id.strip()}#{prompt}"
-    for given in (header, user_id):
-        if isinstance(given, str) and given.strip():
-            given = given.strip()
-            # An id a column can't hold as it is (too long, a NUL, a lone surrogate) is hashed.
-            fits = len(given) <= EXTERNAL_ID_MAX and "\x00" not in given and given.isprintable()
-            return given if fits and encodes(given) else "proxy-" + hashlib.sha256(canonical(given)).hexdigest()[:32]
-    messages = as_list(body.get("messages"))
-    start = {"system": body.get("system"), "first": messages[:1]}
-    return "proxy-" + hashlib.sha256(canonical(start)).hexdigest()[:32]
-
-
 def proxy_session_for(*, user: User, project: Project, key: str, body: dict[str, Any]) -> AgentSession:
     """The session of conversation ``key`` in ``project``, made on its first request (with the
     request's model, system prompt and tools); a closed one (archived, handed off) is continued in a
@@ -102,7 +77,7 @@ def proxy_session_for(*, user: User, project: Project, key: str, body: dict[str,
     found = _current(project, key)
     if found is not None:
         return found if found.status == SessionStatus.ACTIVE else _continue_in_fresh_session(found, body, key)
-    name, model = f"proxy {key[:60]}", _model(body)
+    name, model = session_name(body), _model(body)
     try:
         try:
             return agent_sessions.session_create(
@@ -358,15 +333,6 @@ def _sessions() -> QuerySet[AgentSession]:
     # Without the system prompt and the tools, read on every request otherwise: an agent such as
     # Claude Code sends tens of kB of tool definitions (they are read when a context is built).
     return AgentSession.objects.select_related("project", "project__policy").defer("system_prompt", "tools")
-
-
-def system_text(system: Any) -> str:
-    """A request's ``system`` (a string or a list of text blocks) as the session's system prompt."""
-    if isinstance(system, str):
-        return system
-    if isinstance(system, list):
-        return "\n\n".join(b["text"] for b in system if isinstance(b, dict) and isinstance(b.get("text"), str))
-    return ""
 
 
 def _model(body: dict[str, Any]) -> str:

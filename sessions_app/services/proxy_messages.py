@@ -42,7 +42,7 @@ def replies_as_the_agent_kept_them(session: AgentSession, replies: dict[int, Any
             copy = normalized(messages[seq - 1], seq - 1)
         except MessageError:
             continue
-        if copy.role == "assistant" and copy.content != content:
+        if copy.role == "assistant" and identity(copy.content) != identity(content):
             copies[seq] = copy
     if not copies:
         return
@@ -196,11 +196,49 @@ def normalized(raw: Any, index: int) -> NormalizedMessage:
 
 
 def client_id(index: int, message: Any) -> str:
-    """A request message's client id: its place and a hash of what it says, so resending the same
-    history stores nothing twice and a changed history is told apart."""
+    """A request message's client id: its place and a hash of what it says (its ``identity``), so
+    resending the same history, in whatever form, stores nothing twice and a changed history is told
+    apart."""
     if isinstance(message, dict):
-        message = {"role": message.get("role"), "content": message.get("content")}
+        message = {"role": message.get("role"), "content": identity(message.get("content"))}
     return f"px-{index}-{hashlib.sha256(canonical(message)).hexdigest()[:24]}"
+
+
+def identity(content: Any) -> Any:
+    """What a message's content says, whatever form a client gives it: without ``cache_control`` (a
+    caching hint that Claude Code moves to the newest message with every request), and text as its
+    words — a string, one text block and several in a row are the same text (Claude Code sends the
+    newest user message as blocks, then as a string). Only for comparing: content is stored as it came."""
+    if isinstance(content, str):
+        return _text_run([content])
+    if not isinstance(content, list):
+        return content
+    said: list[Any] = []
+    texts: list[str] = []
+    for block in content:
+        # A text block with more than its text (citations) is a block of its own.
+        plain = isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
+        if plain and set(block) <= {"type", "text", "cache_control"}:
+            texts.append(block["text"])
+            continue
+        said += _text_run(texts)
+        texts = []
+        said.append(_block_identity(block))
+    return said + _text_run(texts)
+
+
+def _text_run(texts: list[str]) -> list[str]:
+    words = " ".join(" ".join(texts).split())
+    return [words] if words else []
+
+
+def _block_identity(block: Any) -> Any:
+    if not isinstance(block, dict):
+        return block
+    said = {k: v for k, v in block.items() if k != "cache_control"}
+    if said.get("type") == "tool_result" and "content" in said:
+        said["content"] = identity(said["content"])
+    return said
 
 
 def as_list(value: Any) -> list[Any]:
