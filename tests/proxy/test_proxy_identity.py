@@ -24,6 +24,7 @@ from sessions_app.selectors import usage
 from sessions_app.services import proxy
 from sessions_app.services.proxy_identity import conversation_key, session_name
 from sessions_app.services.proxy_messages import identity
+from tests.fakes.anthropic_server import default_count_tokens
 from tests.hypothesis_budget import DATABASE
 from tests.shared_data import SHARED_DATA
 
@@ -52,7 +53,7 @@ def conversations(draw: Any) -> list[dict[str, Any]]:
 
 
 def exchanges(messages: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
-    """Each request (the history up to an assistant message) and its answer, with usage."""
+    """Each request (the history up to an assistant message) and its answer, with its usage."""
     return [
         (
             messages[:at],
@@ -62,7 +63,8 @@ def exchanges(messages: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]]
                 "role": "assistant",
                 "content": message["content"],
                 "stop_reason": "end_turn",
-                "usage": {"input_tokens": 50 + 10 * at, "output_tokens": 7},
+                # What the fake API counts of the request: a figure ctxweb believes (a far one is flagged).
+                "usage": {"input_tokens": default_count_tokens({"messages": messages[:at]}), "output_tokens": 7},
             },
         )
         for at, message in enumerate(messages)
