@@ -2,6 +2,7 @@
 30 MB request body, a 50 MB whole reply and a 50 MB streamed reply.
 
     .venv/bin/python bench/proxy_memory.py [--body-mb 30] [--reply-mb 50] [--only body|reply|stream]
+        [--delta-chars 24]    # characters per streamed text delta (100000: the hostile re-test's shape)
 
 ctxweb runs under gunicorn (one sync worker) on a fresh Postgres database; the upstream is the fake
 Anthropic server in its own process (``tests/fakes``). Each scenario starts its own server, so the
@@ -82,8 +83,8 @@ def settled(pid: int, quiet: float = 3.0, limit: float = 600.0) -> float:
     return last
 
 
-def scenario(name: str, body: dict[str, Any], reply: str) -> None:
-    with FakeAnthropicProcess() as fake:
+def scenario(name: str, body: dict[str, Any], reply: str, text_piece: int) -> None:
+    with FakeAnthropicProcess(text_piece=text_piece) as fake:
         extra_env = {"CTX_PROXY_UPSTREAM_URL": fake.base_url, "CTX_PROXY_TIMEOUT": "600"}
         with gunicorn_on_postgres(
             f"ctxweb_pcost_{name}_{os.getpid()}", workers=1, extra_env=extra_env, extra_args=["--timeout", "600"]
@@ -168,6 +169,7 @@ def main() -> None:
     parser.add_argument("--body-mb", type=float, default=30)
     parser.add_argument("--reply-mb", type=float, default=50)
     parser.add_argument("--only", choices=["body", "reply", "stream"], action="append")
+    parser.add_argument("--delta-chars", type=int, default=24, help="characters per streamed text delta")
     args = parser.parse_args()
     small = [{"role": "user", "content": "Write it all out."}]
     base = {"model": "claude-sonnet-4-5", "max_tokens": 64000}
@@ -176,11 +178,14 @@ def main() -> None:
     plans = {
         "body": ({**base, "messages": history(int(args.body_mb * MB))}, "Done."),
         "reply": ({**base, "messages": small}, "x" * int(args.reply_mb * MB)),
-        "stream": ({**base, "messages": small, "stream": True}, "y" * int(args.reply_mb * MB * 24 / 130)),
+        "stream": (
+            {**base, "messages": small, "stream": True},
+            "y" * int(args.reply_mb * MB * args.delta_chars / (args.delta_chars + 106)),
+        ),
     }
     for name in args.only or list(plans):
         body, reply = plans[name]
-        scenario(name, body, reply)
+        scenario(name, body, reply, args.delta_chars)
 
 
 if __name__ == "__main__":

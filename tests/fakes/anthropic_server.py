@@ -986,9 +986,16 @@ class FakeAnthropicProcess:
     Celery worker): ``with FakeAnthropicProcess() as proc: env["ANTHROPIC_BASE_URL"] = proc.base_url``."""
 
     def __init__(
-        self, port: int = 0, *, api_key: str | None = None, python: str | None = None, startup_timeout: float = 15.0
+        self,
+        port: int = 0,
+        *,
+        api_key: str | None = None,
+        python: str | None = None,
+        startup_timeout: float = 15.0,
+        text_piece: int = _TEXT_PIECE,
     ) -> None:
         self.port_requested = port
+        self.text_piece = text_piece
         self.api_key = api_key
         self.python = python or sys.executable
         self.startup_timeout = startup_timeout
@@ -997,6 +1004,7 @@ class FakeAnthropicProcess:
 
     def start(self) -> FakeAnthropicProcess:
         cmd = [self.python, "-m", "tests.fakes.anthropic_server", "--port", str(self.port_requested)]
+        cmd += ["--text-piece", str(self.text_piece)]
         if self.api_key is not None:
             cmd += ["--api-key", self.api_key]
         env = dict(os.environ)
@@ -1046,13 +1054,16 @@ def read_base_url(process: subprocess.Popen[str], timeout: float = 15.0) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _TEXT_PIECE  # --text-piece: the process streams with it
     parser = argparse.ArgumentParser(description="Fake Anthropic API server for tests (loopback only).")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
     parser.add_argument("--api-key", default=None, help="require exactly this key (default: any non-empty key)")
     parser.add_argument("--default-reply", default=DEFAULT_REPLY)
     parser.add_argument("--verbose", action="store_true", help="log requests to stderr")
+    parser.add_argument("--text-piece", type=int, default=_TEXT_PIECE, help="characters per streamed text_delta")
     args = parser.parse_args(argv)
+    _TEXT_PIECE = max(1, args.text_piece)
 
     server = FakeAnthropic(
         args.host, args.port, api_key=args.api_key, default_reply=args.default_reply, verbose=args.verbose
