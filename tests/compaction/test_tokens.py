@@ -1,4 +1,5 @@
 import base64
+import json
 import struct
 
 import pytest
@@ -12,6 +13,7 @@ from compaction.tokens import (
     calibrate,
     image_tokens,
 )
+from tests import hostile_json as hj
 
 tok = OfflineTokenizer()
 
@@ -110,7 +112,17 @@ messages_strategy = st.lists(
             "role": st.sampled_from(["user", "assistant"]),
             "content": st.one_of(
                 st.text(max_size=200),
-                st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=100)}), max_size=3),
+                st.lists(
+                    st.one_of(
+                        st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=100)}),
+                        hj.other_block(),
+                        st.builds(
+                            lambda inner: {"type": "tool_result", "tool_use_id": "t", "content": inner},
+                            st.lists(st.one_of(hj.tool_reference_block, hj.other_block()), max_size=3),
+                        ),
+                    ),
+                    max_size=3,
+                ),
             ),
         }
     ),
@@ -152,3 +164,17 @@ def test_the_exact_counter_builds_its_sdk_client_at_the_first_count_only(monkeyp
     assert counter.count_request(model="m", system=None, tools=None, messages=messages) == 7
     assert counter.count_request(model="m", system=None, tools=None, messages=messages) == 7
     assert built == [{"api_key": "k", "base_url": "http://127.0.0.1:9", "timeout": 3.0, "max_retries": 0}]
+
+
+@given(block=hj.other_block())
+def test_a_block_of_a_type_not_read_costs_its_json(block):
+    own_json = json.dumps(block, ensure_ascii=False, separators=(",", ":"))
+    assert tok.count_block(block) == DEFAULT_FRAMING.block + tok.count_text(own_json)
+    result = {"type": "tool_result", "tool_use_id": "t", "content": [block]}
+    assert tok.count_block(result) == DEFAULT_FRAMING.tool_result + tok.count_block(block)
+
+
+@pytest.mark.parametrize("source", [None, "a string", ["a", "list"], 5])
+def test_an_image_or_document_without_a_source_object_is_counted_not_raised(source):
+    assert tok.count_block({"type": "image", "source": source}) == DEFAULT_FRAMING.block + IMAGE_DEFAULT_TOKENS
+    assert tok.count_block({"type": "document", "source": source}) == DEFAULT_FRAMING.block
