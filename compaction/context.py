@@ -32,11 +32,34 @@ def _as_text(block: dict[str, Any]) -> dict[str, Any]:
         args = json.dumps(block.get("input", {}), ensure_ascii=False)
         return {"type": "text", "text": f"[tool call {block.get('name')} ({block.get('id')}): {args}]"}
     if block.get("type") == "tool_result":
-        inner = block.get("content", "")
-        if isinstance(inner, list):
-            inner = "\n".join(p.get("text", "") for p in inner if isinstance(p, dict) and p.get("type") == "text")
+        inner = _result_text(block.get("content", ""))
         return {"type": "text", "text": f"[tool result for {block.get('tool_use_id')}]\n{inner}"}
     return block
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(t for p in content if isinstance(p, dict) and (t := block_as_text(p)) is not None)
+    return content if isinstance(content, str) else ""
+
+
+def block_as_text(block: dict[str, Any]) -> str | None:
+    """What a block says, as text, for a reader with no such block (an OpenAI request, a result made
+    text); None for reasoning, which was signed for its own provider and is left out."""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind in ("tool_use", "tool_result"):
+        return str(_as_text(block)["text"])
+    if kind in ("thinking", "redacted_thinking"):
+        return None
+    source = _source(block)
+    if kind == "document" and source.get("type") == "text":
+        return str(source.get("data", ""))
+    if kind in ("image", "document"):
+        return f"[{kind}]"
+    # A server tool's block, Claude Code's tool_reference, a type not known yet: its JSON says it.
+    return f"[{kind}] {json.dumps(block, ensure_ascii=False)}"
 
 
 def to_anthropic_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -46,7 +69,7 @@ def to_anthropic_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, 
         role = msg["role"]
         blocks = _blocks(msg.get("content", ""))
         if role == "system":
-            text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            text = "\n".join(t for b in blocks if (t := block_as_text(b)) is not None)
             blocks = [{"type": "text", "text": f"<system>\n{text}\n</system>"}]
         api_role = "assistant" if role == "assistant" else "user"
         # Calls belong to the assistant and results to the user; anything else is kept as text.
@@ -110,7 +133,7 @@ def to_openai_messages(messages: Sequence[dict[str, Any]], *, system: str | None
     for msg in messages:
         role = msg["role"]
         blocks = _blocks(msg.get("content", ""))
-        texts = [b.get("text", "") for b in blocks if b.get("type") == "text"]
+        texts = [t for b in blocks if b.get("type") != "tool_use" and (t := block_as_text(b)) is not None]
         if role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
             calls = [
@@ -128,20 +151,16 @@ def to_openai_messages(messages: Sequence[dict[str, Any]], *, system: str | None
             continue
         for b in blocks:
             if b.get("type") == "tool_result":
-                inner = b.get("content", "")
-                if isinstance(inner, list):
-                    inner = "\n".join(
-                        p.get("text", "") for p in inner if isinstance(p, dict) and p.get("type") == "text"
-                    )
+                inner = _result_text(b.get("content", ""))
                 out.append({"role": "tool", "tool_call_id": b["tool_use_id"], "content": inner})
         parts: list[dict[str, Any]] = []
         for b in blocks:
-            if b.get("type") == "text":
-                parts.append({"type": "text", "text": b["text"]})
-            elif b.get("type") == "image":
+            if b.get("type") == "image":
                 src = b.get("source", {})
                 url = src.get("url") or f"data:{src.get('media_type', 'image/png')};base64,{src.get('data', '')}"
                 parts.append({"type": "image_url", "image_url": {"url": url}})
+            elif b.get("type") != "tool_result" and (text := block_as_text(b)) is not None:
+                parts.append({"type": "text", "text": text})
         if role == "tool" and not parts:
             continue
         if parts or not any(b.get("type") == "tool_result" for b in blocks):
@@ -163,3 +182,8 @@ def openai_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         }
         for t in tools
     ]
+
+
+def _source(block: dict[str, Any]) -> dict[str, Any]:
+    source = block.get("source")
+    return source if isinstance(source, dict) else {}

@@ -1,11 +1,16 @@
 """Validation and normalisation of incoming messages (the REST body, an import, a hook upload).
 
 Everything that reaches storage has been through ``normalize_message``: roles are known, content
-is a string or a list of well-formed blocks, and OpenAI-style ``tool_calls`` / ``tool_call_id``
+is a string or a list of blocks, and OpenAI-style ``tool_calls`` / ``tool_call_id``
 have become Anthropic-style ``tool_use`` / ``tool_result`` blocks, so the rest of ctxweb speaks one
 shape. A NUL character (U+0000, say in the output of ``cat`` on a binary file) becomes U+FFFD: stored
 text can't hold it (PostgreSQL's text and jsonb refuse it), and refusing the message would stall an
 agent that resends it.
+
+A block is stored as it came whatever its type (any object with a string ``type``): a client's history
+holds what its provider sends, the provider's server tool blocks (``server_tool_use``,
+``web_search_tool_result``, …), Claude Code's ``tool_reference`` in a tool result, types added after
+this was written. Only the types ctxweb reads are checked, for what its readers rely on.
 """
 
 from __future__ import annotations
@@ -19,34 +24,6 @@ from . import jsonvalues
 from .types import ROLES
 
 NUL, REPLACEMENT = "\x00", "\ufffd"
-# ``compaction``: the summary Anthropic's server-side compaction returns, which the agent sends back.
-# The blocks of the provider's own tools (web search and fetch, code execution, MCP connectors, tool
-# search) come back in the model's replies and go round in the agent's history: stored as they came,
-# counted by their JSON, shown as such. (Claude Code's WebSearch is Anthropic's web search tool.)
-SERVER_TOOL_BLOCK_TYPES = (
-    "server_tool_use",
-    "web_search_tool_result",
-    "web_fetch_tool_result",
-    "code_execution_tool_result",
-    "bash_code_execution_tool_result",
-    "text_editor_code_execution_tool_result",
-    "tool_search_tool_result",
-    "mcp_tool_use",
-    "mcp_tool_result",
-    "container_upload",
-    "search_result",
-)
-BLOCK_TYPES = (
-    "text",
-    "tool_use",
-    "tool_result",
-    "image",
-    "thinking",
-    "redacted_thinking",
-    "document",
-    "compaction",
-    *SERVER_TOOL_BLOCK_TYPES,
-)
 CLIENT_ID_MAX = 200
 TOOL_ID_MAX = 255  # the ToolUse index's column
 # Real UTC offsets run from -12:00 to +14:00; PostgreSQL refuses beyond ±15:59, Python reads up to ±23:59.
@@ -200,12 +177,10 @@ def parse_created_at(value: str) -> datetime | None:
     return parsed if EARLIEST <= moment <= LATEST else None
 
 
-def _normalize_block(block: Any, fail: Callable[[str, str], MessageError], where: str) -> dict[str, Any]:
-    if not isinstance(block, dict):
-        raise fail(f"{where} must be a content block object, not {_kind(block)}", "invalid_content")
-    kind = block.get("type")
-    if kind not in BLOCK_TYPES:
-        raise fail(f"{where}.type must be one of {', '.join(BLOCK_TYPES)}; got {kind!r}", "invalid_content")
+def _normalize_block(raw: Any, fail: Callable[[str, str], MessageError], where: str) -> dict[str, Any]:
+    """The block as it came when it is an object with a string ``type``; a type ctxweb reads is
+    checked for what its readers rely on (a text's string, a call's id and name, a result's call id)."""
+    block, kind = _typed(raw, fail, where)
     if kind == "text" and not isinstance(block.get("text"), str):
         raise fail(f"{where}: a text block needs a string 'text'", "invalid_content")
     if kind == "tool_use":
@@ -223,21 +198,41 @@ def _normalize_block(block: Any, fail: Callable[[str, str], MessageError], where
         inner = block.get("content", "")
         if isinstance(inner, list):
             for j, part in enumerate(inner):
-                if not isinstance(part, dict) or part.get("type") not in ("text", "image", "document"):
-                    raise fail(f"{where}.content[{j}] must be a text, image or document block", "invalid_content")
-                if part.get("type") == "text" and not isinstance(part.get("text"), str):
-                    raise fail(f"{where}.content[{j}]: a text block needs a string 'text'", "invalid_content")
+                _result_part(part, fail, f"{where}.content[{j}]")
         elif inner is not None and not isinstance(inner, str):
             raise fail(f"{where}: tool_result 'content' must be a string or a list of blocks", "invalid_content")
         if "is_error" in block and not isinstance(block["is_error"], bool):
             raise fail(f"{where}: tool_result 'is_error' must be true or false", "invalid_content")
+    _check_part(block, kind, fail, where)
+    return block
+
+
+def _result_part(raw: Any, fail: Callable[[str, str], MessageError], where: str) -> None:
+    # Calls and results pair up at a message's top level only: one nested in a result answers nothing.
+    part, kind = _typed(raw, fail, where)
+    if kind in ("tool_use", "tool_result"):
+        raise fail(f"{where}: a tool_result's content can't hold a {kind} block", "invalid_content")
+    if kind == "text" and not isinstance(part.get("text"), str):
+        raise fail(f"{where}: a text block needs a string 'text'", "invalid_content")
+    _check_part(part, kind, fail, where)
+
+
+def _check_part(block: dict[str, Any], kind: str, fail: Callable[[str, str], MessageError], where: str) -> None:
     if kind == "image" and not isinstance(block.get("source"), dict):
         raise fail(f"{where}: an image block needs a 'source' object", "invalid_content")
     if kind == "thinking" and not isinstance(block.get("thinking", ""), str):
         raise fail(f"{where}: a thinking block needs a string 'thinking'", "invalid_content")
     if kind == "compaction" and not isinstance(block.get("content"), str | None):
         raise fail(f"{where}: a compaction block's 'content' is a string or null", "invalid_content")
-    return block
+
+
+def _typed(block: Any, fail: Callable[[str, str], MessageError], where: str) -> tuple[dict[str, Any], str]:
+    if not isinstance(block, dict):
+        raise fail(f"{where} must be a content block object, not {_kind(block)}", "invalid_content")
+    kind = block.get("type")
+    if not _nonempty_str(kind):
+        raise fail(f"{where}.type must be a non-empty string (the block's type); got {kind!r}", "invalid_content")
+    return block, str(kind)
 
 
 def _with_tool_calls(

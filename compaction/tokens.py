@@ -147,18 +147,19 @@ class OfflineTokenizer:
         if kind == "tool_result":
             inner = block.get("content", "")
             return f.tool_result + self.count_content(inner)
+        source = _source(block)
         if kind == "image":
-            return f.block + image_tokens(block.get("source") or {})
+            return f.block + image_tokens(source)
         if kind == "thinking":
             return f.block + self.count_text(str(block.get("thinking", "")))
         if kind == "redacted_thinking":
             return f.block
         if kind == "compaction":  # its summary is what the model reads of it
             return f.block + self.count_text(str(block.get("content") or ""))
-        if kind == "document":
-            source = block.get("source") or {}
+        if kind == "document":  # its text when it is text; a PDF's pages are not read offline
             return f.block + self.count_text(str(source.get("data", "") if source.get("type") == "text" else ""))
-        # An unknown block still costs what its JSON costs.
+        # Any other block (a server tool's, Claude Code's tool_reference, a type not known yet) costs
+        # about what its JSON costs.
         return f.block + self.count_text(_json(block))
 
     def count_content(self, content: str | Sequence[dict[str, Any]] | None) -> int:
@@ -311,3 +312,8 @@ class ExactCounter:
             max_retries=self.max_retries,
         )
         return int(result.input_tokens)
+
+
+def _source(block: dict[str, Any]) -> dict[str, Any]:
+    source = block.get("source")
+    return source if isinstance(source, dict) else {}

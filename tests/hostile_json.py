@@ -480,6 +480,93 @@ document_block = st.fixed_dictionaries(
     }
 )
 
+# Blocks ctxweb stores as they came and reads only as JSON: the provider's server tool blocks, Claude
+# Code's tool_reference (ToolSearch's results), and any type not known yet ("text" and the other
+# types ctxweb reads are left out: their fields are checked).
+CHECKED_BLOCK_TYPES = ("text", "tool_use", "tool_result", "image", "thinking", "compaction")
+READ_BLOCK_TYPES = (*CHECKED_BLOCK_TYPES, "document", "redacted_thinking")  # counted by what they hold
+OTHER_BLOCK_TYPES = st.one_of(
+    st.sampled_from(
+        [
+            "tool_reference",
+            "server_tool_use",
+            "web_search_tool_result",
+            "search_result",
+            "container_upload",
+            "mcp_tool_result",
+            "hologram_20270101",
+        ]
+    ),
+    PLAIN.filter(lambda t: bool(t) and t not in READ_BLOCK_TYPES),
+)
+PLAIN_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.floats(-1e15, 1e15), PLAIN),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(PLAIN, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+plain_text_block = st.builds(lambda t: {"type": "text", "text": t}, PLAIN)
+
+
+def other_block(
+    values: st.SearchStrategy = PLAIN_JSON, texts: st.SearchStrategy = plain_text_block
+) -> st.SearchStrategy:
+    """A block of a type ctxweb does not read, with any fields (``values``), nested content too."""
+    return st.builds(
+        lambda kind, fields, nested: {**fields, **nested, "type": kind},
+        OTHER_BLOCK_TYPES,
+        st.dictionaries(PLAIN.filter(lambda k: k != "type"), values, max_size=3),
+        st.one_of(st.just({}), st.builds(lambda inner: {"content": inner}, st.lists(texts, max_size=2))),
+    )
+
+
+tool_reference_block = st.builds(lambda name: {"type": "tool_reference", "tool_name": name}, PLAIN)
+
+
+_other_blocks = st.lists(other_block(), min_size=1, max_size=3)
+
+
+@st.composite
+def block_conversations(draw: Any) -> list[dict[str, Any]]:
+    """A prompt, a reply with such blocks around a tool call, its result holding ``tool_reference``
+    and other blocks, and a user message with such blocks."""
+    result = draw(st.lists(st.one_of(tool_reference_block, other_block(), plain_text_block), max_size=4))
+    return [
+        {"role": "user", "content": draw(PLAIN)},
+        {
+            "role": "assistant",
+            "content": [
+                *draw(_other_blocks),
+                {"type": "tool_use", "id": "toolu_s1", "name": "ToolSearch", "input": {"query": "select:Read"}},
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_s1", "content": result}]},
+        {"role": "user", "content": [*draw(_other_blocks), {"type": "text", "text": "go on"}]},
+    ]
+
+
+def without_nul(value: Any) -> Any:
+    """``value`` as ctxweb stores it: each NUL (keys too) is U+FFFD (docs/INGEST.md)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_nul(v) for v in value]
+    return value
+
+
+def unread_blocks(content: Any) -> list[dict[str, Any]]:
+    """The blocks of ``content`` ctxweb does not read, a tool result's included."""
+    out = []
+    for block in content if isinstance(content, list) else []:
+        if block["type"] == "tool_result" and isinstance(block["content"], list):
+            out += [b for b in block["content"] if b["type"] not in READ_BLOCK_TYPES]
+        elif block["type"] not in READ_BLOCK_TYPES:
+            out.append(block)
+    return out
+
 
 def tool_use_block(tool_id: Any) -> st.SearchStrategy:
     return with_extra(
@@ -495,7 +582,17 @@ def tool_result_block(tool_id: Any) -> st.SearchStrategy:
             {
                 "type": st.just("tool_result"),
                 "tool_use_id": st.just(tool_id),
-                "content": sometimes(st.one_of(text(), st.lists(text_block, max_size=2)), HOSTILE, 5),
+                "content": sometimes(
+                    st.one_of(
+                        text(),
+                        st.lists(text_block, max_size=2),
+                        st.lists(
+                            st.one_of(text_block, tool_reference_block, other_block(JSON_ANY, text_block)), max_size=3
+                        ),
+                    ),
+                    HOSTILE,
+                    5,
+                ),
             },
             optional={"is_error": sometimes(st.booleans())},
         )
@@ -503,7 +600,13 @@ def tool_result_block(tool_id: Any) -> st.SearchStrategy:
 
 
 contents = sometimes(
-    st.one_of(text(), st.lists(st.one_of(text_block, image_block, thinking_block, document_block), max_size=3))
+    st.one_of(
+        text(),
+        st.lists(
+            st.one_of(text_block, image_block, thinking_block, document_block, other_block(JSON_ANY, text_block)),
+            max_size=3,
+        ),
+    )
 )
 
 

@@ -1,9 +1,11 @@
 import itertools
+import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.context import to_anthropic_messages, to_openai_messages
+from tests import hostile_json as hj
 from tests.hypothesis_budget import ENGINE
 
 
@@ -74,3 +76,42 @@ def test_openai_format_maps_calls_and_results():
     assert out[0] == {"role": "system", "content": "sys"}
     assert out[2]["tool_calls"][0]["function"] == {"name": "f", "arguments": '{"a": 1}'}
     assert out[3] == {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+
+
+other_message = st.builds(
+    lambda role, content: {"role": role, "content": content},
+    st.sampled_from(["user", "assistant", "tool", "system"]),
+    st.lists(
+        st.one_of(
+            block,
+            hj.other_block(),
+            st.builds(
+                lambda i, inner: {"type": "tool_result", "tool_use_id": i, "content": inner},
+                ids,
+                st.lists(st.one_of(hj.tool_reference_block, hj.other_block()), max_size=2),
+            ),
+        ),
+        max_size=4,
+    ),
+)
+
+
+@settings(ENGINE)
+@given(st.lists(other_message, min_size=1, max_size=8))
+def test_blocks_of_types_not_read_reach_both_formats(messages):
+    """As they came in an Anthropic request; as text in an OpenAI one, which has no such parts."""
+    others = [b for m in messages for b in m["content"] if b["type"] not in hj.READ_BLOCK_TYPES]
+    anthropic = to_anthropic_messages(messages)
+    assert_valid_anthropic(anthropic)
+    for b in (b for m in messages if m["role"] != "system" for b in m["content"]):  # a system one is text
+        if b["type"] not in hj.READ_BLOCK_TYPES:
+            assert any(b in m["content"] for m in anthropic)
+    openai = to_openai_messages(messages, system=None)
+    for m in openai:
+        content = m.get("content")
+        assert content is None or isinstance(content, str) or all(p["type"] in ("text", "image_url") for p in content)
+    said = json.dumps(openai, ensure_ascii=False)
+    results = [b["content"] for m in messages for b in m["content"] if b["type"] == "tool_result"]
+    nested = [p for content in results if isinstance(content, list) for p in content]
+    for b in [*others, *nested]:
+        assert json.dumps(f"[{b['type']}]", ensure_ascii=False)[1:-1] in said, b

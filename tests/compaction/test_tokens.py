@@ -15,6 +15,7 @@ from compaction.tokens import (
     calibrate,
     image_tokens,
 )
+from tests import hostile_json as hj
 from tests.hypothesis_budget import ENGINE
 
 tok = OfflineTokenizer()
@@ -114,7 +115,17 @@ messages_strategy = st.lists(
             "role": st.sampled_from(["user", "assistant"]),
             "content": st.one_of(
                 st.text(max_size=200),
-                st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=100)}), max_size=3),
+                st.lists(
+                    st.one_of(
+                        st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=100)}),
+                        hj.other_block(),
+                        st.builds(
+                            lambda inner: {"type": "tool_result", "tool_use_id": "t", "content": inner},
+                            st.lists(st.one_of(hj.tool_reference_block, hj.other_block()), max_size=3),
+                        ),
+                    ),
+                    max_size=3,
+                ),
             ),
         }
     ),
@@ -193,3 +204,17 @@ def test_the_long_texts_of_the_shared_transcripts_count_as_a_whole(shared_data):
             assert tok.count_text(value) == len(tokens._encoding().encode_ordinary(value))
             counted += 1
     assert counted > 10
+
+
+@given(block=hj.other_block())
+def test_a_block_of_a_type_not_read_costs_its_json(block):
+    own_json = json.dumps(block, ensure_ascii=False, separators=(",", ":"))
+    assert tok.count_block(block) == DEFAULT_FRAMING.block + tok.count_text(own_json)
+    result = {"type": "tool_result", "tool_use_id": "t", "content": [block]}
+    assert tok.count_block(result) == DEFAULT_FRAMING.tool_result + tok.count_block(block)
+
+
+@pytest.mark.parametrize("source", [None, "a string", ["a", "list"], 5])
+def test_an_image_or_document_without_a_source_object_is_counted_not_raised(source):
+    assert tok.count_block({"type": "image", "source": source}) == DEFAULT_FRAMING.block + IMAGE_DEFAULT_TOKENS
+    assert tok.count_block({"type": "document", "source": source}) == DEFAULT_FRAMING.block

@@ -250,11 +250,11 @@ def test_a_gap_is_counted_under_its_own_caller_however_the_key_came(team, fake, 
 
 
 def test_a_message_the_session_cannot_hold_becomes_a_note_and_the_conversation_goes_on(live_server, team, fake):
-    """A block type ctxweb does not know (the API may add one tomorrow): the conversation is not stuck."""
+    """A block the session can't hold (a text block whose text is a number): the conversation is not stuck."""
     from sessions_app.selectors import usage
 
     h = {"ctxweb-api-key": team.bob.key, "x-api-key": "sk-ant-x", "ctxweb-session": "odd"}
-    odd = {"role": "assistant", "content": [{"type": "hologram", "data": "…"}, {"type": "text", "text": "seen"}]}
+    odd = {"role": "assistant", "content": [{"type": "text", "text": 5}, {"type": "text", "text": "seen"}]}
     history: list[dict[str, Any]] = [{"role": "user", "content": "look"}, odd]
     for n in range(3):
         history.append({"role": "user", "content": f"turn {n}"})

@@ -116,7 +116,7 @@ def _nothing_written(session: AgentSession, before: tuple) -> bool:
         pytest.param(b"{not json", 400, "parse_error", id="malformed-json"),
         pytest.param({"role": "robot", "content": "hi"}, 400, "invalid_role", id="unknown-role"),
         pytest.param({"role": "user", "content": 42}, 400, "invalid_content", id="content-wrong-type"),
-        pytest.param({"role": "user", "content": [{"type": "video"}]}, 400, "invalid_content", id="unknown-block"),
+        pytest.param({"role": "user", "content": [{"kind": "video"}]}, 400, "invalid_content", id="block-without-type"),
         pytest.param(
             {"role": "user", "content": [{"type": "text", "text": 5}]}, 400, "invalid_content", id="text-not-string"
         ),
