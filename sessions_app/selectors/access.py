@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.contrib.auth import get_user_model
 from django.db.models import F, Q, QuerySet
 
+from compaction.numbers import whole_number
 from sessions_app.errors import Forbidden, InvalidInput, NotFound
 from sessions_app.models import (
     ROLE_RANK,
@@ -33,13 +34,9 @@ _Row = TypeVar("_Row")
 
 
 def as_pk(ref: Any) -> int | None:
-    """A reference that is a primary key: ASCII digits within a bigint, else None. (``str.isdigit``
-    also holds for "²" and other digits ``int()`` refuses.)"""
-    ref = str(ref)
-    if not (ref.isascii() and ref.isdigit()):
-        return None
-    pk = int(ref)
-    return pk if pk < 2**63 else None
+    """A reference that is a primary key: ASCII digits within a bigint, else None."""
+    pk = whole_number(str(ref), max_digits=19)
+    return pk if pk is not None and pk < 2**63 else None
 
 
 def _storable(*values: Any) -> bool:

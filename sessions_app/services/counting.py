@@ -124,12 +124,11 @@ CALIBRATION_PRIOR_WEIGHT = 5
 PLAUSIBLE_SLACK = 2_000
 
 
-def plausible_count(*, exact: int, raw_estimate: int) -> bool:
+def plausible_count(*, exact: int, raw_estimate: int, slack: int = PLAUSIBLE_SLACK) -> bool:
     """Whether ``exact`` can be a count of the request ``raw_estimate`` estimates: tokenizers differ by
     tens of percent, not by a factor of four (a broken or hostile upstream's figure is not believed)."""
     return (
-        exact <= CALIBRATION_MAX_RATIO * raw_estimate + PLAUSIBLE_SLACK
-        and raw_estimate <= CALIBRATION_MAX_RATIO * exact + PLAUSIBLE_SLACK
+        exact <= CALIBRATION_MAX_RATIO * raw_estimate + slack and raw_estimate <= CALIBRATION_MAX_RATIO * exact + slack
     )
 
 
@@ -138,9 +137,8 @@ def model_calibration_update(*, model: str, exact: int, raw_estimate: int) -> fl
     the last ~50 observations, the starting factor weighing as a few)."""
     if raw_estimate < CALIBRATION_MIN_TOKENS:
         return None
-    # Tokenizers differ by tens of percent, not by a factor of four: a figure that far off is not a
-    # count of this request (a broken or hostile upstream), and one such would move every estimate.
-    if not (raw_estimate <= CALIBRATION_MAX_RATIO * exact and exact <= CALIBRATION_MAX_RATIO * raw_estimate):
+    # A figure that is not a count of this request would move every estimate: no slack here.
+    if not plausible_count(exact=exact, raw_estimate=raw_estimate, slack=0):
         return None
     info = usage.model_info(model)
     with transaction.atomic():
