@@ -1,8 +1,8 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from sessions_app.api import proxy_views
+from sessions_app.api import proxy_base, proxy_views
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -14,6 +14,9 @@ urlpatterns = [
     path("proxy/anthropic/v1/messages", proxy_views.messages, name="proxy-messages"),
     path("proxy/anthropic/v1/messages/count_tokens", proxy_views.count_tokens, name="proxy-count-tokens"),
     path("proxy/openai/v1/chat/completions", proxy_views.chat_completions, name="proxy-chat-completions"),
+    # The bases a client probes, and the dialect's own 404 for any other path under them.
+    re_path(r"^proxy/(?P<dialect>anthropic|openai)/?$", proxy_base.base, name="proxy-base"),
+    re_path(r"^proxy/(?P<dialect>anthropic|openai)/(?P<rest>.+)$", proxy_base.not_forwarded),
     path("", include("sessions_app.web.urls")),
 ]
 
