@@ -80,6 +80,7 @@ def note_oversized(
             project=project(),
             key=proxy_identity.conversation_key(kept or {}, header),
             head=kept or {},
+            agent=proxy_identity.agent_conversation(kept or {}, header),
             size=len(raw),
             limit=settings.CTX_PROXY_RECORD_MAX_BYTES,
         )

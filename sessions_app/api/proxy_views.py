@@ -361,7 +361,9 @@ def _prepare(
     ``proxy_compaction``); otherwise with the reply, once the answer is out, so the caller's first
     byte waits for nothing but finding the session."""
     project = _project(request, user)
-    session = proxy.proxy_session_for(user=user, project=project, key=conversation, body=body)
+    agent = proxy_identity.agent_conversation(body, request.headers.get(SESSION_HEADER, "").strip() or None)
+    session = proxy.proxy_session_for(user=user, project=project, key=conversation, body=body, agent=agent)
+    conversation = session.external_id or conversation  # the agent's main conversation is keyed by its id
     sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0
     if not compacts or not proxy_upstream.compacts_upstream(session, body):
         exchange = _Exchange(session.pk, sent, pending=body, conversation=conversation, gap=gap)

@@ -70,10 +70,22 @@ class Recorded:
     reply: Message | None = None  # the reply, when it was stored with them (in the same append)
 
 
-def proxy_session_for(*, user: User, project: Project, key: str, body: dict[str, Any]) -> AgentSession:
+def proxy_session_for(
+    *, user: User, project: Project, key: str, body: dict[str, Any], agent: tuple[str, str] | None = None
+) -> AgentSession:
     """The session of conversation ``key`` in ``project``, made on its first request (with the
     request's model, system prompt and tools); a closed one (archived, handed off) is continued in a
-    fresh session."""
+    fresh session. ``agent``: the agent's own session id and the request's prompt hash
+    (``proxy_identity.agent_conversation``), when the request names them: the agent's main
+    conversation is then the session with that id, its others are children of it. A caller records
+    into the session's external id (it may not be ``key``)."""
+    parent: AgentSession | None = None
+    metadata: dict[str, Any] = {"source": "proxy"}
+    asked = key
+    if agent is not None:
+        key, parent = _agent_conversation(project, key, body, agent)
+        if key == agent[0]:
+            metadata["prompt"] = agent[1]
     found = _current(project, key)
     if found is not None:
         return found if found.status == SessionStatus.ACTIVE else _continue_in_fresh_session(found, body, key)
@@ -88,17 +100,51 @@ def proxy_session_for(*, user: User, project: Project, key: str, body: dict[str,
                 external_id=key,
                 system_prompt=system_text(body.get("system")),
                 tools=as_list(body.get("tools")),
-                metadata={"source": "proxy"},
+                parent=parent,
+                metadata=metadata,
             )
         except InvalidInput:  # tools or a prompt the session can't hold: recorded without them
             return agent_sessions.session_create(
-                user=user, project=project, name=name, model=model, external_id=key, metadata={"source": "proxy"}
+                user=user, project=project, name=name, model=model, external_id=key, parent=parent, metadata=metadata
             )
     except Conflict as exc:
         found = _current(project, key)  # another request of the conversation made it first
         if exc.code != "duplicate_external_id" or found is None:
             raise
+        if agent is not None and key == agent[0] and found.metadata.get("prompt") != agent[1]:
+            return proxy_session_for(user=user, project=project, key=asked, body=body, agent=agent)  # not ours: a child
         return found
+
+
+def _agent_conversation(
+    project: Project, key: str, body: dict[str, Any], agent: tuple[str, str]
+) -> tuple[str, AgentSession | None]:
+    """Which of an agent's conversations a request is: the main one (keyed by the agent's session id,
+    as the session its hook records is) when it has that session's prompt, or when no session has
+    the id yet and the request offers tools (a side request, a title, offers none); else one of its
+    others, keyed ``key``, with the main session as parent. A session the hook made with that id
+    and stored nothing in yet is taken over (the hook's uploads then add nothing to it:
+    ``services.transcript_sync``); one the hook already records is the parent of the proxy's."""
+    main, prompt = agent
+    owner = _current(project, main)
+    if owner is None:
+        return (main, None) if as_list(body.get("tools")) else (key, None)
+    if owner.metadata.get("prompt") == prompt or _taken_over(owner, prompt):
+        return main, None
+    return key, owner
+
+
+def _taken_over(session: AgentSession, prompt: str) -> bool:
+    if "prompt" in session.metadata or session.last_seq:
+        return False
+    with transaction.atomic():
+        locked = AgentSession.objects.select_for_update().filter(pk=session.pk, last_seq=0).first()
+        if locked is None or "prompt" in locked.metadata:
+            return False
+        locked.metadata = {**locked.metadata, "source": "proxy", "prompt": prompt}
+        AgentSession.objects.filter(pk=locked.pk).update(metadata=locked.metadata)
+    session.metadata = locked.metadata
+    return True
 
 
 def proxy_session(session_id: int) -> AgentSession | None:
@@ -311,7 +357,7 @@ def _continue_in_fresh_session(session: AgentSession, body: dict[str, Any], key:
                     tools=as_list(body.get("tools")),
                     external_id=key,
                     parent=session,
-                    metadata={"source": "proxy", "continues": session.pk},
+                    metadata=_continuing(session),
                 )
         except (Conflict, InvalidInput) as exc:
             found = _current(session.project, key)
@@ -319,10 +365,15 @@ def _continue_in_fresh_session(session: AgentSession, body: dict[str, Any], key:
                 if isinstance(exc, InvalidInput):  # tools or a prompt a session can't hold: without them
                     return agent_sessions.session_create(
                         user=session.owner, project=session.project, name=session.name, model=_model(body),
-                        external_id=key, parent=session, metadata={"source": "proxy", "continues": session.pk},
+                        external_id=key, parent=session, metadata=_continuing(session),
                     )  # fmt: skip
                 raise
             return found
+
+
+def _continuing(session: AgentSession) -> dict[str, Any]:
+    prompt = {"prompt": session.metadata["prompt"]} if "prompt" in session.metadata else {}
+    return {"source": "proxy", "continues": session.pk, **prompt}
 
 
 def _current(project: Project, key: str) -> AgentSession | None:

@@ -51,7 +51,7 @@ def conversation_key(body: dict[str, Any], header: str | None) -> str:
         # subagent's, the small requests it makes on the side (a title, a check). Their system prompts
         # tell them apart; a conversation the agent compacted itself keeps its system prompt, and so
         # its key (it continues in a fresh session linked to the old one).
-        user_id = f"{user_id}#{hashlib.sha256(canonical(prompt_identity(body.get('system')))).hexdigest()[:12]}"
+        user_id = f"{user_id}#{prompt_hash(body)}"
     for given in (header, user_id):
         if isinstance(given, str) and given.strip():
             given = given.strip()
@@ -64,6 +64,26 @@ def conversation_key(body: dict[str, Any], header: str | None) -> str:
     ]
     start = {"system": prompt_identity(body.get("system")), "first": first}
     return "proxy-" + hashlib.sha256(canonical(start)).hexdigest()[:32]
+
+
+def agent_conversation(body: dict[str, Any], header: str | None) -> tuple[str, str] | None:
+    """``(agent session id, prompt hash)`` when the request names its agent's session (Claude Code
+    does, in ``metadata.user_id``) and no ``ctxweb-session`` header names the session instead. The
+    agent's main conversation is recorded under the bare id (the external id its hook's session
+    has, so both meet in one session); its subagents and side requests under ``conversation_key``'s
+    ``<id>#<prompt hash>``, as children of the main one (``services.proxy``)."""
+    if isinstance(header, str) and header.strip():
+        return None
+    user_id = _agent_session_id(body.get("metadata"))
+    if user_id is None:
+        return None
+    fits = len(user_id) <= EXTERNAL_ID_MAX and "\x00" not in user_id and user_id.isprintable() and encodes(user_id)
+    main = user_id if fits else "proxy-" + hashlib.sha256(canonical(user_id)).hexdigest()[:32]
+    return main, prompt_hash(body)
+
+
+def prompt_hash(body: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical(prompt_identity(body.get("system")))).hexdigest()[:12]
 
 
 def _agent_session_id(metadata: Any) -> str | None:

@@ -15,11 +15,18 @@ if TYPE_CHECKING:
 
 
 def proxy_oversized_note(
-    *, user: User, project: Project, key: str, head: dict[str, Any], size: int, limit: int
+    *,
+    user: User,
+    project: Project,
+    key: str,
+    head: dict[str, Any],
+    size: int,
+    limit: int,
+    agent: tuple[str, str] | None = None,
 ) -> AgentSession:
     """Note on conversation ``key``'s session (made on its first request, from the request's ``head``:
     its model and system prompt) that a request of ``size`` bytes went upstream unrecorded."""
-    session = proxy.proxy_session_for(user=user, project=project, key=key, body=head)
+    session = proxy.proxy_session_for(user=user, project=project, key=key, body=head, agent=agent)
     recorded.rejection_record(
         session=session,
         source="proxy",

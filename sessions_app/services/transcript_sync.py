@@ -37,6 +37,12 @@ reader ``ctx import`` uses and appends, in order, the messages beyond those it a
   appended once, so each boundary applies once, at the same message as in an import.
 - **Sub-agents** (sidechain conversations) get sessions of their own, named and identified as
   ``ctx import`` names them (``<name> · sub-agent <n>``, external id ``<external id>:sidechain-<n>``).
+- **Proxy and hook both on.** The proxy records Claude Code's main conversation in the session
+  whose external id is Claude Code's session id, the one the hook uploads to (``services.proxy``):
+  such a session keeps the uploaded text and cursor but takes no message from it (the proxy's are
+  what the model read, with the exact usage), so the user sees one session. A hook session that
+  already holds messages when the proxy first sees the conversation stays the hook's; the proxy's
+  copy is its child.
 - **Model.** The session follows the model the transcript names (the last one, as import takes),
   unless someone changed it by hand.
 """
@@ -166,7 +172,9 @@ def _sync(result: SyncResult, *, user: User, fmt: str, offset: int, data: bytes,
     _hold(session, have, new)
     if not new and not (final and state.get("final_at") != len(text)):
         return  # nothing new to read
-    read = _read_and_append(session, state, text, final=final, user=user)
+    # The proxy records this conversation (services.proxy): the text is kept, no message is added twice.
+    recorded_by_proxy = session.metadata.get("source") == "proxy"
+    read = _Read() if recorded_by_proxy else _read_and_append(session, state, text, final=final, user=user)
     result.created, result.held_back, result.rejected = read.created, read.held_back, read.rejected
     result.appended_to = sorted(read.appended_to)
     state.update(

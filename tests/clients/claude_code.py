@@ -68,10 +68,17 @@ def claude_env(base_url: str, api_key: str, home: Path, ctxweb_key: str | None =
 
 
 def run_claude(
-    base_url: str, api_key: str, workdir: Path, home: Path, *, ctxweb_key: str | None = None, timeout: float = 90
+    base_url: str,
+    api_key: str,
+    workdir: Path,
+    home: Path,
+    *,
+    ctxweb_key: str | None = None,
+    timeout: float = 90,
+    prompt: str = PROMPT,
 ) -> Run:
     out = subprocess.run(
-        [str(CLAUDE), "-p", PROMPT, "--output-format", "stream-json", "--verbose", "--model", MODEL,
+        [str(CLAUDE), "-p", prompt, "--output-format", "stream-json", "--verbose", "--model", MODEL,
          "--dangerously-skip-permissions"],
         cwd=workdir, env=claude_env(base_url, api_key, home, ctxweb_key), capture_output=True, text=True,
         timeout=timeout,

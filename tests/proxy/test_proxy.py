@@ -322,9 +322,11 @@ def test_a_reply_cut_short_is_kept_until_the_retry_brings_it_whole(proxy_sdk, te
 
 def test_an_agents_subagents_and_side_requests_leave_its_main_conversation_whole(proxy_sdk, team, fake):
     """Claude Code sends its session id as metadata.user_id with every request: the main conversation,
-    a subagent's, and the small ones on the side (a title) — interleaved, as it sends them."""
+    a subagent's, and the small ones on the side (a title) — interleaved, as it sends them. The main
+    conversation is the session with the agent's id (as its hook's is); the others are its children."""
     client = proxied(proxy_sdk, team)
     metadata = {"user_id": "user_abc_account_1_session_0f3e"}
+    tools = [{"name": "Bash", "description": "Run a command.", "input_schema": {"type": "object"}}]
     main: list[dict[str, Any]] = []
     subagent: list[dict[str, Any]] = []
     for n in range(3):
@@ -332,7 +334,7 @@ def test_an_agents_subagents_and_side_requests_leave_its_main_conversation_whole
             history.append({"role": "user", "content": said})
             fake.queue_reply(f"answer to {said}")
             reply = client.messages.create(
-                model=MODEL, max_tokens=64, system=system, messages=history, metadata=metadata
+                model=MODEL, max_tokens=64, system=system, messages=history, metadata=metadata, tools=tools
             )
             history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
         fake.queue_reply("A title")
@@ -340,12 +342,18 @@ def test_an_agents_subagents_and_side_requests_leave_its_main_conversation_whole
             model="claude-haiku-4-5", max_tokens=16, system="Write a title for this conversation.",
             messages=[{"role": "user", "content": f"main turn {n}"}], metadata=metadata,
         )  # fmt: skip
+    sessions = []
     for history in (main, subagent):  # each conversation whole in one session
         first = Message.objects.filter(session__model=MODEL, seq=1, content=history[0]["content"])
         session = AgentSession.objects.get(pk=first.get().session_id)
         stored = list(Message.objects.filter(session=session).order_by("seq").values_list("role", "content"))
         assert stored == [(m["role"], m["content"]) for m in history]
-        assert session.external_id.startswith(metadata["user_id"]) and session.parent_id is None
-    # Each title request starts a conversation of its own: three sessions, each continuing the one before.
+        sessions.append(session)
+    head, child = sessions
+    assert head.external_id == metadata["user_id"] and head.parent_id is None
+    assert child.external_id.startswith(metadata["user_id"] + "#") and child.parent_id == head.pk
+    # Each title request starts a conversation of its own: three sessions, each continuing the one
+    # before, the first a child of the main conversation.
     titles = AgentSession.objects.filter(project=team.project, model="claude-haiku-4-5")
-    assert titles.count() == 3 and titles.filter(parent=None).count() == 1
+    assert titles.order_by("pk").first().parent_id == head.pk
+    assert titles.count() == 3 and titles.filter(parent=None).count() == 0

@@ -1,0 +1,122 @@
+"""ctxweb as a real client meets it: gunicorn with two workers (two recorder threads each) on a fresh
+Postgres database, a real Celery worker on Redis, the scripted upstream behind the proxy; and what
+it stored, read straight from the database."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench._server import ROOT, gunicorn_on_postgres
+from tests.conftest import start_worker, stop_worker
+
+WORKERS = 2
+RECORDERS = 2
+
+
+@dataclass(frozen=True)
+class Stack:
+    hostport: str
+    env: dict[str, str]  # the app's (its DATABASE_URL names the fresh database)
+    access_log: Path
+
+    @property
+    def database_url(self) -> str:
+        return self.env["DATABASE_URL"]
+
+
+@contextmanager
+def ctxweb_stack(name: str, upstream_url: str, tmp: Path, extra_env: dict[str, str] | None = None) -> Iterator[Stack]:
+    pg = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+    prefix = f"ctx-client-{name}-{os.getpid()}-"
+    env = {
+        "CTX_PROXY_UPSTREAM_URL": upstream_url,
+        "CTX_PROXY_RECORDERS": str(RECORDERS),
+        "REDIS_URL": os.environ["REDIS_URL"],
+        "CTX_QUEUE_PREFIX": prefix,
+        **(extra_env or {}),
+    }
+    log = tmp / "access.log"
+    args = ["--worker-class", "gthread", "--threads", "4", "--access-logfile", str(log)]
+    with gunicorn_on_postgres(f"ctxweb_client_{name}", workers=WORKERS, extra_env=env, pg=pg, extra_args=args) as (
+        hostport,
+        app_env,
+    ):
+        worker = start_worker(queue=prefix, env=app_env, log_path=tmp / "celery.log")
+        try:
+            yield Stack(hostport, app_env, log)
+        finally:
+            stop_worker(worker)
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    id: int
+    name: str
+    external_id: str
+    parent_id: int | None
+    status: str
+    messages: tuple[tuple[str, Any, dict[str, Any]], ...]  # (role, content, metadata) in seq order
+    rejections: int
+
+
+def project_sessions(database_url: str, project: str) -> list[StoredSession]:
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT s.id, s.name, s.external_id, s.parent_id, s.status FROM sessions_app_agentsession s"
+            " JOIN sessions_app_project p ON p.id = s.project_id WHERE p.name = %s ORDER BY s.id",
+            (project,),
+        ).fetchall()
+        out = []
+        for sid, name, external_id, parent_id, status in rows:
+            messages = conn.execute(
+                "SELECT role, content, metadata FROM sessions_app_message WHERE session_id = %s ORDER BY seq", (sid,)
+            ).fetchall()
+            rejected = conn.execute(
+                "SELECT count(*) FROM sessions_app_ingestrejection WHERE session_id = %s", (sid,)
+            ).fetchone()
+            out.append(
+                StoredSession(
+                    sid, name, external_id or "", parent_id, status, tuple(messages), rejected[0] if rejected else 0
+                )
+            )
+    return out
+
+
+def settled(database_url: str, project: str, *, seconds: float = 30) -> list[StoredSession]:
+    """What the project holds once the recorder threads are done (no change for two seconds)."""
+    deadline = time.monotonic() + seconds
+    last = project_sessions(database_url, project)
+    quiet = 0
+    while time.monotonic() < deadline and quiet < 2:
+        time.sleep(1)
+        now = project_sessions(database_url, project)
+        quiet = quiet + 1 if now == last and any(s.messages for s in now) else 0
+        last = now
+    return last
+
+
+_ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) [^"]*" (?P<status>\d{3}) ')
+
+
+def access_log(path: Path) -> list[tuple[str, str, int]]:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [(m["method"], m["path"], int(m["status"])) for m in map(_ACCESS.search, lines) if m]
+
+
+def ctx_import(env: dict[str, str], transcript: Path, project: str) -> None:
+    subprocess.run(
+        [sys.executable, "manage.py", "ctx", "import", str(transcript), "--format", "claude-code",
+         "--project", project, "--json"],
+        cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+    )  # fmt: skip
