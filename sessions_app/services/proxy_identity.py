@@ -26,15 +26,37 @@ NAME_MAX = 80
 _BILLING_LINE = re.compile(r"^x-anthropic-billing-header:[^\n]*(\n|$)", re.MULTILINE)
 
 
-def conversation_of(body: dict[str, Any]) -> dict[str, Any]:
+def conversation_of(body: dict[str, Any]) -> dict[str, Any] | None:
     """What ctxweb records of an Anthropic request: all of it but the ``system`` messages among its
     messages. A client adds those for the request it sends (Claude Code does, mid-conversation, not
     always in the same place); the conversation is what the user and the model said, as a transcript
-    of it (``ctx import``) holds it. They still go upstream as they came."""
+    of it (``ctx import``) holds it. They still go upstream as they came. None for a request that is
+    no part of the conversation: the client asking its model to summarize it (``compacting``)."""
+    if compacting(body):
+        return None
     messages = body.get("messages")
     if not isinstance(messages, list) or not any(_is_system(m) for m in messages):
         return body
     return {**body, "messages": [m for m in messages if not _is_system(m)]}
+
+
+# The instruction Claude Code appends to the whole history when it compacts it (``/compact``, or
+# automatically near its window). Its transcript keeps no trace of that request, only the summary
+# the next requests start from (recorded as a compaction of the session: ``services.proxy``).
+_COMPACT_INSTRUCTION = "Your task is to create a detailed summary of the conversation so far"
+
+
+def compacting(body: dict[str, Any]) -> bool:
+    """The request is the client summarizing its own conversation, not a turn of it."""
+    messages = as_list(body.get("messages"))
+    last = messages[-1] if messages else None
+    if not isinstance(last, dict) or last.get("role") != "user":
+        return False
+    content = last.get("content")
+    blocks: list[Any] = (
+        [content] if isinstance(content, str) else [b.get("text") for b in as_list(content) if isinstance(b, dict)]
+    )
+    return any(isinstance(t, str) and _COMPACT_INSTRUCTION in t for t in blocks)
 
 
 def _is_system(message: Any) -> bool:

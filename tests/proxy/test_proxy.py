@@ -357,3 +357,26 @@ def test_an_agents_subagents_and_side_requests_leave_its_main_conversation_whole
     titles = AgentSession.objects.filter(project=team.project, model="claude-haiku-4-5")
     assert titles.order_by("pk").first().parent_id == head.pk
     assert titles.count() == 3 and titles.filter(parent=None).count() == 0
+
+
+def test_the_clients_request_to_summarize_its_conversation_is_not_a_turn_of_it(proxy_sdk, team, fake):
+    """Claude Code compacting its context sends the whole history and an instruction to summarize it;
+    its transcript keeps no trace of that request, nor does the session."""
+    client = proxied(proxy_sdk, team)
+    history = [{"role": "user", "content": "Fix the bug."}]
+    fake.queue_reply("Fixed.")
+    reply = client.messages.create(model=MODEL, max_tokens=64, system=SYSTEM, messages=history, tools=TOOLS)
+    history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
+    session = AgentSession.objects.get(project=team.project)
+    instruction = (
+        "CRITICAL: Respond with TEXT ONLY.\n\nYour task is to create a detailed summary of the conversation so far, "
+        "paying close attention to the user's explicit requests and your previous actions."
+    )
+    fake.queue_reply("<summary>The user asked for a fix; it was made.</summary>")
+    raw = client.messages.with_raw_response.create(
+        model=MODEL, max_tokens=64, system=SYSTEM, tools=TOOLS,
+        messages=[*history, {"role": "user", "content": [{"type": "text", "text": instruction}]}],
+    )  # fmt: skip
+    assert raw.headers["ctxweb-recorded"] == "no"
+    assert list(Message.objects.filter(session=session).values_list("role", flat=True)) == ["user", "assistant"]
+    assert AgentSession.objects.filter(project=team.project).count() == 1
