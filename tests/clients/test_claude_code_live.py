@@ -26,6 +26,19 @@ def said(session: StoredSession) -> list[tuple[str, object]]:
     return [(role, identity(content)) for role, content, _ in session.messages]
 
 
+def checkpoint_after_compaction(api: Client, session_id: int) -> dict:
+    """Summarize the session (a real Celery worker runs it) and return its checkpoint's data."""
+    code, compaction = api.call("POST", f"/api/v1/sessions/{session_id}/compactions/", {"level": "summarize"})
+    assert code == 202, compaction
+    deadline = time.monotonic() + 60
+    while compaction["status"] in ("queued", "running") and time.monotonic() < deadline:
+        time.sleep(0.5)
+        compaction = api.call("GET", f"/api/v1/compactions/{compaction['id']}/")[1]
+    assert compaction["status"] == "succeeded", compaction
+    checkpoints = api.call("GET", f"/api/v1/sessions/{session_id}/checkpoints/")[1]
+    return checkpoints["results"][0]["data"] if isinstance(checkpoints, dict) else checkpoints[0]["data"]
+
+
 def test_claude_code_is_one_session_equal_to_its_transcript(tmp_path, capsys):
     need(installed(), "node or the pinned Claude Code CLI is missing (make clients)")
     workdir, home = tmp_path / "project", tmp_path / "home"
@@ -50,6 +63,7 @@ def test_claude_code_is_one_session_equal_to_its_transcript(tmp_path, capsys):
         hits = access_log(stack.access_log)
         api = Client(stack.hostport, key)
         statuses = {s.id: api.call("GET", f"/api/v1/sessions/{s.id}/status/") for s in proxied}
+        checkpoint = checkpoint_after_compaction(api, next(s.id for s in proxied if s.parent_id is None))
         transcripts = run.transcripts()
         assert len(transcripts) == 1, transcripts
         ctx_import(stack.env, transcripts[0], "claude code import")
@@ -78,17 +92,26 @@ def test_claude_code_is_one_session_equal_to_its_transcript(tmp_path, capsys):
 
     # equal to the import of the transcript the CLI wrote: same order, same content
     assert len(imported) == 1
-    assert said(main[0]) == said(imported[0])
+    assert said(main[0]) == said(imported[0]), first_difference(said(main[0]), said(imported[0]))
 
     # no note, no warning; STATUS exact and the upstream's own count of the last exchange
     assert all(s.rejections == 0 for s in proxied)
     assert not any("[ctxweb:" in str(content) for s in proxied for _, content, _ in s.messages)
     code, status = statuses[main[0].id]
     assert code == 200 and not status.get("warnings"), status
-    replies = [e["message"] for e in run.events if e.get("type") == "assistant" and not e.get("parent_tool_use_id")]
-    usage = replies[-1]["usage"]
+    usage = [r for r in requests if PROMPT in str(r["body"]["messages"][0])][-1]["usage"]
     assert status["token_source"] == "exact", status
     assert status["used"] == sum(
         usage.get(k) or 0
         for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
     ), (status, usage)
+
+    # a compaction of it keeps the user's own words as the first request, not what the harness injected
+    assert checkpoint["facts"]["first_request"] == PROMPT, checkpoint.get("facts")
+
+
+def first_difference(proxied: list, imported: list) -> str:
+    for n, (a, b) in enumerate(zip(proxied, imported, strict=False)):
+        if a != b:
+            return f"message {n + 1}: proxy {str(a)[:300]!r} / import {str(b)[:300]!r}"
+    return f"proxy {len(proxied)} messages, import {len(imported)}"

@@ -425,7 +425,8 @@ class FakeAnthropic:
         """A copy of the recorded API requests, oldest first. Each is a dict with keys ``method``,
         ``path`` (without query), ``query``, ``endpoint`` ("messages" / "count_tokens" / None),
         ``headers`` (lowercased keys), ``body`` (parsed JSON or None), ``raw_body`` (str),
-        ``status`` (the status answered; None while in flight), ``request_id``, ``time``."""
+        ``status`` (the status answered; None while in flight), ``request_id``, ``time``, and for an
+        answered message its ``usage``."""
         with self._lock:
             return copy.deepcopy(self._requests)
 
@@ -631,7 +632,14 @@ class FakeAnthropic:
         if self._api_key is not None and key != self._api_key:
             raise _ApiError(401, "invalid x-api-key")
 
-    def _handle_api(self, endpoint: str, headers: Mapping[str, str], body: Any, parse_error: str | None) -> _Response:
+    def _handle_api(
+        self,
+        endpoint: str,
+        headers: Mapping[str, str],
+        body: Any,
+        parse_error: str | None,
+        record: dict[str, Any] | None = None,
+    ) -> _Response:
         delay = self._delay_for(endpoint)
         if delay > 0:
             self._stopping.wait(delay)
@@ -684,6 +692,9 @@ class FakeAnthropic:
             "output_tokens": _output_tokens(output_text) if reply.output_tokens is None else reply.output_tokens,
         }
         usage.update(reply.usage)
+        if record is not None:  # what the answer said it counted, for tests comparing with it
+            with self._lock:
+                record["usage"] = dict(usage)
         answer: dict[str, Any] = {
             "id": _new_id("msg_"),
             "type": "message",
@@ -937,7 +948,7 @@ def _make_handler(server: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             try:
                 if endpoint is None:
                     raise _ApiError(404, f"Not found: {method} {split.path}")
-                response = server._handle_api(endpoint, headers, body, parse_error)
+                response = server._handle_api(endpoint, headers, body, parse_error, record)
             except _ApiError as err:
                 response = _error_response(err.status, err.message, err.error_type)
             except Exception as exc:  # pragma: no cover - a bug in the fake itself
