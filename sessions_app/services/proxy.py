@@ -77,22 +77,23 @@ def proxy_session_for(
     request's model, system prompt and tools); a closed one (archived, handed off) is continued in a
     fresh session. ``agent``: the agent's own session id and the request's prompt hash
     (``proxy_identity.agent_conversation``), when the request names them: the agent's main
-    conversation is then the session with that id, its others are children of it. A caller records
-    into the session's external id (it may not be ``key``)."""
-    parent: AgentSession | None = None
+    conversation is then the session with that id, its others are linked to it (``sidechain_of``). A
+    caller records into the session's external id (it may not be ``key``)."""
     metadata: dict[str, Any] = {"source": "proxy"}
     asked = key
     if agent is not None:
-        key, parent = _agent_conversation(project, key, body, agent)
+        key, main = _agent_conversation(project, key, body, agent)
         if key == agent[0]:
             metadata["prompt"] = agent[1]
+        elif main is not None:  # linked as import links a sub-agent's session to its conversation's
+            metadata[SIDECHAIN_OF] = main.pk
     found = _current(project, key)
     if found is not None:
         return found if found.status == SessionStatus.ACTIVE else _continue_in_fresh_session(found, body, key)
     name, model = session_name(body), _model(body)
     try:
         try:
-            return agent_sessions.session_create(
+            created = agent_sessions.session_create(
                 user=user,
                 project=project,
                 name=name,
@@ -100,12 +101,11 @@ def proxy_session_for(
                 external_id=key,
                 system_prompt=system_text(body.get("system")),
                 tools=as_list(body.get("tools")),
-                parent=parent,
                 metadata=metadata,
             )
         except InvalidInput:  # tools or a prompt the session can't hold: recorded without them
-            return agent_sessions.session_create(
-                user=user, project=project, name=name, model=model, external_id=key, parent=parent, metadata=metadata
+            created = agent_sessions.session_create(
+                user=user, project=project, name=name, model=model, external_id=key, metadata=metadata
             )
     except Conflict as exc:
         found = _current(project, key)  # another request of the conversation made it first
@@ -114,6 +114,18 @@ def proxy_session_for(
         if agent is not None and key == agent[0] and found.metadata.get("prompt") != agent[1]:
             return proxy_session_for(user=user, project=project, key=asked, body=body, agent=agent)  # not ours: a child
         return found
+    if agent is not None and key == agent[0]:
+        _sides_linked(created, agent[0])
+    return created
+
+
+def _sides_linked(main: AgentSession, agent: str) -> None:
+    """Side requests the agent sent before its main conversation's first (a title, alongside it)
+    made sessions of their own: linked to the main one now."""
+    sides = AgentSession.objects.filter(project_id=main.project_id, external_id__startswith=f"{agent}#")
+    for pk, metadata in sides.values_list("pk", "metadata"):
+        if SIDECHAIN_OF not in metadata:
+            AgentSession.objects.filter(pk=pk).update(metadata={**metadata, SIDECHAIN_OF: main.pk})
 
 
 def _agent_conversation(
@@ -122,9 +134,9 @@ def _agent_conversation(
     """Which of an agent's conversations a request is: the main one (keyed by the agent's session id,
     as the session its hook records is) when it has that session's prompt, or when no session has
     the id yet and the request offers tools (a side request, a title, offers none); else one of its
-    others, keyed ``key``, with the main session as parent. A session the hook made with that id
-    and stored nothing in yet is taken over (the hook's uploads then add nothing to it:
-    ``services.transcript_sync``); one the hook already records is the parent of the proxy's."""
+    others, keyed ``key``, linked to the main session (returned with it). A session the hook made
+    with that id and stored nothing in yet is taken over (the hook's uploads then add nothing to it:
+    ``services.transcript_sync``); one the hook already records is the main one of the proxy's."""
     main, prompt = agent
     owner = _current(project, main)
     if owner is None:
@@ -172,6 +184,9 @@ def proxy_record_request(
 
 
 _CHANGED = "the conversation changed while it was recorded"
+# Another conversation of the same agent session (a subagent, a side request): the session of the
+# main one, as ``ctx import`` and the hook link a sub-agent's (``parent`` is what a session continues).
+SIDECHAIN_OF = "sidechain_of"
 
 
 def _append_new(placed: Placed, messages: list[Any], reply: NormalizedMessage | None) -> Recorded:
@@ -372,8 +387,8 @@ def _continue_in_fresh_session(session: AgentSession, body: dict[str, Any], key:
 
 
 def _continuing(session: AgentSession) -> dict[str, Any]:
-    prompt = {"prompt": session.metadata["prompt"]} if "prompt" in session.metadata else {}
-    return {"source": "proxy", "continues": session.pk, **prompt}
+    kept = {k: session.metadata[k] for k in ("prompt", SIDECHAIN_OF) if k in session.metadata}
+    return {"source": "proxy", "continues": session.pk, **kept}
 
 
 def _current(project: Project, key: str) -> AgentSession | None:

@@ -66,6 +66,7 @@ class StoredSession:
     external_id: str
     parent_id: int | None
     status: str
+    metadata: dict[str, Any]
     messages: tuple[tuple[str, Any, dict[str, Any]], ...]  # (role, content, metadata) in seq order
     rejections: int
 
@@ -73,12 +74,12 @@ class StoredSession:
 def project_sessions(database_url: str, project: str) -> list[StoredSession]:
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
-            "SELECT s.id, s.name, s.external_id, s.parent_id, s.status FROM sessions_app_agentsession s"
+            "SELECT s.id, s.name, s.external_id, s.parent_id, s.status, s.metadata FROM sessions_app_agentsession s"
             " JOIN sessions_app_project p ON p.id = s.project_id WHERE p.name = %s ORDER BY s.id",
             (project,),
         ).fetchall()
         out = []
-        for sid, name, external_id, parent_id, status in rows:
+        for sid, name, external_id, parent_id, status, metadata in rows:
             messages = conn.execute(
                 "SELECT role, content, metadata FROM sessions_app_message WHERE session_id = %s ORDER BY seq", (sid,)
             ).fetchall()
@@ -87,7 +88,14 @@ def project_sessions(database_url: str, project: str) -> list[StoredSession]:
             ).fetchone()
             out.append(
                 StoredSession(
-                    sid, name, external_id or "", parent_id, status, tuple(messages), rejected[0] if rejected else 0
+                    sid,
+                    name,
+                    external_id or "",
+                    parent_id,
+                    status,
+                    metadata,
+                    tuple(messages),
+                    rejected[0] if rejected else 0,
                 )
             )
     return out

@@ -63,7 +63,7 @@ def test_claude_code_is_one_session_equal_to_its_transcript(tmp_path, capsys):
         hits = access_log(stack.access_log)
         api = Client(stack.hostport, key)
         statuses = {s.id: api.call("GET", f"/api/v1/sessions/{s.id}/status/") for s in proxied}
-        checkpoint = checkpoint_after_compaction(api, next(s.id for s in proxied if s.parent_id is None))
+        checkpoint = checkpoint_after_compaction(api, next(s.id for s in proxied if "sidechain_of" not in s.metadata))
         transcripts = run.transcripts()
         assert len(transcripts) == 1, transcripts
         ctx_import(stack.env, transcripts[0], "claude code import")
@@ -72,7 +72,7 @@ def test_claude_code_is_one_session_equal_to_its_transcript(tmp_path, capsys):
 
     with capsys.disabled():
         print(f"\nClaude Code, {len(requests)} requests, {elapsed:.1f} s: proxy sessions "
-              f"{[(s.name[:40], len(s.messages), s.parent_id) for s in proxied]}; "
+              f"{[(s.name[:40], len(s.messages), s.metadata) for s in proxied]}; "
               f"import {[(s.name[:40], len(s.messages)) for s in imported]}")  # fmt: skip
 
     # every request reached the upstream and was answered there; ctxweb never failed one
@@ -83,9 +83,9 @@ def test_claude_code_is_one_session_equal_to_its_transcript(tmp_path, capsys):
     assert "ctxweb-api-key" not in {k.lower() for r in requests for k in r["headers"]}
 
     # one session for the conversation, its subagent a child linked to it
-    main = [s for s in proxied if s.parent_id is None]
-    assert len(main) == 1, [(s.name, s.external_id, s.parent_id) for s in proxied]
-    children = [s for s in proxied if s.parent_id == main[0].id]
+    main = [s for s in proxied if "sidechain_of" not in s.metadata]
+    assert len(main) == 1 and main[0].parent_id is None, [(s.name, s.external_id, s.metadata) for s in proxied]
+    children = [s for s in proxied if s.metadata.get("sidechain_of") == main[0].id and s.parent_id is None]
     assert len(children) == len(proxied) - 1 >= 1
     assert any(SUBAGENT_PROMPT in str(c.messages[0][1]) for c in children)
     assert main[0].name == PROMPT[: len(main[0].name)].rstrip("…") or main[0].name.startswith(PROMPT[:40])

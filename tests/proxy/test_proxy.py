@@ -351,12 +351,13 @@ def test_an_agents_subagents_and_side_requests_leave_its_main_conversation_whole
         sessions.append(session)
     head, child = sessions
     assert head.external_id == metadata["user_id"] and head.parent_id is None
-    assert child.external_id.startswith(metadata["user_id"] + "#") and child.parent_id == head.pk
+    assert child.external_id.startswith(metadata["user_id"] + "#") and child.parent_id is None
+    assert child.metadata["sidechain_of"] == head.pk  # linked as an import links a sub-agent's session
     # Each title request starts a conversation of its own: three sessions, each continuing the one
-    # before, the first a child of the main conversation.
+    # before, each linked to the main conversation.
     titles = AgentSession.objects.filter(project=team.project, model="claude-haiku-4-5")
-    assert titles.order_by("pk").first().parent_id == head.pk
-    assert titles.count() == 3 and titles.filter(parent=None).count() == 0
+    assert all(t.metadata["sidechain_of"] == head.pk for t in titles)
+    assert titles.count() == 3 and titles.filter(parent=None).count() == 1
 
 
 def test_the_clients_request_to_summarize_its_conversation_is_not_a_turn_of_it(proxy_sdk, team, fake):

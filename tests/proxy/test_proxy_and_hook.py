@@ -73,7 +73,7 @@ def test_hook_first_with_nothing_stored_the_proxy_takes_its_session_over(proxy_s
     assert Message.objects.filter(session=session).count() == len(history)
 
 
-def test_a_session_the_hook_already_records_stays_the_hooks_and_the_proxys_is_its_child(
+def test_a_session_the_hook_already_records_stays_the_hooks_and_the_proxys_is_linked_to_it(
     proxy_sdk,
     team,
     fake,  # noqa: F811
@@ -86,5 +86,5 @@ def test_a_session_the_hook_already_records_stays_the_hooks_and_the_proxys_is_it
     ask(client, history, "first")
     main = AgentSession.objects.get(pk=hooked["session"])
     child = AgentSession.objects.exclude(pk=main.pk).get(project=team.project)
-    assert child.parent_id == main.pk and Message.objects.filter(session=child).count() == len(history)
+    assert child.metadata["sidechain_of"] == main.pk and Message.objects.filter(session=child).count() == len(history)
     assert Message.objects.filter(session=main).count() == 2  # the hook's, untouched
