@@ -18,6 +18,7 @@ a fresh session linked to the old one. What goes upstream for ``proxy_compaction
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -26,6 +27,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from compaction.messages import MessageError, NormalizedMessage, normalize_message
+from compaction.reversible import message_text
 from compaction.tokens import DEFAULT_FRAMING
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import (
@@ -37,12 +39,18 @@ from sessions_app.models import (
 )
 from sessions_app.services import (
     agent_sessions,
+    boundaries,
     ingest,
     provider_edits,
     proxy_gaps,
     recorded,
 )
-from sessions_app.services.proxy_identity import EXTERNAL_ID_MAX, session_name, system_text
+from sessions_app.services.proxy_identity import (
+    EXTERNAL_ID_MAX,
+    continues_after_compaction,
+    session_name,
+    system_text,
+)
 from sessions_app.services.proxy_messages import (
     REPLY_PREFIX,
     as_dict,
@@ -187,27 +195,33 @@ _CHANGED = "the conversation changed while it was recorded"
 # Another conversation of the same agent session (a subagent, a side request): the session of the
 # main one, as ``ctx import`` and the hook link a sub-agent's (``parent`` is what a session continues).
 SIDECHAIN_OF = "sidechain_of"
+# The seq before a request's first message: 0, until the client compacts its own history (``_rebased``).
+BASE = "proxy_base"
+IS_COMPACT_SUMMARY = "is_compact_summary"  # as ``ctx import`` flags Claude Code's summary
 
 
 def _append_new(placed: Placed, messages: list[Any], reply: NormalizedMessage | None) -> Recorded:
-    session, start = placed.session, placed.start
-    replies_as_the_agent_kept_them(session, placed.replies, messages)
+    session, start, base = placed.session, placed.start, placed.base
+    replies_as_the_agent_kept_them(session, placed.replies, messages, base=base)
     fresh = messages[start:]
-    with_reply = reply is not None and start == session.last_seq  # not for a request behind what is stored
+    with_reply = reply is not None and base + start == session.last_seq  # not for a request behind what is stored
     if not fresh and not with_reply:
         return Recorded(session, 0)
     try:
-        batch = [normalized(m, start + i) for i, m in enumerate(fresh)]
+        batch = [_normalized_at(m, start + i, base) for i, m in enumerate(fresh)]
         if with_reply and reply is not None:
             batch.append(reply)
-        result = ingest.message_append(session=session, messages=batch, after_seq=start if with_reply else None)
+        after = base + start if with_reply else None
+        result = ingest.message_append(session=session, messages=batch, after_seq=after)
     except (MessageError, InvalidInput):
         if with_reply:  # maybe the reply (a tool id the session holds already): the agent's copy comes next time
             return _append_new(placed, messages, None)
-        return _append_one_by_one(session, start, messages)
+        return _append_one_by_one(session, start, messages, base)
     # A reply that carried a provider's compaction and was not recorded from its response (ctxweb was
-    # down then) arrives here, with the agent's history.
+    # down then) arrives here, with the agent's history; a history the client compacted, here too.
     provider_compactions(result.session, result.messages)
+    if start == 0 and base and batch and batch[0].metadata.get(IS_COMPACT_SUMMARY):
+        _client_compaction(result.session, batch[0])
     stored_reply = result.messages[-1] if with_reply else None
     return Recorded(result.session, result.created - (stored_reply is not None), reply=stored_reply)
 
@@ -215,7 +229,8 @@ def _append_new(placed: Placed, messages: list[Any], reply: NormalizedMessage | 
 class Placed(NamedTuple):
     session: AgentSession  # where the request's messages go
     start: int  # the first of them not stored yet
-    replies: dict[int, Any]  # the stored replies read from responses where the histories meet: seq → content
+    replies: dict[int, Any]  # the stored replies read from responses where the histories meet: position → content
+    base: int = 0  # the seq before the request's first message (``proxy_base``)
 
 
 def _place(session: AgentSession, messages: list[Any], key: str, body: dict[str, Any]) -> Placed | None:
@@ -229,10 +244,48 @@ def _place(session: AgentSession, messages: list[Any], key: str, body: dict[str,
     movable = current is not None and current.pk != session.pk and current.status == SessionStatus.ACTIVE
     if movable and current is not None and (placed := _new_from(current, messages)) is not None:
         return placed
+    target = current if movable and current is not None else session
+    if target.status == SessionStatus.ACTIVE and continues_after_compaction(messages):
+        return _rebased(target, messages)
     return _new_from(_continue_in_fresh_session(current or session, body, key), messages)
 
 
-def _append_one_by_one(session: AgentSession, start: int, messages: list[Any]) -> Recorded:
+def _rebased(session: AgentSession, messages: list[Any]) -> Placed | None:
+    """The client compacted its own history (Claude Code's ``/compact``, or its own automatic one): the
+    request starts with its summary. The conversation goes on in the same session, as a compact
+    boundary in its transcript does on import: the request's messages follow what is stored (its n-th
+    message is then seq ``proxy_base`` + n), and the summary, once stored, compacts what came before it
+    (``_client_compaction``)."""
+    with transaction.atomic():
+        locked = ingest.lock_open_session(session)
+        if (placed := _new_from(locked, messages)) is not None:  # another request of it did this first
+            return placed
+        locked.metadata = {**locked.metadata, BASE: locked.last_seq}
+        AgentSession.objects.filter(pk=locked.pk).update(metadata=locked.metadata)
+    return Placed(locked, 0, {}, locked.last_seq)
+
+
+def _client_compaction(session: AgentSession, summary: NormalizedMessage) -> None:
+    narrative = message_text(summary.content).strip()
+    if narrative:
+        boundaries.boundary_apply(session=session, boundary=boundaries.Boundary(summary, narrative))
+
+
+def _normalized_at(raw: Any, index: int, base: int) -> NormalizedMessage:
+    """The request's ``index``-th message, identified by its place in the session; the first after a
+    client's own compaction flagged as its summary (what a transcript flags ``isCompactSummary``)."""
+    message = normalized(raw, base + index)
+    if index == 0 and base and continues_after_compaction([raw]):
+        return dataclasses.replace(message, metadata={**message.metadata, IS_COMPACT_SUMMARY: True})
+    return message
+
+
+def _base(session: AgentSession) -> int:
+    value = session.metadata.get(BASE, 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= session.last_seq else 0
+
+
+def _append_one_by_one(session: AgentSession, start: int, messages: list[Any], base: int) -> Recorded:
     """A request whose new messages can't all be stored as they came (a block type ctxweb does not
     know, a tool result whose call could not be stored): each goes in on its own, and one the
     session can't hold is stored as a note of what it was, in its place, so the conversation goes on
@@ -241,12 +294,13 @@ def _append_one_by_one(session: AgentSession, start: int, messages: list[Any]) -
     created = 0
     for index in range(start, len(messages)):
         try:
-            message = normalized(messages[index], index)
+            message = _normalized_at(messages[index], index, base)
             result = ingest.message_append(session=session, messages=[message])
         except (MessageError, InvalidInput) as exc:
             log.warning("proxy: session %s: request message %s stored as a note: %s", session.pk, index + 1, exc)
             _rejected(session, index, exc)
-            result = ingest.message_append(session=session, messages=[_note_of(messages[index], index, exc)])
+            note = _note_of(messages[index], base + index, exc)
+            result = ingest.message_append(session=session, messages=[note])
         session, created = result.session, created + result.created
         provider_compactions(session, result.messages)
     return Recorded(session, created)
@@ -281,7 +335,7 @@ def proxy_record_exchange(
 ) -> AgentSession | None:
     """What an exchange leaves to record once its answer is out: the request's messages when they
     waited (``pending``, its body), then the reply right after them (``after_seq``: the request's last
-    message; the request's n-th message is a proxied session's seq n), in one append when they can
+    message; the request's n-th message is a proxied session's seq ``proxy_base`` + n), in one append when they can
     be; the response's usage as the session's exact count; the requests of the conversation forwarded
     unrecorded before (``gap``: see ``proxy_gap_note``) flagged on it. The session recorded into (a
     rewritten history goes into a fresh one), or None when the session is gone."""
@@ -297,6 +351,7 @@ def proxy_record_exchange(
         session, stored = done.session, done.reply
         if done.rejected:  # a reply is stored only after its request
             return session
+    after_seq += _base(session)  # the request's last message in the session (``proxy_base``)
     if reply is not None and stored is None:
         try:
             result = ingest.message_append(session=session, messages=[reply], after_seq=after_seq)
@@ -330,27 +385,30 @@ def proxy_record_exchange(
 def _new_from(session: AgentSession, messages: list[Any]) -> Placed | None:
     """Where the request's new messages start, or None when its history is not the stored one: the
     stored message at the request's end, or at the stored end (and the one before it), must be the
-    request's at the same place. A request that is behind what is stored (a retry; one recorded after
-    the request that followed it) has nothing new. One query, which also reads the replies there."""
-    stored = session.last_seq
+    request's at the same place (its n-th message is seq ``proxy_base`` + n). A request that is behind
+    what is stored (a retry; one recorded after the request that followed it) has nothing new. One
+    query, which also reads the replies there."""
+    base = _base(session)
+    stored = session.last_seq - base
     if stored == 0:
-        return Placed(session, 0, {})
+        return Placed(session, 0, {}, base)
     at = min(stored, len(messages))
     if at == 0:
         return None
-    rows = Message.objects.filter(session=session, seq__in=[at - 1, at], seq__gte=1)
-    found = {seq: (cid or "", content) for seq, cid, content in rows.values_list("seq", "client_id", "content")}
-    if not all(_same(cid, seq - 1, messages) for seq, (cid, _) in found.items()):
+    rows = Message.objects.filter(session=session, seq__in=[base + at - 1, base + at], seq__gte=base + 1)
+    found = {seq - base: (cid or "", content) for seq, cid, content in rows.values_list("seq", "client_id", "content")}
+    if not all(_same(cid, n - 1, messages, base) for n, (cid, _) in found.items()):
         return None
-    return Placed(session, at, {seq: content for seq, (cid, content) in found.items() if cid.startswith(REPLY_PREFIX)})
+    replies = {n: content for n, (cid, content) in found.items() if cid.startswith(REPLY_PREFIX)}
+    return Placed(session, at, replies, base)
 
 
-def _same(stored_id: str, index: int, messages: list[Any]) -> bool:
+def _same(stored_id: str, index: int, messages: list[Any], base: int) -> bool:
     # A reply recorded from a response stands for whatever the agent made of it (it may drop empty
     # blocks or thinking signatures): any assistant message in its place.
     if stored_id.startswith(REPLY_PREFIX):
         return isinstance(messages[index], dict) and messages[index].get("role") == "assistant"
-    return stored_id == client_id(index, messages[index])
+    return stored_id == client_id(base + index, messages[index])
 
 
 def _continue_in_fresh_session(session: AgentSession, body: dict[str, Any], key: str) -> AgentSession:

@@ -59,6 +59,22 @@ def compacting(body: dict[str, Any]) -> bool:
     return any(isinstance(t, str) and _COMPACT_INSTRUCTION in t for t in blocks)
 
 
+_CONTINUED = "This session is being continued from a previous conversation"
+
+
+def continues_after_compaction(messages: list[Any]) -> bool:
+    """The history starts with the summary a client compacted its conversation into (Claude Code's
+    words open it), not with the conversation's first message."""
+    first = messages[0] if messages else None
+    if not isinstance(first, dict) or first.get("role") != "user":
+        return False
+    return any(isinstance(t, str) and t.lstrip().startswith(_CONTINUED) for t in _texts(first.get("content")))
+
+
+def _texts(content: Any) -> list[Any]:
+    return [content] if isinstance(content, str) else [b.get("text") for b in as_list(content) if isinstance(b, dict)]
+
+
 def _is_system(message: Any) -> bool:
     return isinstance(message, dict) and message.get("role") == "system"
 

@@ -29,21 +29,23 @@ USAGE_MAX = 100_000_000  # tokens: far beyond any model's window, well within th
 REPLY_PREFIX = "px-reply-"  # client ids of replies recorded from a response
 
 
-def replies_as_the_agent_kept_them(session: AgentSession, replies: dict[int, Any], messages: list[Any]) -> None:
+def replies_as_the_agent_kept_them(
+    session: AgentSession, replies: dict[int, Any], messages: list[Any], *, base: int = 0
+) -> None:
     """The replies recorded from their responses where the request's history meets the stored one
-    (``replies``: seq → stored content), as the agent sent them back when that differs: it may drop a
-    block or a signature, or give its tool calls ids of its own (the tool results that follow name
-    those). The session holds what the model reads next; a copy the session can't hold leaves the
-    reply as it was."""
-    stored = {seq: content for seq, content in replies.items() if seq <= len(messages)}
+    (``replies``: the request's n-th message → stored content, stored at seq ``base`` + n), as the
+    agent sent them back when that differs: it may drop a block or a signature, or give its tool
+    calls ids of its own (the tool results that follow name those). The session holds what the model
+    reads next; a copy the session can't hold leaves the reply as it was."""
+    stored = {n: content for n, content in replies.items() if n <= len(messages)}
     copies = {}
-    for seq, content in stored.items():
+    for n, content in stored.items():
         try:
-            copy = normalized(messages[seq - 1], seq - 1)
+            copy = normalized(messages[n - 1], base + n - 1)
         except MessageError:
             continue
         if copy.role == "assistant" and identity(copy.content) != identity(content):
-            copies[seq] = copy
+            copies[base + n] = copy
     if not copies:
         return
     tokenizer = offline_tokenizer()
