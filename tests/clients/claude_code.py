@@ -76,10 +76,12 @@ def run_claude(
     ctxweb_key: str | None = None,
     timeout: float = 90,
     prompt: str = PROMPT,
+    resume: bool = False,
 ) -> Run:
+    """One ``claude -p`` run; ``resume``: it continues the latest conversation (``--continue``)."""
     out = subprocess.run(
-        [str(CLAUDE), "-p", prompt, "--output-format", "stream-json", "--verbose", "--model", MODEL,
-         "--dangerously-skip-permissions"],
+        [str(CLAUDE), "-p", prompt, *(["--continue"] if resume else []), "--output-format", "stream-json",
+         "--verbose", "--model", MODEL, "--dangerously-skip-permissions"],
         cwd=workdir, env=claude_env(base_url, api_key, home, ctxweb_key), capture_output=True, text=True,
         timeout=timeout,
     )  # fmt: skip

@@ -18,7 +18,17 @@ from tests.fakes.scripted_model import FINAL_REPLY, SIDE_REPLY, assistant_turns,
 PROMPT = "Write a small Python script that prints the squares of 1 to 5 into squares.py, run it, and report."
 SUBAGENT_PROMPT = "Count the lines of squares.py in the working directory and answer with the number only."
 SUBAGENT_ANSWER = "5"
+COMPACT_SUMMARY = "The user asked for squares.py; it was written, edited, run and its output saved."
+AFTER_COMPACT = "What did you do so far?"
 Turns = Sequence[Sequence[Mapping[str, Any]]]
+
+
+def asks_for_summary(body: Mapping[str, Any]) -> bool:
+    """Claude Code's request to summarize its conversation (``/compact``): its instruction is the last
+    user message."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    return last.get("role") == "user" and "create a detailed summary of the conversation" in str(last.get("content"))
 
 
 def first_user_words(body: Mapping[str, Any]) -> str:
@@ -40,9 +50,13 @@ class ScriptedConversations:
     scripts: Mapping[str, Turns]
     finals: Mapping[str, str] = field(default_factory=dict)
     side_requests: int = field(default=0, init=False)
+    summaries: int = field(default=0, init=False)
     played: dict[str, int] = field(default_factory=dict, init=False)
 
     def __call__(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        if asks_for_summary(body):  # the client compacting its conversation
+            self.summaries += 1
+            return {"content": [text(f"<summary>{COMPACT_SUMMARY}</summary>")], "stop_reason": "end_turn"}
         words = first_user_words(body)
         opening = next((k for k in self.scripts if k in words), None)
         if opening is None:
