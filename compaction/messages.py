@@ -207,6 +207,16 @@ def _normalize_block(raw: Any, fail: Callable[[str, str], MessageError], where: 
     return block
 
 
+def block_as_it_came(raw: Any) -> dict[str, Any] | None:
+    """A block a message can hold as it came (its caching hint aside: where a client put its marker is
+    no part of what was said); None when it can't be (a reader then makes what it can of it)."""
+    try:
+        block = _normalize_block(raw, lambda detail, code: MessageError(detail, code=code), "block")
+    except MessageError:
+        return None
+    return {k: v for k, v in block.items() if k != "cache_control"}
+
+
 def _result_part(raw: Any, fail: Callable[[str, str], MessageError], where: str) -> None:
     # Calls and results pair up at a message's top level only: one nested in a result answers nothing.
     part, kind = _typed(raw, fail, where)

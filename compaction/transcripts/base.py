@@ -1,9 +1,10 @@
 """What every transcript reader shares: the result types and the canonical message builders.
 
 A transcript is read into ``Conversation``s of canonical messages: ``{"role", "content", "client_id",
-"created_at", "metadata"}`` with Anthropic-style content blocks (``text``, ``tool_use``,
-``tool_result``, ``image``, ``thinking``, ``redacted_thinking``, ``document``). A block of any other
-kind is kept as a text block holding its JSON, so nothing is dropped and every block is one ctxweb
+"created_at", "metadata"}`` with Anthropic-style content blocks. A block a message can hold is kept
+as it came (``tool_reference`` in a tool result, server tool blocks, types not known yet: as the proxy
+stores what a client sends); a malformed one is made into what it can be (a tool call's JSON-text
+input parsed) or a text block holding its JSON, so nothing is dropped and every block is one ctxweb
 accepts.
 
 Within one conversation every ``tool_use`` id is unique: when a transcript reuses a call id (tau-bench
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import jsonvalues
-from ..messages import parse_created_at
+from ..messages import block_as_it_came, parse_created_at
 
 Message = dict[str, Any]
 Block = dict[str, Any]
@@ -145,11 +146,17 @@ def content_of(raw: Any) -> str | list[Block]:
 
 
 def content_block(raw: Any) -> Block:
-    """One block → a canonical block; an unknown or malformed block becomes text holding its JSON."""
+    """One block as it came, when a message can hold it so (any type: ``tool_reference``, server tool
+    blocks, types not known yet — as the proxy stores what a client sends, so an import of a
+    client's transcript equals the proxy's recording of it); else what can be made of it: a tool
+    call's input parsed, a missing field filled, a malformed block as text holding its JSON."""
     if isinstance(raw, str):
         return {"type": "text", "text": raw}
     if not isinstance(raw, dict):
         return {"type": "text", "text": as_json_text(raw)}
+    kept = block_as_it_came(raw)
+    if kept is not None:
+        return kept
     kind = raw.get("type")
     if kind == "text":
         text = raw.get("text")
@@ -210,7 +217,7 @@ def tool_result_content(raw: Any) -> str | list[Block]:
     blocks = []
     for part in parts:
         block = content_block(part)
-        if block["type"] not in ("text", "image"):
+        if block["type"] in ("tool_use", "tool_result"):  # a call or result pairs up at a message's top level only
             block = {"type": "text", "text": f"[{block['type']}] {as_json_text(part)}"}
         blocks.append(block)
     return blocks

@@ -367,8 +367,7 @@ def test_blocks_are_kept_not_dropped() -> None:
     blocks = conv.messages[1]["content"]
     assert blocks[0] == {"type": "thinking", "thinking": "hmm", "signature": "sig"}
     assert blocks[1] == {"type": "redacted_thinking", "data": "opaque"}
-    assert blocks[2]["type"] == "text" and blocks[2]["text"].startswith("[server_tool_use] ")
-    assert "web_search" in blocks[2]["text"]
+    assert blocks[2] == {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}}  # as it came
     first, second = conv.messages[2]["content"]
     assert first == {
         "type": "tool_result",
@@ -376,7 +375,25 @@ def test_blocks_are_kept_not_dropped() -> None:
         "is_error": True,
         "content": [text("line"), {"type": "image", "source": {"type": "url", "url": "http://x"}}],
     }
-    assert second == {"type": "tool_result", "tool_use_id": "t2", "content": ""}  # is_error only when true
+    assert second == result("t2", None, is_error=False)[0]  # as it came
+
+
+def test_blocks_a_message_can_hold_are_kept_as_they_came_their_cache_marks_aside() -> None:
+    reference = {"type": "tool_reference", "tool_name": "TaskCreate"}
+    marked = {"type": "text", "text": "see", "cache_control": {"type": "ephemeral"}}
+    conv = claude(
+        [
+            user("u1", [marked, {"type": "future_block", "payload": [1, 2]}]),
+            assistant("a1", "msg_A", [call("t1")], "u1"),
+            user("u2", [{"type": "tool_result", "tool_use_id": "t1", "content": [reference], "is_error": False}], "a1"),
+            assistant("a2", "msg_B", [{"type": "tool_use", "id": "t2", "name": "Bash", "input": '{"x": 1}'}], "u2"),
+        ]
+    ).main
+    assert conv.messages[0]["content"] == [{"type": "text", "text": "see"}, {"type": "future_block", "payload": [1, 2]}]
+    assert (
+        conv.messages[2]["content"][0]["content"] == [reference] and conv.messages[2]["content"][0]["is_error"] is False
+    )
+    assert conv.messages[3]["content"][0]["input"] == {"x": 1}  # what can't be held as it came is made into what it can
 
 
 def test_metadata_flags_usage_points_and_compaction_boundary() -> None:
