@@ -6,10 +6,16 @@ with the byte ``offset`` they start at; the server re-reads everything received 
 reader ``ctx import`` uses and appends, in order, the messages beyond those it already stored:
 
 - **One reader.** Claude Code splits a response over several lines, interleaves tool results with
-  it, writes sub-agents into the same file, repeats lines: only ``ClaudeCodeReader`` knows those
-  rules, so only it decides what a message is. A response that may still grow (its group is open)
-  is held back until a later line closes it, or until an upload says ``final`` (Stop, SessionEnd,
-  PreCompact), which closes everything open, as the end of the file does for an import.
+  it, writes sub-agents into the same file, repeats lines, writes the user message each request sent
+  (``api-request-blob``): only ``ClaudeCodeReader`` knows those rules, so only it decides what a
+  message is. A response that may still grow (its group is open) and the user lines a request blob
+  may yet stand for are held back until a later line settles them, or until an upload says
+  ``final`` (Stop, SessionEnd, PreCompact), which lets everything open go as it stands, as the end
+  of the file does for an import. Where a final upload let held user lines go as they were, every
+  later re-read seals them at the same line (``sealed``), so the blob that follows is skipped there
+  too and the messages already stored stay the reader's; only then does the session differ from an
+  import of the whole file, which reads that blob (a Stop comes after a response, when no user
+  line is held).
 - **Same result in any chunking.** The reader is deterministic and the messages it has made final
   never change, so the n-th message of a longer read is the n-th of a shorter one. Each
   conversation keeps a count of the messages already appended (``emitted``); an upload appends the
@@ -216,10 +222,7 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
     rest are new. One exception: a response an upload marked ``final`` cut off while it was still
     being written (``growing``) is read again in full once its group is complete or the next final
     upload comes, and its new blocks are added to it."""
-    reader = ClaudeCodeReader()
-    reader.feed(text.decode("utf-8", errors="replace").split("\n"))
-    if final:
-        reader.finish()
+    reader = _reader(text, state, final=final)
     emitted: dict[str, int] = state.setdefault("emitted", {})
     growing: dict[str, dict[str, Any]] = state.setdefault("growing", {})
     read = _Read(held_back=reader.held_back)
@@ -250,6 +253,26 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
         if cut is not None and (message := messages[cut].message) is not None and message.client_id:
             growing[key] = {"index": cut, "client_id": message.client_id, "blocks": _block_count(message)}
     return read
+
+
+def _reader(text: bytes, state: dict[str, Any], *, final: bool) -> ClaudeCodeReader:
+    """The reader after ``text``, read as the earlier reads read it: where a ``final`` upload let user
+    lines go as they were (``finish()``), a re-read seals them there too (``sealed``: line counts), so
+    a request blob written later is skipped in every read and the messages already stored stay the
+    messages of the file."""
+    reader = ClaudeCodeReader()
+    lines = text.decode("utf-8", errors="replace").split("\n")
+    done = 0
+    for at in state.get("sealed", []):
+        reader.feed(lines[done:at])
+        reader.seal()
+        done = at
+    reader.feed(lines[done:])
+    if final:
+        if reader.replaceable:
+            state.setdefault("sealed", []).append(len(lines) - 1)
+        reader.finish()
+    return reader
 
 
 def _grow(target: AgentSession, candidate: recorded.Candidate, grown: dict[str, Any], read: _Read) -> None:
