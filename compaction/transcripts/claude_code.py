@@ -3,7 +3,7 @@
 ``read`` (the one-shot import) does exactly what feeding the whole file to one reader does.
 
 Each line of a Claude Code session file is one event. ``user`` and ``assistant`` lines are messages;
-``api-request-blob`` lines say what a request sent (below); everything else (``summary``,
+``api-request-blob`` lines hold what a request sent (below); everything else (``summary``,
 ``system``, ``progress``, ``attachment``, ``api-request``, ``queue-operation``, unknown kinds,
 unparsable lines) is skipped and counted by kind, never fatal.
 
@@ -26,18 +26,20 @@ Rules, chosen so that feeding a file in any chunking gives exactly what reading 
   the line's ``uuid`` for user lines, so re-uploads are idempotent. A repeated line ``uuid`` is
   skipped as ``duplicate``.
 - **The user message a request sent.** Claude Code writes parallel tool results as one ``user``
-  line each, and the API request merges them into one user message; it also injects what the model
-  reads but the lines don't hold (attachments as ``<system-reminder>`` text blocks, reminders inside
-  tool results). Newer versions write that message, exactly as sent, in an ``api-request-blob`` line
-  just before each request. So user lines are held until the conversation's next response, a blob,
-  a compaction boundary or ``finish()``: a blob replaces the lines held since the last response by
-  ONE message with its content (``merged_user_message``: the first line's client id, uuid and time,
-  ``metadata["blob"]`` its hash), which is what the model read; without a blob (older files) the
-  lines come out as they are. A blob is skipped (counted) when it repeats a hash (a retry), finds
-  no lines held, or answers other tool calls than they do; blob lines name no conversation, so it
-  goes to the one holding lines (the main one when several do). ``finish()`` lets held lines go as
-  they are, and a blob read after it for them is skipped (``seal()`` does the same without emitting,
-  for a caller that re-reads a file where an earlier read finished).
+  line each, the API request merges them into one user message, and it injects what the lines
+  don't hold (attachments as ``<system-reminder>`` blocks, reminders inside tool results). Newer
+  versions write that message, exactly as sent, in an ``api-request-blob`` line before the request
+  unless the user lines since the last response, taken together, are it (the ``api-request`` line
+  after it names the message by hash). So user lines are held until the conversation's next
+  response, a blob, a compaction boundary or ``finish()``. A blob replaces the lines held since the
+  last response by ONE message with its content (``merged_user_message``: the first line's client
+  id, uuid and time; ``metadata["blob"]``, its hash); an ``api-request`` whose hash is that of the
+  held lines together merges them the same way. That is what the model read. Without either (older
+  files) the lines come out as they are. A blob is skipped (counted) when it repeats a hash (a
+  retry), finds no lines held, or answers other tool calls than they do; request lines name no
+  conversation: theirs is the one holding lines (the main one when several do). ``finish()`` lets
+  held lines go as they are and seals them: a blob read after it for them is skipped (``seal()``
+  seals without emitting, for a caller that re-reads a file where an earlier read finished).
 - **Sub-agents are kept apart.** ``isSidechain: true`` lines form separate conversations
   (``sidechain-<n>``, ``sidechain=True``), one per chain: lines sharing an ``agentId``, or else
   linked through ``parentUuid`` (a sidechain line whose parent is unknown continues the latest
@@ -57,15 +59,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import jsonvalues
-from .base import Conversation, Message, Transcript, UniqueToolIds, UsagePoint, iso_or_none, nonempty_str
+from .base import Conversation, Message, Transcript, UniqueToolIds, UsagePoint, content_of, iso_or_none, nonempty_str
 from .claude_code_lines import (
     BLOB,
+    REQUEST,
     RequestBlob,
     Response,
     answers_the_same_calls,
     boundary_facts,
+    lines_as_sent,
     merged_user_message,
     request_blob,
+    sent_hash,
     user_line_message,
 )
 
@@ -96,6 +101,7 @@ class _Chat:
         self.conv = conversation
         self.group: Response | None = None
         self.held: list[Message] = []
+        self.held_raw: list[Any] = []  # their content as written (what Claude Code hashes)
         # ``finish()``/``seal()`` let user lines go as they were: no blob stands for them until the next response.
         self.sealed = False
         self.tool_ids = UniqueToolIds()
@@ -224,6 +230,10 @@ class ClaudeCodeReader:
         if kind == BLOB:
             self._blob(request_blob(event), out)
             return
+        if kind == REQUEST:
+            self.skipped[kind] += 1
+            self._request(event, out)
+            return
         if kind in ("user", "assistant"):
             self._unreadable(f"{kind}_without_message", f"a {kind} line without a message object")
         else:
@@ -313,6 +323,7 @@ class ClaudeCodeReader:
         if not only_results:  # the response may still add tool calls after a result, not after a prompt
             self._close_group(chat, out)
         chat.held.append(msg)
+        chat.held_raw.append(event["message"].get("content"))
 
     def _assistant(self, chat: _Chat, event: dict[str, Any], out: list[tuple[str, Message]]) -> None:
         body = event["message"]
@@ -332,22 +343,41 @@ class ClaudeCodeReader:
         Blob lines name no conversation: it is the one holding lines (the main one if several do).
         Skipped (and counted): a blob that holds no message, repeats a hash (a retry), finds no lines
         to stand for, or answers other tool calls than they do."""
-        holding = [chat for chat in self._chats.values() if chat.held]
-        chat = holding[0] if len(holding) == 1 else self._chats.get(MAIN)
+        chat = self._holding()
         seen = blob is not None and blob.hash in self._blob_hashes
         if blob is not None and blob.hash is not None:
             self._blob_hashes.add(blob.hash)
         if blob is None or seen or chat is None or chat.sealed or not answers_the_same_calls(chat.held, blob):
             self.skipped[BLOB] += 1
             return
-        lines, chat.held = chat.held, []
+        self._send(chat, blob, out)
+
+    def _request(self, event: dict[str, Any], out: list[tuple[str, Message]]) -> None:
+        """A request sent with no blob: Claude Code writes none when the user lines since the last
+        response, taken together, are the message it sent (its hash, the ``tail``'s last, says so)."""
+        tail = event.get("tail")
+        chat = self._holding()
+        if chat is None or chat.sealed or len(chat.held) < 2 or not isinstance(tail, list) or not tail:
+            return
+        content = lines_as_sent(chat.held_raw)
+        if sent_hash("user", content) == tail[-1]:
+            self._send(chat, RequestBlob(None, content_of(content)), out)
+
+    def _holding(self) -> _Chat | None:
+        """The conversation a request line is about: the one holding user lines (main, if several do)."""
+        holding = [chat for chat in self._chats.values() if chat.held]
+        return holding[0] if len(holding) == 1 else self._chats.get(MAIN)
+
+    def _send(self, chat: _Chat, sent: RequestBlob, out: list[tuple[str, Message]]) -> None:
+        """The held user lines become the one message the request sent."""
+        lines, chat.held, chat.held_raw = chat.held, [], []
         self._close_group(chat, out)  # a new request: the response before it is complete
-        self._emit(chat, merged_user_message(lines, blob), out)
+        self._emit(chat, merged_user_message(lines, sent), out)
 
     def _release(self, chat: _Chat, out: list[tuple[str, Message]]) -> None:
         """Emit the open group (if any), then the user lines held behind it."""
         self._close_group(chat, out)
-        held, chat.held = chat.held, []
+        held, chat.held, chat.held_raw = chat.held, [], []
         for msg in held:
             self._emit(chat, msg, out)
 

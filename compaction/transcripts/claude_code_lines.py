@@ -8,6 +8,8 @@ it stands for.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 from .base import Block, Message, content_block, content_of, make_message, nonempty_str
 
 BLOB = "api-request-blob"
+REQUEST = "api-request"
 _USER_FLAGS = (
     ("isMeta", "is_meta"),
     ("isCompactSummary", "is_compact_summary"),
@@ -95,6 +98,39 @@ def request_blob(event: dict[str, Any]) -> RequestBlob | None:
     if not content:
         return None
     return RequestBlob(nonempty_str(event.get("hash")), content)
+
+
+def lines_as_sent(contents: Sequence[Any]) -> list[Any]:
+    """User lines' content, as written, taken together as one message's blocks (a string is a text block)."""
+    blocks: list[Any] = []
+    for content in contents:
+        if isinstance(content, str):
+            blocks.append({"type": "text", "text": content})
+        elif isinstance(content, list):
+            blocks += content
+        else:
+            blocks.append(content)
+    return blocks
+
+
+def sent_hash(role: str, content: list[Any]) -> str:
+    """The hash Claude Code names a message by in ``api-request`` lines (and a blob by): SHA-256 of its
+    JSON with sorted keys, no spaces, unescaped Unicode, without ``cache_control``."""
+    text = json.dumps(
+        _without_cache_control({"content": content, "role": role}),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def _without_cache_control(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_without_cache_control(v) for v in value]
+    return value
 
 
 def tool_result_ids(content: str | list[Block]) -> list[str]:
