@@ -130,7 +130,7 @@ def read(lines: list[str]) -> Any:
     return read_transcript("\n".join(lines) + "\n", "claude-code")
 
 
-def kinds(t: Any) -> list[tuple[str, Any]]:
+def kinds(t: Any) -> list[tuple[str, str, Any]]:
     assert t.main is not None
     return [(m["role"], m["client_id"], shape([m])[0][1]) for m in t.main.messages]
 
