@@ -6,16 +6,14 @@ with the byte ``offset`` they start at; the server re-reads everything received 
 reader ``ctx import`` uses and appends, in order, the messages beyond those it already stored:
 
 - **One reader.** Claude Code splits a response over several lines, interleaves tool results with
-  it, writes sub-agents into the same file, repeats lines, writes the user message each request sent
-  (``api-request-blob``): only ``ClaudeCodeReader`` knows those rules, so only it decides what a
-  message is. A response that may still grow (its group is open) and the user lines a request blob
-  may yet stand for are held back until a later line settles them, or until an upload says
-  ``final`` (Stop, SessionEnd, PreCompact), which lets everything open go as it stands, as the end
-  of the file does for an import. Where a final upload let held user lines go as they were, every
-  later re-read seals them at the same line (``sealed``), so the blob that follows is skipped there
-  too and the messages already stored stay the reader's; only then does the session differ from an
-  import of the whole file, which reads that blob (a Stop comes after a response, when no user
-  line is held).
+  it, writes sub-agents into the same file, repeats lines, records the user message each request
+  sent: only ``ClaudeCodeReader`` knows those rules, so only it decides what a message is. A
+  response that may still grow and the user lines a request may yet stand for are held back until
+  a later line settles them, or until an upload says ``final`` (Stop, SessionEnd, PreCompact),
+  which lets everything go as it stands, as the end of the file does for an import. Where a final
+  upload let held user lines go, every later re-read seals them there (``sealed``, line counts), so
+  a request blob for them is skipped in every read: the session keeps those lines where an import
+  of the whole file has the blob's one message (a Stop comes after a response, when none are held).
 - **Same result in any chunking.** The reader is deterministic and the messages it has made final
   never change, so the n-th message of a longer read is the n-th of a shorter one. Each
   conversation keeps a count of the messages already appended (``emitted``); an upload appends the
@@ -256,10 +254,8 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
 
 
 def _reader(text: bytes, state: dict[str, Any], *, final: bool) -> ClaudeCodeReader:
-    """The reader after ``text``, read as the earlier reads read it: where a ``final`` upload let user
-    lines go as they were (``finish()``), a re-read seals them there too (``sealed``: line counts), so
-    a request blob written later is skipped in every read and the messages already stored stay the
-    messages of the file."""
+    """The reader after ``text``, sealed where earlier final uploads let held user lines go, so the
+    messages already stored stay the reader's."""
     reader = ClaudeCodeReader()
     lines = text.decode("utf-8", errors="replace").split("\n")
     done = 0
