@@ -88,7 +88,7 @@ class SyncResult:
     offset: int  # bytes of the transcript the server holds: the next upload starts there
     received: int  # bytes of this upload that were new
     created: int  # messages stored by this upload, sub-agents' included
-    held_back: int  # messages read but not final yet (an open response and what waits behind it)
+    held_back: int  # messages read but not final yet (an open response, the user lines held behind it)
     rejected: int  # lines or messages of this upload that could not be stored (skipped, recorded)
     complete: bool  # False while the server is still receiving again what it had before it lost its copy
     sidechains: list[int]
