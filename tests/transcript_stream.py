@@ -14,8 +14,6 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from sessions_app.selectors import model_context
-
 # ----------------------------------------------------------------------------- transcripts
 
 
@@ -287,6 +285,8 @@ def usage_of(session: Any) -> dict[str, Any]:
 
 
 def contexts(session: Any) -> tuple[Any, Any]:
+    from sessions_app.selectors import model_context
+
     session.refresh_from_db()
     out = []
     for fmt in ("anthropic", "openai"):

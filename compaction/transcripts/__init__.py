@@ -10,8 +10,9 @@ Formats (``FORMATS``), one module each:
 - ``openai`` (``openai``): OpenAI chat messages, SWE-agent trajectories, tau-bench episodes.
 - ``anthropic`` (``anthropic``): Anthropic Messages API requests.
 
-``base`` holds what they share (the result types, the canonical message); ``formats`` maps a format's
-name to its reader. Imports run one way: ``base`` ← the readers ← ``formats`` ← this package.
+``base`` holds what they share (the result types, the canonical message); ``claude_code_lines`` what
+single Claude Code lines say (a response's lines, a request blob); ``formats`` maps a format's name to
+its reader. Imports run one way: ``base`` ← the readers ← ``formats`` ← this package.
 """
 
 from .base import Conversation, Transcript, TranscriptError, UsagePoint

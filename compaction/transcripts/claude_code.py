@@ -3,8 +3,9 @@
 ``read`` (the one-shot import) does exactly what feeding the whole file to one reader does.
 
 Each line of a Claude Code session file is one event. ``user`` and ``assistant`` lines are messages;
-everything else (``summary``, ``system``, ``progress``, ``file-history-snapshot``,
-``queue-operation``, unknown kinds, unparsable lines) is skipped and counted by kind, never fatal.
+``api-request-blob`` lines hold what a request sent (below); everything else (``summary``,
+``system``, ``progress``, ``attachment``, ``api-request``, ``queue-operation``, unknown kinds,
+unparsable lines) is skipped and counted by kind, never fatal.
 
 Rules, chosen so that feeding a file in any chunking gives exactly what reading it whole gives:
 
@@ -15,14 +16,30 @@ Rules, chosen so that feeding a file in any chunking gives exactly what reading 
 - **Split responses are regrouped.** One API response is written as several ``assistant`` lines
   sharing ``message.id``, sometimes with tool-result ``user`` lines in between (newer versions run a
   tool while the response still streams). The lines become one assistant message placed where the
-  response started; tool-result lines that arrive while it is open wait behind it. The group is
-  final once a line that cannot belong to it arrives: an assistant line with another id, a user
-  line that is not only tool results, or a compaction boundary. ``finish()`` flushes what is open
+  response started; user lines read while it is open are held behind it. The group is final once
+  a line that cannot belong to it arrives: an assistant line with another id, a user line that is
+  not only tool results, a request blob that stands for the lines held behind it, or a
+  compaction boundary. ``finish()`` flushes what is open
   (a caller that keeps feeding after ``finish()`` gets a late line of that response as ``<id>#2``).
   The reader's state lives in memory: to resume a file later, keep the reader or re-read from the top.
   ``client_id`` is ``message.id`` (``<id>#2`` if the same id reappears after its group closed) and
   the line's ``uuid`` for user lines, so re-uploads are idempotent. A repeated line ``uuid`` is
   skipped as ``duplicate``.
+- **The user message a request sent.** Claude Code writes parallel tool results as one ``user``
+  line each, the API request merges them into one user message, and it injects what the lines
+  don't hold (attachments as ``<system-reminder>`` blocks, reminders inside tool results). Newer
+  versions write that message, exactly as sent, in an ``api-request-blob`` line before the request
+  unless the user lines since the last response, taken together, are it (the ``api-request`` line
+  after it names the message by hash). So user lines are held until the conversation's next
+  response, a blob, a compaction boundary or ``finish()``. A blob replaces the lines held since the
+  last response by ONE message with its content (``merged_user_message``: the first line's client
+  id, uuid and time; ``metadata["blob"]``, its hash); an ``api-request`` whose hash is that of the
+  held lines together merges them the same way. That is what the model read. Without either (older
+  files) the lines come out as they are. A blob is skipped (counted) when it repeats a hash (a
+  retry), finds no lines held, or answers other tool calls than they do; request lines name no
+  conversation: theirs is the one holding lines (the main one when several do). ``finish()`` lets
+  held lines go as they are and seals them: a blob read after it for them is skipped (``seal()``
+  seals without emitting, for a caller that re-reads a file where an earlier read finished).
 - **Sub-agents are kept apart.** ``isSidechain: true`` lines form separate conversations
   (``sidechain-<n>``, ``sidechain=True``), one per chain: lines sharing an ``agentId``, or else
   linked through ``parentUuid`` (a sidechain line whose parent is unknown continues the latest
@@ -39,22 +56,22 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from .. import jsonvalues
-from .base import (
-    Block,
-    Conversation,
-    Message,
-    Transcript,
-    UniqueToolIds,
-    UsagePoint,
-    content_block,
-    content_of,
-    iso_or_none,
-    make_message,
-    nonempty_str,
+from .base import Conversation, Message, Transcript, UniqueToolIds, UsagePoint, content_of, iso_or_none, nonempty_str
+from .claude_code_lines import (
+    BLOB,
+    REQUEST,
+    RequestBlob,
+    Response,
+    answers_the_same_calls,
+    boundary_facts,
+    lines_as_sent,
+    merged_user_message,
+    request_blob,
+    sent_hash,
+    user_line_message,
 )
 
 FORMAT = "claude-code"
@@ -76,28 +93,17 @@ def read(text: str) -> Transcript:
     )
 
 
-@dataclass
-class _Group:
-    """An assistant response being reassembled from its lines."""
-
-    message_id: str | None
-    first: dict[str, Any]
-    created_at: str | None = None  # the first line's (see ClaudeCodeReader._timestamp)
-    blocks: list[Block] = field(default_factory=list)
-    usage: dict[str, Any] | None = None
-    request_id: str | None = None
-    model: str | None = None
-    stop_reason: str | None = None
-    is_api_error: bool = False
-
-
 class _Chat:
-    """One conversation being built: its finished messages, the open group and what waits behind it."""
+    """One conversation being built: its finished messages, the open group and the user lines held
+    behind it (read since the last response; a request blob may yet stand for them)."""
 
     def __init__(self, conversation: Conversation) -> None:
         self.conv = conversation
-        self.group: _Group | None = None
-        self.waiting: list[Message] = []
+        self.group: Response | None = None
+        self.held: list[Message] = []
+        self.held_raw: list[Any] = []  # their content as written (what Claude Code hashes)
+        # ``finish()``/``seal()`` let user lines go as they were: no blob stands for them until the next response.
+        self.sealed = False
         self.tool_ids = UniqueToolIds()
         self.client_ids: set[str] = set()
         self.responses_with_usage: set[str] = set()
@@ -123,6 +129,7 @@ class ClaudeCodeReader:
         self._last_side_chain: str | None = None
         self._sidechains = 0
         self._message_uuids: set[str] = set()
+        self._blob_hashes: set[str] = set()
         self._summaries: list[tuple[str, str]] = []  # (leafUuid, summary)
 
     # ------------------------------------------------------------------ public
@@ -138,14 +145,29 @@ class ClaudeCodeReader:
         return out
 
     def finish(self) -> list[tuple[str, Message]]:
-        """Close every open response as it stands. ``cut_open`` records where each one went: a
-        caller that later reads more of the file may find that response grown."""
+        """Close every open response as it stands and let the held user lines go as they are.
+        ``cut_open`` records where each response went: a caller that later reads more of the file may
+        find that response grown. A request blob read after this for the lines it let go is skipped."""
+        self.seal()
         out: list[tuple[str, Message]] = []
         for chat in self._chats.values():
             if chat.group is not None:
                 self.cut_open[chat.conv.key] = len(chat.conv.messages)
-            self._close(chat, out)
+            self._release(chat, out)
         return out
+
+    def seal(self) -> None:
+        """What ``finish()`` decides of the held user lines, without emitting anything: they stay the
+        lines they are (a later blob for them is skipped). A reader re-reading a file calls it where an
+        earlier reader finished, so both make the same messages (``transcript_sync``)."""
+        for chat in self._chats.values():
+            if chat.held:
+                chat.sealed = True
+
+    @property
+    def replaceable(self) -> int:
+        """User lines held that a request blob could still stand for (``seal()`` would change them)."""
+        return sum(len(chat.held) for chat in self._chats.values() if not chat.sealed)
 
     @property
     def conversations(self) -> list[Conversation]:
@@ -159,9 +181,10 @@ class ClaudeCodeReader:
 
     @property
     def held_back(self) -> int:
-        """Messages read but not final yet: open responses (which may still grow) and the tool results
-        waiting behind them. ``finish()`` releases them; so does a later line that closes their group."""
-        return sum((chat.group is not None) + len(chat.waiting) for chat in self._chats.values())
+        """Messages read but not final yet: open responses (which may still grow) and the user lines
+        held behind them. ``finish()`` releases them; so do the conversation's next response, a
+        request blob and a compact boundary."""
+        return sum((chat.group is not None) + len(chat.held) for chat in self._chats.values())
 
     # ------------------------------------------------------------------ lines
 
@@ -204,6 +227,13 @@ class ClaudeCodeReader:
             else:
                 self._assistant(chat, event, out)
             return
+        if kind == BLOB:
+            self._blob(request_blob(event), out)
+            return
+        if kind == REQUEST:
+            self.skipped[kind] += 1
+            self._request(event, out)
+            return
         if kind in ("user", "assistant"):
             self._unreadable(f"{kind}_without_message", f"a {kind} line without a message object")
         else:
@@ -214,11 +244,12 @@ class ClaudeCodeReader:
         if kind == "system" and event.get("subtype") == "compact_boundary":
             bounded = self._chat_of_chain.get(chain)
             if bounded is not None:
-                self._close(bounded, out)
+                self._release(bounded, out)
+                bounded.sealed = False
                 start = len(bounded.conv.messages)
                 if start not in bounded.conv.segment_starts:
                     bounded.conv.segment_starts.append(start)
-                bounded.conv.boundary_facts[start] = _boundary_facts(event)
+                bounded.conv.boundary_facts[start] = boundary_facts(event)
 
     def _timestamp(self, event: dict[str, Any]) -> str | None:
         """The line's time, or (when it has none that can be stored) the time of the line before it:
@@ -286,28 +317,13 @@ class ClaudeCodeReader:
     # ------------------------------------------------------------------ messages
 
     def _user(self, chat: _Chat, event: dict[str, Any], out: list[tuple[str, Message]]) -> None:
-        content = content_of(event["message"].get("content"))
-        metadata = _line_facts(event)
-        for flag, name in (
-            ("isMeta", "is_meta"),
-            ("isCompactSummary", "is_compact_summary"),
-            ("isVisibleInTranscriptOnly", "visible_in_transcript_only"),
-        ):
-            if event.get(flag) is True:
-                metadata[name] = True
-        msg = make_message(
-            "user",
-            content,
-            client_id=nonempty_str(event.get("uuid")),
-            created_at=self._timestamp(event),
-            metadata=metadata,
-        )
+        msg = user_line_message(event, self._timestamp(event))
+        content = msg["content"]
         only_results = isinstance(content, list) and bool(content) and all(b["type"] == "tool_result" for b in content)
-        if chat.group is not None and only_results:
-            chat.waiting.append(msg)  # the response may still add tool calls after this result
-            return
-        self._close(chat, out)
-        self._emit(chat, msg, out)
+        if not only_results:  # the response may still add tool calls after a result, not after a prompt
+            self._close_group(chat, out)
+        chat.held.append(msg)
+        chat.held_raw.append(event["message"].get("content"))
 
     def _assistant(self, chat: _Chat, event: dict[str, Any], out: list[tuple[str, Message]]) -> None:
         body = event["message"]
@@ -315,46 +331,61 @@ class ClaudeCodeReader:
         stamp = self._timestamp(event)
         group = chat.group
         if group is None or message_id is None or group.message_id != message_id:
-            self._close(chat, out)
-            group = chat.group = _Group(message_id=message_id, first=event, created_at=stamp)
-        content = content_of(body.get("content"))
-        if isinstance(content, str):
-            content = [content_block(content)] if content else []
-        group.blocks.extend(content)
-        if isinstance(body.get("usage"), dict):
-            group.usage = body["usage"]
-        group.request_id = group.request_id or nonempty_str(event.get("requestId"))
-        group.model = nonempty_str(body.get("model")) or group.model
-        group.stop_reason = nonempty_str(body.get("stop_reason")) or group.stop_reason
-        group.is_api_error = group.is_api_error or event.get("isApiErrorMessage") is True
+            self._release(chat, out)
+            chat.sealed = False
+            group = chat.group = Response(message_id=message_id, first=event, created_at=stamp)
+        group.add(event)
         if message_id is None:  # nothing to regroup by: a message of its own
-            self._close(chat, out)
+            self._close_group(chat, out)
 
-    def _close(self, chat: _Chat, out: list[tuple[str, Message]]) -> None:
-        """Emit the open group (if any), then the lines that waited behind it."""
+    def _blob(self, blob: RequestBlob | None, out: list[tuple[str, Message]]) -> None:
+        """The user message a request sent stands for the user lines held since the last response.
+        Blob lines name no conversation: it is the one holding lines (the main one if several do).
+        Skipped (and counted): a blob that holds no message, repeats a hash (a retry), finds no lines
+        to stand for, or answers other tool calls than they do."""
+        chat = self._holding()
+        seen = blob is not None and blob.hash in self._blob_hashes
+        if blob is not None and blob.hash is not None:
+            self._blob_hashes.add(blob.hash)
+        if blob is None or seen or chat is None or chat.sealed or not answers_the_same_calls(chat.held, blob):
+            self.skipped[BLOB] += 1
+            return
+        self._send(chat, blob, out)
+
+    def _request(self, event: dict[str, Any], out: list[tuple[str, Message]]) -> None:
+        """A request sent with no blob: Claude Code writes none when the user lines since the last
+        response, taken together, are the message it sent (its hash, the ``tail``'s last, says so)."""
+        tail = event.get("tail")
+        chat = self._holding()
+        if chat is None or chat.sealed or len(chat.held) < 2 or not isinstance(tail, list) or not tail:
+            return
+        content = lines_as_sent(chat.held_raw)
+        if sent_hash("user", content) == tail[-1]:
+            self._send(chat, RequestBlob(None, content_of(content)), out)
+
+    def _holding(self) -> _Chat | None:
+        """The conversation a request line is about: the one holding user lines (main, if several do)."""
+        holding = [chat for chat in self._chats.values() if chat.held]
+        return holding[0] if len(holding) == 1 else self._chats.get(MAIN)
+
+    def _send(self, chat: _Chat, sent: RequestBlob, out: list[tuple[str, Message]]) -> None:
+        """The held user lines become the one message the request sent."""
+        lines, chat.held, chat.held_raw = chat.held, [], []
+        self._close_group(chat, out)  # a new request: the response before it is complete
+        self._emit(chat, merged_user_message(lines, sent), out)
+
+    def _release(self, chat: _Chat, out: list[tuple[str, Message]]) -> None:
+        """Emit the open group (if any), then the user lines held behind it."""
+        self._close_group(chat, out)
+        held, chat.held, chat.held_raw = chat.held, [], []
+        for msg in held:
+            self._emit(chat, msg, out)
+
+    def _close_group(self, chat: _Chat, out: list[tuple[str, Message]]) -> None:
         group, chat.group = chat.group, None
         if group is not None:
-            first = group.first
-            metadata = _line_facts(first)
-            for name, value in (
-                ("model", group.model),
-                ("request_id", group.request_id),
-                ("stop_reason", group.stop_reason),
-            ):
-                if value is not None:
-                    metadata[name] = value
-            if group.is_api_error:
-                metadata["is_api_error"] = True
-            usage = _usage(group.usage)
-            if usage:
-                metadata["usage"] = usage
-            msg = make_message(
-                "assistant",
-                group.blocks,
-                client_id=group.message_id or nonempty_str(first.get("uuid")),
-                created_at=group.created_at,
-                metadata=metadata,
-            )
+            msg = group.message()
+            usage = msg["metadata"].get("usage", {})
             index = len(chat.conv.messages)
             self._emit(chat, msg, out)
             if group.model != SYNTHETIC_MODEL:
@@ -368,9 +399,6 @@ class ClaudeCodeReader:
                     chat.conv.usage_points.append(
                         UsagePoint(index, context, usage.get("output_tokens", 0), group.request_id)
                     )
-        waiting, chat.waiting = chat.waiting, []
-        for msg in waiting:
-            self._emit(chat, msg, out)
 
     def _emit(self, chat: _Chat, msg: Message, out: list[tuple[str, Message]]) -> None:
         cid = msg["client_id"]
@@ -383,36 +411,3 @@ class ClaudeCodeReader:
         chat.tool_ids.apply(msg)
         chat.conv.messages.append(msg)
         out.append((chat.conv.key, msg))
-
-
-def _line_facts(event: dict[str, Any]) -> dict[str, Any]:
-    facts: dict[str, Any] = {}
-    for source, name in (("uuid", "uuid"), ("parentUuid", "parent_uuid")):
-        value = nonempty_str(event.get(source))
-        if value is not None:
-            facts[name] = value
-    return facts
-
-
-def _boundary_facts(event: dict[str, Any]) -> dict[str, Any]:
-    """What a compact boundary says of itself: Claude Code's trigger (auto / manual) and its own count
-    of the context before (``compactMetadata``); only the values of the expected kinds."""
-    meta = event.get("compactMetadata")
-    if not isinstance(meta, dict):
-        return {}
-    facts: dict[str, Any] = {}
-    if (trigger := nonempty_str(meta.get("trigger"))) is not None:
-        facts["trigger"] = trigger[:50]
-    if isinstance(pre := meta.get("preTokens"), int) and not isinstance(pre, bool) and pre >= 0:
-        facts["pre_tokens"] = pre
-    return facts
-
-
-def _usage(raw: dict[str, Any] | None) -> dict[str, int]:
-    if not isinstance(raw, dict):
-        return {}
-    return {
-        k: v
-        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
-        if isinstance(v := raw.get(k), int) and not isinstance(v, bool)
-    }

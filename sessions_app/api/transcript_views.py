@@ -51,7 +51,9 @@ class TranscriptOut(serializers.Serializer):
     offset = serializers.IntegerField(help_text="Bytes of the transcript the server holds: the next upload's offset")
     received = serializers.IntegerField(help_text="Bytes of this upload that were new")
     messages = serializers.IntegerField(help_text="Messages stored by this upload (sub-agents' included)")
-    held_back = serializers.IntegerField(help_text="Messages read but not final yet (a response that may still grow)")
+    held_back = serializers.IntegerField(
+        help_text="Messages read but not final yet (a response that may still grow, user lines a request may merge)"
+    )
     rejected = serializers.IntegerField(
         help_text="Lines or messages of this upload that could not be stored: skipped (the rest was stored) and "
         "recorded with their reasons in the session's warnings and in admin"

@@ -6,10 +6,14 @@ with the byte ``offset`` they start at; the server re-reads everything received 
 reader ``ctx import`` uses and appends, in order, the messages beyond those it already stored:
 
 - **One reader.** Claude Code splits a response over several lines, interleaves tool results with
-  it, writes sub-agents into the same file, repeats lines: only ``ClaudeCodeReader`` knows those
-  rules, so only it decides what a message is. A response that may still grow (its group is open)
-  is held back until a later line closes it, or until an upload says ``final`` (Stop, SessionEnd,
-  PreCompact), which closes everything open, as the end of the file does for an import.
+  it, writes sub-agents into the same file, repeats lines, records the user message each request
+  sent: only ``ClaudeCodeReader`` knows those rules, so only it decides what a message is. A
+  response that may still grow and the user lines a request may yet stand for are held back until
+  a later line settles them, or until an upload says ``final`` (Stop, SessionEnd, PreCompact),
+  which lets everything go as it stands, as the end of the file does for an import. Where a final
+  upload let held user lines go, every later re-read seals them there (``sealed``, line counts), so
+  a request blob for them is skipped in every read: the session keeps those lines where an import
+  of the whole file has the blob's one message (a Stop comes after a response, when none are held).
 - **Same result in any chunking.** The reader is deterministic and the messages it has made final
   never change, so the n-th message of a longer read is the n-th of a shorter one. Each
   conversation keeps a count of the messages already appended (``emitted``); an upload appends the
@@ -90,7 +94,7 @@ class SyncResult:
     offset: int  # bytes of the transcript the server holds: the next upload starts there
     received: int  # bytes of this upload that were new
     created: int  # messages stored by this upload, sub-agents' included
-    held_back: int  # messages read but not final yet (an open response and what waits behind it)
+    held_back: int  # messages read but not final yet (an open response, the user lines held behind it)
     rejected: int  # lines or messages of this upload that could not be stored (skipped, recorded)
     complete: bool  # False while the server is still receiving again what it had before it lost its copy
     sidechains: list[int]
@@ -224,10 +228,7 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
     rest are new. One exception: a response an upload marked ``final`` cut off while it was still
     being written (``growing``) is read again in full once its group is complete or the next final
     upload comes, and its new blocks are added to it."""
-    reader = ClaudeCodeReader()
-    reader.feed(text.decode("utf-8", errors="replace").split("\n"))
-    if final:
-        reader.finish()
+    reader = _reader(text, state, final=final)
     emitted: dict[str, int] = state.setdefault("emitted", {})
     growing: dict[str, dict[str, Any]] = state.setdefault("growing", {})
     read = _Read(held_back=reader.held_back)
@@ -258,6 +259,24 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
         if cut is not None and (message := messages[cut].message) is not None and message.client_id:
             growing[key] = {"index": cut, "client_id": message.client_id, "blocks": _block_count(message)}
     return read
+
+
+def _reader(text: bytes, state: dict[str, Any], *, final: bool) -> ClaudeCodeReader:
+    """The reader after ``text``, sealed where earlier final uploads let held user lines go, so the
+    messages already stored stay the reader's."""
+    reader = ClaudeCodeReader()
+    lines = text.decode("utf-8", errors="replace").split("\n")
+    done = 0
+    for at in state.get("sealed", []):
+        reader.feed(lines[done:at])
+        reader.seal()
+        done = at
+    reader.feed(lines[done:])
+    if final:
+        if reader.replaceable:
+            state.setdefault("sealed", []).append(len(lines) - 1)
+        reader.finish()
+    return reader
 
 
 def _grow(target: AgentSession, candidate: recorded.Candidate, grown: dict[str, Any], read: _Read) -> None:

@@ -108,6 +108,16 @@ def redact(request: Mapping[str, Any], root: str) -> dict[str, Any]:
     return {"method": request["method"], "path": request["path"], "headers": headers, "body": json.loads(body)}
 
 
+def redact_transcript(text: str, root: str) -> str:
+    """The transcript Claude Code wrote as a fixture, redacted as ``redact`` redacts a request: the
+    run's temp directory and its session id replaced; still one JSON object a line."""
+    text = text.replace(root, "/work").replace(root.replace("/", "-").replace(".", "-").replace("_", "-"), "-work")
+    sessions = {e["sessionId"] for e in map(json.loads, text.splitlines()) if isinstance(e.get("sessionId"), str)}
+    for session in sessions:
+        text = text.replace(session, "00000000-0000-4000-8000-000000000000")
+    return text
+
+
 def load_fixtures() -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(FIXTURES.glob("*.json"))]
 
@@ -133,6 +143,8 @@ def main() -> int:  # pragma: no cover - run by hand when the pinned version cha
         for i, request in enumerate(server.requests):
             fixture = redact(request, tmp)
             (FIXTURES / f"{i:02d}.json").write_text(json.dumps(fixture, indent=1, ensure_ascii=False) + "\n")
+        (transcript,) = run.transcripts()
+        (FIXTURES / "transcript.jsonl").write_text(redact_transcript(transcript.read_text(), tmp))
         print(f"{len(server.requests)} requests saved in {FIXTURES}")
     return 0
 

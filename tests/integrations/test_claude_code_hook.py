@@ -303,7 +303,8 @@ def test_warns_at_remind_and_asks_for_a_checkpoint_above_90_percent(owner, live_
     assert reminded and all(60 <= float(t.split(" is ", 1)[1].split("%")[0]) <= 90 for t in reminded)
     assert all("Context at" in t for t in reminded)  # and the policy's recommendation
     last = heard[-1][1]
-    assert float(last.split(" is ", 1)[1].split("%")[0]) > 90 and "checkpoint" in last
+    # Above 90 % (the hook warns only there); its text rounds to 0.1, so 90.04 % reads "90.0%".
+    assert float(last.split(" is ", 1)[1].split("%")[0]) >= 90 and "checkpoint" in last
     record = Compaction.objects.get(session__external_id="cc-full")
     assert record.level == "summarize" and f"compaction {record.pk}" in last
     assert AgentSession.objects.get(external_id="cc-full").checkpoints.exists()
