@@ -66,6 +66,7 @@ from .claude_code_lines import (
     RequestBlob,
     Response,
     answers_the_same_calls,
+    blob_message,
     boundary_facts,
     lines_as_sent,
     merged_user_message,
@@ -130,6 +131,7 @@ class ClaudeCodeReader:
         self._sidechains = 0
         self._message_uuids: set[str] = set()
         self._blob_hashes: set[str] = set()
+        self._after_blob: _Chat | None = None  # the conversation the line before was a request blob of
         self._summaries: list[tuple[str, str]] = []  # (leafUuid, summary)
 
     # ------------------------------------------------------------------ public
@@ -205,6 +207,7 @@ class ClaudeCodeReader:
             return
         event = jsonvalues.clean(event, self.cleaned)
         kind = event.get("type")
+        following, self._after_blob = self._after_blob, None  # the blobs of one request are consecutive lines
         if kind == LINE_TOO_LONG:
             size = event.get("bytes")
             self._unreadable(
@@ -228,7 +231,7 @@ class ClaudeCodeReader:
                 self._assistant(chat, event, out)
             return
         if kind == BLOB:
-            self._blob(request_blob(event), out)
+            self._blob(request_blob(event), following, out)
             return
         if kind == REQUEST:
             self.skipped[kind] += 1
@@ -338,19 +341,34 @@ class ClaudeCodeReader:
         if message_id is None:  # nothing to regroup by: a message of its own
             self._close_group(chat, out)
 
-    def _blob(self, blob: RequestBlob | None, out: list[tuple[str, Message]]) -> None:
+    def _blob(self, blob: RequestBlob | None, following: _Chat | None, out: list[tuple[str, Message]]) -> None:
         """The user message a request sent stands for the user lines held since the last response.
         Blob lines name no conversation: it is the one holding lines (the main one if several do).
-        Skipped (and counted): a blob that holds no message, repeats a hash (a retry), finds no lines
-        to stand for, or answers other tool calls than they do."""
+        A request that starts afresh (after Claude Code compacted its context: the summary, the reply
+        it keeps, reminders, the prompt) has a blob per message: those after the first, which stands
+        for the held lines, follow it as messages of their own. Skipped (and counted): a blob that
+        holds no message, repeats a hash (a retry), finds no lines to stand for, or answers other
+        tool calls than they do."""
         chat = self._holding()
         seen = blob is not None and blob.hash in self._blob_hashes
         if blob is not None and blob.hash is not None:
             self._blob_hashes.add(blob.hash)
-        if blob is None or seen or chat is None or chat.sealed or not answers_the_same_calls(chat.held, blob):
+        if blob is not None and not seen and following is not None and not following.held:
+            self._emit(following, blob_message(blob, self._last_timestamp), out)
+            self._after_blob = following
+            return
+        if (
+            blob is None
+            or seen
+            or blob.role != "user"
+            or chat is None
+            or chat.sealed
+            or not answers_the_same_calls(chat.held, blob)
+        ):
             self.skipped[BLOB] += 1
             return
         self._send(chat, blob, out)
+        self._after_blob = chat
 
     def _request(self, event: dict[str, Any], out: list[tuple[str, Message]]) -> None:
         """A request sent with no blob: Claude Code writes none when the user lines since the last

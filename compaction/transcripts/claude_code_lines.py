@@ -83,21 +83,31 @@ class Response:
 
 @dataclass(frozen=True)
 class RequestBlob:
-    """The user message Claude Code sent with one API request, written just before the request."""
+    """A message Claude Code sent with one API request, written just before the request: the newest
+    user message; after it compacted its context, each message the request starts from."""
 
     hash: str | None
     content: str | list[Block]
+    role: str = "user"
 
 
 def request_blob(event: dict[str, Any]) -> RequestBlob | None:
-    """An ``api-request-blob`` line's user message, or None when it holds none that could be stored."""
+    """An ``api-request-blob`` line's message, or None when it holds none that could be stored."""
     message = event.get("message")
-    if not isinstance(message, dict) or message.get("role", "user") != "user":
+    role = message.get("role", "user") if isinstance(message, dict) else None
+    if not isinstance(message, dict) or role not in ("user", "assistant"):
         return None
     content = content_of(message.get("content"))
     if not content:
         return None
-    return RequestBlob(nonempty_str(event.get("hash")), content)
+    return RequestBlob(nonempty_str(event.get("hash")), content, role)
+
+
+def blob_message(blob: RequestBlob, created_at: str | None) -> Message:
+    """A blob that follows another of the same request, as a message of its own (named by its hash)."""
+    client_id = f"blob-{blob.hash}"[:200] if blob.hash else None
+    metadata = {"blob": blob.hash[:100]} if blob.hash else {}
+    return make_message(blob.role, blob.content, client_id=client_id, created_at=created_at, metadata=metadata)
 
 
 def lines_as_sent(contents: Sequence[Any]) -> list[Any]:

@@ -281,3 +281,32 @@ def test_a_generated_transcript_reads_as_the_model_read_it(steps: list[tuple]) -
 @given(steps=st.lists(BLOB_STEP, max_size=14), seed=st.integers(0, 2**32 - 1))
 def test_any_chunking_of_a_generated_transcript_reads_as_the_whole(steps: list[tuple], seed: int) -> None:
     assert_same_as_whole(build_with_blobs(steps, SESSION).text().split("\n"), range(seed, seed + 3))
+
+
+# ----------------------------------------------------------------------------- after Claude Code compacts
+
+
+def test_after_claude_code_compacts_each_message_the_request_starts_from_is_its_blob() -> None:
+    """A run of the coding task, then ``/compact`` and a prompt with ``--continue``: the first request
+    after the compaction starts afresh (``keep`` 0) from four messages, a blob each — the summary, the
+    reply Claude Code keeps, reminders, the prompt — and the import holds them as they were sent."""
+    path = FIXTURES / "transcript_compacted.jsonl"
+    lines = events(path)
+    request = [e for e in lines if e.get("type") == "api-request"][-1]
+    blobs = {e["hash"]: e["message"] for e in lines if e.get("type") == "api-request-blob"}
+    assert request["keep"] == 0 and len(request["tail"]) == 4
+    conversation = read_transcript(path.read_bytes(), "claude-code").main
+    assert conversation is not None
+    start = conversation.segment_starts[-1]
+    after = conversation.messages[start:]
+    sent = [blobs[h] for h in request["tail"]]
+    assert [(m["role"], content_of(m["content"])) for m in after[:4]] == [
+        (b["role"], content_of(b["content"])) for b in sent
+    ]
+    assert after[0]["metadata"]["is_compact_summary"] is True
+    assert [m["role"] for m in after[4:]] == ["assistant"]  # the answer, and nothing else
+
+
+def test_the_compacted_transcript_reads_the_same_in_any_chunking() -> None:
+    lines = (FIXTURES / "transcript_compacted.jsonl").read_text(encoding="utf-8").split("\n")
+    assert_same_as_whole(lines, range(20))
