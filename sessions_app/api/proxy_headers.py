@@ -16,6 +16,9 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriza
                "transfer-encoding", "upgrade", "host", "content-length"}  # fmt: skip
 _NOT_FORWARDED = HOP_BY_HOP | {"cookie", "accept-encoding"}
 KEY_HEADER, PROJECT_HEADER, SESSION_HEADER = "ctxweb-api-key", "ctxweb-project", "ctxweb-session"
+# The header OpenCode sends its own session id (``ses_…``) in, with its every request: passed on, and
+# read as an agent's session id (services.proxy_identity.conversation_key).
+AGENT_SESSION_HEADER = "x-session-id"
 
 
 def ctxweb_key(request: HttpRequest) -> str:

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse
 
 from sessions_app.api import proxy_body
 from sessions_app.api.proxy_dialects import Dialect, error_type
-from sessions_app.api.proxy_headers import SESSION_HEADER
+from sessions_app.api.proxy_headers import AGENT_SESSION_HEADER, SESSION_HEADER
 from sessions_app.errors import ServiceError
 from sessions_app.models import Project
 from sessions_app.services import proxy_identity, proxy_oversized
@@ -71,6 +71,7 @@ def note_oversized(
     head = proxy_body.head_of(raw)
     kept = dialect.recorded(head) if head is not None else None
     header = request.headers.get(SESSION_HEADER, "").strip() or None
+    agent_header = request.headers.get(AGENT_SESSION_HEADER)
     if kept is None and header is None:
         log.info("proxy: a request of %s bytes forwarded unrecorded (nothing names its conversation)", len(raw))
         return None, None
@@ -78,9 +79,9 @@ def note_oversized(
         session = proxy_oversized.proxy_oversized_note(
             user=user,
             project=project(),
-            key=proxy_identity.conversation_key(kept or {}, header),
+            key=proxy_identity.conversation_key(kept or {}, header, agent_header),
             head=kept or {},
-            agent=proxy_identity.agent_conversation(kept or {}, header),
+            agent=proxy_identity.agent_conversation(kept or {}, header, agent_header),
             size=len(raw),
             limit=settings.CTX_PROXY_RECORD_MAX_BYTES,
         )

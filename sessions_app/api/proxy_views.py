@@ -34,7 +34,7 @@ from compaction.http_deadline import Deadline
 from sessions_app import steps
 from sessions_app.api import proxy_body, proxy_headers, proxy_limits
 from sessions_app.api.proxy_dialects import ANTHROPIC, OPENAI, Dialect, error_type
-from sessions_app.api.proxy_headers import KEY_HEADER, PROJECT_HEADER, SESSION_HEADER
+from sessions_app.api.proxy_headers import AGENT_SESSION_HEADER, KEY_HEADER, PROJECT_HEADER, SESSION_HEADER
 from sessions_app.api.proxy_recorder import RECORDER
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession, Project, Role
@@ -154,7 +154,8 @@ def _record_start(
 ) -> tuple[_Exchange | None, bool, proxy_upstream.Upstream, HttpResponse | None]:
     """The exchange to record (None when ctxweb can't record it now: the request goes upstream all the
     same and is counted as a gap), whether it is recorded, what goes upstream, or a refusal."""
-    conversation = proxy_identity.conversation_key(body, request.headers.get(SESSION_HEADER, "").strip() or None)
+    header = request.headers.get(SESSION_HEADER, "").strip() or None
+    conversation = proxy_identity.conversation_key(body, header, request.headers.get(AGENT_SESSION_HEADER))
     # Where this request is counted if it goes upstream unrecorded (services.proxy.gap_key).
     gap = proxy_gaps.gap_key(proxy_headers.ctxweb_key(request), conversation)
     if user is None:  # the database could not tell whose key it is
@@ -361,7 +362,8 @@ def _prepare(
     ``proxy_compaction``); otherwise with the reply, once the answer is out, so the caller's first
     byte waits for nothing but finding the session."""
     project = _project(request, user)
-    agent = proxy_identity.agent_conversation(body, request.headers.get(SESSION_HEADER, "").strip() or None)
+    header = request.headers.get(SESSION_HEADER, "").strip() or None
+    agent = proxy_identity.agent_conversation(body, header, request.headers.get(AGENT_SESSION_HEADER))
     session = proxy.proxy_session_for(user=user, project=project, key=conversation, body=body, agent=agent)
     conversation = session.external_id or conversation  # the agent's main conversation is keyed by its id
     sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0

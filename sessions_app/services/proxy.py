@@ -124,6 +124,8 @@ def proxy_session_for(
         return found
     if agent is not None and key == agent[0]:
         _sides_linked(created, agent[0])
+    elif agent is not None and SIDECHAIN_OF not in metadata and (main := _current(project, agent[0])) is not None:
+        _sides_linked(main, agent[0])  # made meanwhile (OpenCode sends its title alongside): one of the two links
     return created
 
 

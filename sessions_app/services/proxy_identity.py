@@ -5,8 +5,9 @@ Real clients change the form of a conversation from request to request without c
 says: Claude Code moves its ``cache_control`` marker to the newest message, sends the newest user
 message as text blocks once and as a string next time, puts ``role: "system"`` messages in the
 middle, and begins its system prompt with a billing line whose suffix changes after it compacts its
-own context. None of these is part of the conversation's identity; the messages' own identity (their
-client ids) is ``proxy_messages.identity``.
+own context. OpenCode sends its session id in a header (``x-session-id``) and today's date in its
+system prompt. None of these is part of the conversation's identity; the messages' own identity
+(their client ids) is ``proxy_messages.identity``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ EXTERNAL_ID_MAX = agent_sessions.SESSION_TEXT_LIMITS["external_id"]
 NAME_MAX = 80
 # Claude Code's first system line, e.g. ``x-anthropic-billing-header: cc_version=2.1.328.a1b; cc_entrypoint=cli``.
 _BILLING_LINE = re.compile(r"^x-anthropic-billing-header:[^\n]*(\n|$)", re.MULTILINE)
+# OpenCode's line of its system prompt's <env> block, e.g. ``  Today's date: Thu Nov 26 2026``.
+_DATE_LINE = re.compile(r"^[ \t]*Today's date: [^\n]*(\n|$)", re.MULTILINE)
 
 
 def conversation_of(body: dict[str, Any]) -> dict[str, Any] | None:
@@ -79,16 +82,17 @@ def _is_system(message: Any) -> bool:
     return isinstance(message, dict) and message.get("role") == "system"
 
 
-def conversation_key(body: dict[str, Any], header: str | None) -> str:
+def conversation_key(body: dict[str, Any], header: str | None, agent_header: str | None = None) -> str:
     """The external id of the conversation a request belongs to: the ``ctxweb-session`` header; else
-    the agent's session id (``metadata.user_id``) with a hash of the system prompt; else a hash of the
-    conversation's start (system prompt and first message)."""
-    user_id = _agent_session_id(body.get("metadata"))
+    the agent's session id (``metadata.user_id``, else ``agent_header``: OpenCode's ``x-session-id``)
+    with a hash of the system prompt; else a hash of the conversation's start (system prompt and
+    first message)."""
+    user_id = _agent_session_id(body.get("metadata"), agent_header)
     if user_id is not None:
-        # An agent's own session id (Claude Code's) covers several conversations: the main one, each
-        # subagent's, the small requests it makes on the side (a title, a check). Their system prompts
-        # tell them apart; a conversation the agent compacted itself keeps its system prompt, and so
-        # its key (it continues in a fresh session linked to the old one).
+        # An agent's own session id covers several conversations: the main one, each subagent's, the
+        # small requests it makes on the side (a title, a check). Their system prompts tell them apart;
+        # a conversation the agent compacted itself keeps its system prompt, and so its key (it
+        # continues in a fresh session linked to the old one).
         user_id = f"{user_id}#{prompt_hash(body)}"
     for given in (header, user_id):
         if isinstance(given, str) and given.strip():
@@ -104,15 +108,18 @@ def conversation_key(body: dict[str, Any], header: str | None) -> str:
     return "proxy-" + hashlib.sha256(canonical(start)).hexdigest()[:32]
 
 
-def agent_conversation(body: dict[str, Any], header: str | None) -> tuple[str, str] | None:
+def agent_conversation(
+    body: dict[str, Any], header: str | None, agent_header: str | None = None
+) -> tuple[str, str] | None:
     """``(agent session id, prompt hash)`` when the request names its agent's session (Claude Code
-    does, in ``metadata.user_id``) and no ``ctxweb-session`` header names the session instead. The
+    does, in ``metadata.user_id``; OpenCode in ``agent_header``, its ``x-session-id``) and no
+    ``ctxweb-session`` header names the session instead. The
     agent's main conversation is recorded under the bare id (the external id its hook's session
     has, so both meet in one session); its subagents and side requests under ``conversation_key``'s
     ``<id>#<prompt hash>``, as children of the main one (``services.proxy``)."""
     if isinstance(header, str) and header.strip():
         return None
-    user_id = _agent_session_id(body.get("metadata"))
+    user_id = _agent_session_id(body.get("metadata"), agent_header)
     if user_id is None:
         return None
     fits = len(user_id) <= EXTERNAL_ID_MAX and "\x00" not in user_id and user_id.isprintable() and encodes(user_id)
@@ -124,13 +131,14 @@ def prompt_hash(body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical(prompt_identity(body.get("system")))).hexdigest()[:12]
 
 
-def _agent_session_id(metadata: Any) -> str | None:
+def _agent_session_id(metadata: Any, agent_header: str | None) -> str | None:
     """``metadata.user_id``: Claude Code's session id, which it now sends inside a JSON object
     (``{"device_id": …, "account_uuid": …, "session_id": …}``) — the id its hook gives the session
-    of its transcript — or the string as it came."""
+    of its transcript — or the string as it came; else the agent's session id from a header
+    (OpenCode's ``x-session-id``)."""
     user_id = metadata.get("user_id") if isinstance(metadata, dict) else None
     if not isinstance(user_id, str) or not user_id.strip():
-        return None
+        return agent_header.strip() if isinstance(agent_header, str) and agent_header.strip() else None
     try:
         parsed = json.loads(user_id)
     except ValueError:
@@ -150,8 +158,8 @@ def system_text(system: Any) -> str:
 
 def prompt_identity(system: Any) -> str:
     """The system prompt as part of a conversation's identity: its text (cache markers are not text)
-    without Claude Code's billing line."""
-    return _BILLING_LINE.sub("", system_text(system)).strip()
+    without Claude Code's billing line and OpenCode's date line (a conversation goes on past midnight)."""
+    return _DATE_LINE.sub("", _BILLING_LINE.sub("", system_text(system))).strip()
 
 
 def session_name(body: dict[str, Any]) -> str:
