@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.fakes.anthropic_rules import signature_for
+
 SIDE_REPLY = "Scripted answer to a side request."
 FINAL_REPLY = "Done: the scripted task is complete."
 
@@ -23,9 +25,8 @@ def text(value: str) -> dict[str, Any]:
 
 
 def thinking(thought: str) -> dict[str, Any]:
-    # The signature is opaque to the client; the agent sends it back with the block.
-    signature = hashlib.sha256(thought.encode()).hexdigest()
-    return {"type": "thinking", "thinking": thought, "signature": signature}
+    # The signature is opaque to the client; the agent sends it back with the block, and the fake checks it.
+    return {"type": "thinking", "thinking": thought, "signature": signature_for(thought)}
 
 
 def tool_use(name: str, tool_input: Mapping[str, Any], *, key: str) -> dict[str, Any]:
