@@ -126,6 +126,48 @@ def _pair(assistant: dict[str, Any], reply: dict[str, Any] | None) -> None:
     reply["content"] = results + rest
 
 
+THOUGHTS = ("thinking", "redacted_thinking")
+
+
+def thinking_enabled(request: dict[str, Any]) -> bool:
+    """Whether a request turns extended thinking on (``thinking.type`` enabled or adaptive)."""
+    config = request.get("thinking")
+    return isinstance(config, dict) and config.get("type") in ("enabled", "adaptive")
+
+
+def thinking_turn_kept(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``turns`` (a valid ``messages`` list) valid with extended thinking on too. A request whose last
+    message holds tool results continues an assistant turn (every message after the last user message
+    without a tool result), and that turn's first assistant message must start with a thought. When a
+    compaction left the turn starting elsewhere, the steps before its newest assistant message that
+    starts with a thought become text (calls and results alike), so the turn starts there, its thought
+    as it came; with no such message the whole turn becomes text and the request starts a new one.
+    Thoughts themselves are never changed: they are signed."""
+    if not turns or not _holds_results(turns[-1]):
+        return turns
+    starts = [i for i, t in enumerate(turns) if t["role"] == "user" and not _holds_results(t)]
+    start = starts[-1] + 1 if starts else 0
+    steps = [i for i in range(start, len(turns)) if turns[i]["role"] == "assistant"]
+    if not steps or _starts_with_thought(turns[steps[0]]):
+        return turns
+    end = next((i for i in reversed(steps) if _starts_with_thought(turns[i])), len(turns))
+    return [
+        {**t, "content": [_as_text(b) if b.get("type") in ("tool_use", "tool_result") else b for b in t["content"]]}
+        if start <= i < end
+        else t
+        for i, t in enumerate(turns)
+    ]
+
+
+def _holds_results(turn: dict[str, Any]) -> bool:
+    return turn["role"] == "user" and any(b.get("type") == "tool_result" for b in _blocks(turn["content"]))
+
+
+def _starts_with_thought(turn: dict[str, Any]) -> bool:
+    blocks = _blocks(turn["content"])
+    return bool(blocks) and blocks[0].get("type") in THOUGHTS
+
+
 def to_openai_messages(messages: Sequence[dict[str, Any]], *, system: str | None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if system:

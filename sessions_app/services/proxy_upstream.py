@@ -25,9 +25,24 @@ from sessions_app.services.proxy import proxy_session
 
 def compacts_upstream(session: AgentSession, body: dict[str, Any]) -> bool:
     """Whether the request may go upstream as the session's compacted context: the project's
-    ``proxy_compaction`` is on, and the request does not ask the provider to manage its context."""
+    ``proxy_compaction`` is on, and the request does not ask the provider to compact it."""
     policy = getattr(session.project, "policy", None)
-    return bool(policy is not None and policy.proxy_compaction and "context_management" not in body)
+    return bool(policy is not None and policy.proxy_compaction and not provider_compacts(body))
+
+
+def provider_compacts(body: dict[str, Any]) -> bool:
+    """Whether the request asks the provider to compact its context itself (a ``compact_*`` edit in its
+    ``context_management``), or manages it in a way ctxweb can't read (left to the provider to judge).
+    The client's clearing edits (``clear_thinking``, ``clear_tool_uses``) compose with ctxweb's
+    compaction: they go upstream as they came, applied by the provider to the compacted messages."""
+    if "context_management" not in body:
+        return False
+    management = body["context_management"]
+    edits = management.get("edits") if isinstance(management, dict) else None
+    if not isinstance(edits, list):
+        return True
+    return any(not isinstance(e, dict) or not isinstance(e.get("type"), str) or e["type"].startswith("compact")
+               for e in edits)  # fmt: skip
 
 
 def proxy_compact_before_sending(session: AgentSession) -> bool:
@@ -122,11 +137,13 @@ MAX_CACHE_BREAKPOINTS = 4  # Anthropic refuses a request with more cache_control
 def proxy_upstream_request(*, session: AgentSession, body: dict[str, Any]) -> Upstream:
     """With the project's ``proxy_compaction`` on and a compaction in effect, the request goes upstream
     as the session's compacted context (its checkpoint's summary and the messages kept), the rest of
-    the caller's request (model, system, tools, settings) as it came. Not when the request asks the
-    provider to manage its context itself (``context_management``): the provider's compaction is not
-    fought. Cache breakpoints: the stored messages' own are dropped (an agent moves its marker every
-    request; the stored copies keep old ones), one goes after the summary (the prefix that changes
-    only when a compaction runs) and one on the last message, within the API's limit of four."""
+    the caller's request (model, system, tools, settings, ``context_management``) as it came. Not when
+    the request asks the provider to compact it itself (``provider_compacts``): the provider's
+    compaction is not fought. With thinking on, the assistant turn the request continues starts with
+    a thought (``thinking_turn_kept``). Cache breakpoints: the stored messages' own are dropped (an
+    agent moves its marker every request; the stored copies keep old ones), one goes after the summary
+    (the prefix that changes only when a compaction runs) and one on the last message, within the
+    API's limit of four."""
     if not compacts_upstream(session, body):
         return Upstream(None)
     in_effect = (
@@ -140,6 +157,8 @@ def proxy_upstream_request(*, session: AgentSession, body: dict[str, Any]) -> Up
     messages = [
         _without_cache_marks(m) for m in engine_context.to_anthropic_messages(session_context_messages(session))
     ]
+    if engine_context.thinking_enabled(body):
+        messages = engine_context.thinking_turn_kept(messages)
     budget = MAX_CACHE_BREAKPOINTS - _cache_marks(body.get("system")) - _cache_marks(body.get("tools"))
     summarized = bool(messages) and current_checkpoint(session) is not None
     for index in ([0] if summarized else []) + [len(messages) - 1]:

@@ -33,7 +33,9 @@ What one API request goes through, in this order:
    ``api_key`` when the server was built with one) → else 401 ``authentication_error``;
 4. the next scripted response for this endpoint, if any (``queue_error`` /
    ``queue_malformed_json_body``), is sent instead of the normal answer;
-5. minimal validation like the real API → 400 ``invalid_request_error``;
+5. minimal validation like the real API → 400 ``invalid_request_error``, with what it checks of
+   extended thinking and ``context_management`` (``anthropic_rules``: a tool loop's first assistant
+   message starts with a thought when thinking is on, thoughts come back as signed, known edits);
 6. the answer: ``{"input_tokens": N}`` for count_tokens; for messages a Message body whose content
    is the next ``queue_reply``/``queue_message`` entry (FIFO), else ``message_function(body)`` (a
    whole turn, ``tests/fakes/scripted_model.py`` plays a model with it) when set and not None, else
@@ -65,7 +67,11 @@ results (of tools not in ``exclude_tools``) but the newest ``keep`` tool uses (d
 replaced by ``CLEARED_TOOL_RESULT`` before the "model" reads the request — ``usage.input_tokens`` is
 the edited request's count — and the answer says so: ``context_management.applied_edits`` with
 ``cleared_tool_uses`` and ``cleared_input_tokens`` (top level; in a stream, on ``message_delta``).
+``clear_thinking_20251015`` (and, with thinking on and no such edit, the API's default of keeping the
+last turn's thoughts) removes older turns' thinking blocks first (``anthropic_rules.clear_thinking``).
 The request is recorded as it came; ``server.edited`` holds what the model read.
+``set_context_window(N)`` refuses a request the model would read as more than N tokens, as the API
+refuses one over its model's window: 400, "prompt is too long: X tokens > N maximum".
 """
 
 from __future__ import annotations
@@ -92,6 +98,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
+
+from tests.fakes.anthropic_rules import RuleBroken, check_thinking, clear_thinking, edits_of
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -411,12 +419,14 @@ class FakeAnthropic:
         self._stream_faults: list[_StreamFault] = []
         self._event_interval = 0.0
         self._count_function: Callable[[Mapping[str, Any]], int] = default_count_tokens
+        self._context_window: int | None = None
         self._reply_function: Callable[[Mapping[str, Any]], str | None] | None = None
         self._message_function: MessageFunction | None = None
         self._default_reply = self._initial_default_reply
 
     def reset(self) -> None:
-        """Forget recorded requests, queued replies/errors, delays, count and reply functions, default reply."""
+        """Forget recorded requests, queued replies/errors, delays, count and reply functions, default reply,
+        context window."""
         with self._lock:
             self._reset_state()
 
@@ -565,6 +575,12 @@ class FakeAnthropic:
         with self._lock:
             self._count_function = fn or default_count_tokens
 
+    def set_context_window(self, tokens: int | None) -> None:
+        """Refuse a /v1/messages request whose input (as the model reads it, after context editing) is
+        over ``tokens``, as the API refuses one longer than its model's window; None: never."""
+        with self._lock:
+            self._context_window = None if tokens is None else int(tokens)
+
     def set_reply_function(self, fn: Callable[[Mapping[str, Any]], str | None] | None) -> None:
         """``fn(body) -> text | None`` answers /v1/messages when no reply is queued (None: default reply)."""
         with self._lock:
@@ -658,21 +674,37 @@ class FakeAnthropic:
         if parse_error is not None:
             raise _ApiError(400, parse_error)
         _validate(endpoint, body)
+        try:
+            check_thinking(body)
+            edits = edits_of(body)
+        except RuleBroken as exc:
+            raise _ApiError(400, str(exc)) from exc
         with self._lock:
             count_fn = self._count_function
-            reply = self._replies.pop(0) if endpoint == "messages" and self._replies else None
-            reply_fn = self._reply_function
-            message_fn = self._message_function
-            default_reply = self._default_reply
+            window = self._context_window
         try:
-            seen, applied = clear_tool_uses(body, count_fn) if endpoint == "messages" else (body, None)
+            applied: list[dict[str, Any]] = []
+            seen = body
+            if endpoint == "messages":  # the edits, in the order the API applies them: thinking first
+                seen, thinking_edit = clear_thinking(body, edits)
+                if thinking_edit is not None:
+                    applied.append({**thinking_edit, "cleared_input_tokens": count_fn(body) - count_fn(seen)})
+                seen, tools_edit = clear_tool_uses(seen, count_fn)
+                applied += [tools_edit] if tools_edit is not None else []
             input_tokens = int(count_fn(seen))
         except Exception as exc:  # a broken test count function should be visible, not hang the client
             raise _ApiError(500, f"count function failed: {exc!r}") from exc
-        if applied is not None:
+        if seen is not body:
             self._seen(seen)
         if endpoint == "count_tokens":
             return _json_response(200, {"input_tokens": input_tokens})
+        if window is not None and input_tokens > window:  # as the model would read it, after the edits
+            raise _ApiError(400, f"prompt is too long: {input_tokens} tokens > {window} maximum")
+        with self._lock:  # (a request refused above takes no queued reply)
+            reply = self._replies.pop(0) if self._replies else None
+            reply_fn = self._reply_function
+            message_fn = self._message_function
+            default_reply = self._default_reply
         turn = message_fn(body) if reply is None and message_fn is not None else None
         if turn is not None:
             content = list(turn["content"])
@@ -705,8 +737,8 @@ class FakeAnthropic:
             "stop_sequence": None,
             "usage": usage,
         }
-        if applied is not None:
-            answer["context_management"] = {"applied_edits": [applied]}
+        if applied:
+            answer["context_management"] = {"applied_edits": applied}
         if body.get("stream") is True:
             with self._lock:
                 fault = self._stream_faults.pop(0) if self._stream_faults else None
@@ -748,6 +780,7 @@ SCRIPT_ACTIONS: dict[str, Callable[..., None]] = {
     "queue_stream_error": FakeAnthropic.queue_stream_error,
     "queue_stream_cut": FakeAnthropic.queue_stream_cut,
     "set_event_interval": FakeAnthropic.set_event_interval,
+    "set_context_window": FakeAnthropic.set_context_window,
     "set_fixed_count": _set_fixed_count,  # {"input_tokens": N} or {"input_tokens": null} for the default
     "reset": FakeAnthropic.reset,
 }

@@ -10,9 +10,12 @@ plain text, as a model answers them.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from tests.fakes.anthropic_rules import signature_for
 
 SIDE_REPLY = "Scripted answer to a side request."
 FINAL_REPLY = "Done: the scripted task is complete."
@@ -23,9 +26,8 @@ def text(value: str) -> dict[str, Any]:
 
 
 def thinking(thought: str) -> dict[str, Any]:
-    # The signature is opaque to the client; the agent sends it back with the block.
-    signature = hashlib.sha256(thought.encode()).hexdigest()
-    return {"type": "thinking", "thinking": thought, "signature": signature}
+    # The signature is opaque to the client; the agent sends it back with the block, and the fake checks it.
+    return {"type": "thinking", "thinking": thought, "signature": signature_for(thought)}
 
 
 def tool_use(name: str, tool_input: Mapping[str, Any], *, key: str) -> dict[str, Any]:
@@ -94,3 +96,52 @@ def file_writing_task(workdir: str, *, filename: str = "result.txt", content: st
         ],
         [tool_use("Read", {"file_path": path}, key="t3-read")],
     ]
+
+
+@dataclass
+class ResumingModel(ScriptedModel):
+    """As ``ScriptedModel``, but the next turn follows the newest of its own tool calls the request
+    answers, not the number of assistant messages it holds: a proxy that sends a compacted history
+    (fewer messages, older calls summarized, calls written out as text) gets the turn that comes next."""
+
+    def __call__(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        if not self.is_main(body):
+            self.side_requests += 1
+            return {"content": [text(self.side_reply)], "stop_reason": "end_turn"}
+        n = self.next_turn(body)
+        if n < len(self.turns):
+            return {"content": [dict(b) for b in self.turns[n]]}
+        return {"content": [text(self.final)], "stop_reason": "end_turn"}
+
+    def next_turn(self, body: Mapping[str, Any]) -> int:
+        """One after the latest turn whose call id the request's last message mentions (a result, or
+        its text); 0 when it mentions none (the task's first request)."""
+        messages = body.get("messages")
+        last = json.dumps(messages[-1]) if isinstance(messages, list) and messages else ""
+        answered = [
+            n for n, turn in enumerate(self.turns) for b in turn if b.get("type") == "tool_use" and b["id"] in last
+        ]
+        return max(answered) + 1 if answered else 0
+
+
+def reading_task(
+    workdir: str, files: Sequence[str], *, filename: str = "summary.txt", content: str
+) -> list[list[dict[str, Any]]]:
+    """A task whose context grows past a small window: a large file read a step, a thought at the start
+    and at every third step only (a model thinks when it plans, not at every call), then a file
+    written and read back."""
+    path = f"{workdir}/{filename}"
+    turns: list[list[dict[str, Any]]] = [
+        [
+            thinking("The user wants every notes file read, then a summary written. Start with the listing."),
+            text("I'll list the notes first."),
+            tool_use("Bash", {"command": "ls -la", "description": "List the working directory"}, key="r-ls"),
+        ]
+    ]
+    for n, name in enumerate(files):
+        step = [thinking(f"Read the next notes, {name}.")] if n % 3 == 2 else []
+        turns.append([*step, tool_use("Read", {"file_path": f"{workdir}/{name}"}, key=f"r-read-{name}")])
+    written = tool_use("Write", {"file_path": path, "content": content}, key="r-write")
+    turns.append([thinking("Every file is read; write the summary."), written])
+    turns.append([tool_use("Read", {"file_path": path}, key="r-check")])
+    return turns

@@ -15,7 +15,17 @@ from tests.hypothesis_budget import ENGINE, SERVER
 
 from . import fixtures as _fixtures
 from .anthropic_server import FakeAnthropic, stream_events
-from .scripted_model import SIDE_REPLY, ScriptedModel, assistant_turns, file_writing_task, text, thinking, tool_use
+from .scripted_model import (
+    SIDE_REPLY,
+    ResumingModel,
+    ScriptedModel,
+    assistant_turns,
+    file_writing_task,
+    reading_task,
+    text,
+    thinking,
+    tool_use,
+)
 
 fake_anthropic = _fixtures.fake_anthropic
 
@@ -141,3 +151,26 @@ def test_the_cli_sends_what_the_issue_says_it_sends():
     assert any(isinstance(r["content"], list) and r["content"][0]["type"] == "tool_reference" for r in results)
     assert any(r.get("is_error") for r in results)
     assert max(len(json.dumps(r["content"])) for r in results) > 20_000
+
+
+def test_the_cli_requests_pass_the_fakes_rules_for_thinking_and_context_management():
+    from .anthropic_rules import check_thinking, edits_of
+
+    for request in load_fixtures():
+        check_thinking(request["body"])  # raises what the real API would refuse
+        assert [e["type"] for e in edits_of(request["body"])] == ["clear_thinking_20251015"]
+
+
+def test_the_resuming_model_goes_on_from_the_newest_answered_call_in_a_compacted_history():
+    script = reading_task("/w", ["a.txt", "b.txt", "c.txt"], content="done\n")
+    model = ResumingModel(script)
+    main = {"model": "m", "max_tokens": 32_000, "tools": [{"name": "Write"}]}
+    read_b = next(b for b in script[2] if b["type"] == "tool_use")
+    assert model({**main, "messages": [{"role": "user", "content": "go"}]})["content"] == script[0]
+    result = {"type": "tool_result", "tool_use_id": read_b["id"], "content": "b"}
+    compacted = [{"role": "user", "content": "<context_summary>…</context_summary>"},
+                 {"role": "assistant", "content": [read_b]}, {"role": "user", "content": [result]}]  # fmt: skip
+    assert model({**main, "messages": compacted})["content"] == script[3]  # though it holds one assistant message
+    as_text = [{"role": "user", "content": [text(f"[tool result for {read_b['id']}]\nb")]}]
+    assert model({**main, "messages": as_text})["content"] == script[3]  # a result written out as text
+    assert sum(1 for turn in script if turn[0]["type"] == "thinking") == 3  # the start, every third read, the write
