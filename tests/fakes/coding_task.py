@@ -139,7 +139,8 @@ def coding_task(workdir: str) -> ScriptedConversations:
         [text("Checking the script once more."), tool_use("Read", {"file_path": script}, key="read-2")],
         [bash("echo done", "done")],
     ]
-    subagent: list[list[dict[str, Any]]] = [[bash(f"wc -l < {script}", "sub-wc")]]
+    # With thinking on, the API wants a tool loop's first step to open with a thought.
+    subagent: list[list[dict[str, Any]]] = [[thinking("Count them with wc."), bash(f"wc -l < {script}", "sub-wc")]]
     return ScriptedConversations(
         scripts={PROMPT: main, SUBAGENT_PROMPT: subagent},
         finals={PROMPT: "squares.py prints 1 1, 2 4, 3 9, 4 16 and 5 25.", SUBAGENT_PROMPT: SUBAGENT_ANSWER},
