@@ -30,7 +30,7 @@ from sessions_app import steps
 from sessions_app.api.proxy_dialects import ANTHROPIC
 from sessions_app.models import AgentSession, IngestRejection, Message, ToolUse
 from sessions_app.services import proxy
-from sessions_app.services.proxy_identity import conversation_key
+from sessions_app.services.proxy_identity import agent_conversation, conversation_key
 from sessions_app.services.proxy_messages import identity
 from tests.hypothesis_budget import DATABASE
 from tests.proxy.agent_conversations import Exchange, claude_code, held, scripts
@@ -80,18 +80,23 @@ class Recording:
 
     def __post_init__(self) -> None:
         self.kept = [ANTHROPIC.recorded(e.body) or {} for e in self.exchanges]
-        self.key = conversation_key(self.kept[0], None)
+        self.key = ""
         self.requested = {n: threading.Event() for n in range(len(self.exchanges))}
 
     def session_of(self, n: int) -> int:
-        with self.lock:  # the requests before this one arrived before it
+        """As ``api.proxy_views._prepare`` finds it (the requests before this one arrived before it)."""
+        with self.lock:
             for m in range(n + 1):
                 if m not in self.sessions:
                     body = self.kept[m]
                     found = proxy.proxy_session_for(
-                        user=self.team.bob.user, project=self.team.project, key=self.key, body=body
+                        user=self.team.bob.user,
+                        project=self.team.project,
+                        key=conversation_key(body, None),
+                        body=body,
+                        agent=agent_conversation(body, None),
                     )
-                    self.sessions[m] = found.pk
+                    self.sessions[m], self.key = found.pk, found.external_id
             return self.sessions[n]
 
     def run(self, op: Op, *, lagging: bool = True) -> None:
