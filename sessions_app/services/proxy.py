@@ -179,18 +179,22 @@ def proxy_record_request(
     """Append what the request holds beyond the session's stored messages, and ``reply`` (the model's
     answer to it) after them in the same append when they end the session. ``key``: the request's
     conversation. A request whose history no longer starts with the stored messages, or whose
-    session was closed (archived, handed off), continues in a fresh session linked to this one."""
+    session was closed (archived, handed off), continues in a fresh session linked to this one.
+
+    Several processes record a conversation's exchanges at once, in any order: the new messages go
+    in only where the session was seen to end (``after_seq``), and a recording that stored there
+    first sends this one back to be placed again, so nothing is stored twice or out of its place."""
     messages = as_list(body.get("messages"))
-    placed = _place(session, messages, key, body)
-    if placed is None:
-        return Recorded(session, 0, _CHANGED)
-    try:
-        return _append_new(placed, messages, reply)
-    except Conflict as exc:
-        if exc.code == "moved_on":  # another request of the session was stored meanwhile: this one's, alone
-            return _append_new(placed, messages, None)
-        placed = _place(_continue_in_fresh_session(placed.session, body, key), messages, key, body)  # closed meanwhile
-        return _append_new(placed, messages, reply) if placed is not None else Recorded(session, 0, _CHANGED)
+    for _ in range(_PLACINGS):
+        placed = _place(session, messages, key, body)
+        if placed is None:
+            return Recorded(session, 0, _CHANGED)
+        try:
+            return _append_new(placed, messages, reply)
+        except Conflict:  # another recording stored first, or the session was closed: placed as it is now
+            session = proxy_session(placed.session.pk) or placed.session
+    log.warning("proxy: session %s: the request was not recorded: the session kept moving on", session.pk)
+    return Recorded(session, 0, _CHANGED)
 
 
 _CHANGED = "the conversation changed while it was recorded"
@@ -200,6 +204,9 @@ SIDECHAIN_OF = "sidechain_of"
 # The seq before a request's first message: 0, until the client compacts its own history (``_rebased``).
 BASE = "proxy_base"
 IS_COMPACT_SUMMARY = "is_compact_summary"  # as ``ctx import`` flags Claude Code's summary
+# Each new placing follows another recording's append (or the session's closing), and a conversation
+# has a few exchanges in flight at most: this many is never reached but in a fault.
+_PLACINGS = 20
 
 
 def _append_new(placed: Placed, messages: list[Any], reply: NormalizedMessage | None) -> Recorded:
@@ -213,8 +220,7 @@ def _append_new(placed: Placed, messages: list[Any], reply: NormalizedMessage | 
         batch = [_normalized_at(m, start + i, base) for i, m in enumerate(fresh)]
         if with_reply and reply is not None:
             batch.append(reply)
-        after = base + start if with_reply else None
-        result = ingest.message_append(session=session, messages=batch, after_seq=after)
+        result = ingest.message_append(session=session, messages=batch, after_seq=base + start)
     except (MessageError, InvalidInput):
         if with_reply:  # maybe the reply (a tool id the session holds already): the agent's copy comes next time
             return _append_new(placed, messages, None)
@@ -297,12 +303,12 @@ def _append_one_by_one(session: AgentSession, start: int, messages: list[Any], b
     for index in range(start, len(messages)):
         try:
             message = _normalized_at(messages[index], index, base)
-            result = ingest.message_append(session=session, messages=[message])
+            result = ingest.message_append(session=session, messages=[message], after_seq=base + index)
         except (MessageError, InvalidInput) as exc:
             log.warning("proxy: session %s: request message %s stored as a note: %s", session.pk, index + 1, exc)
             _rejected(session, index, exc)
             note = _note_of(messages[index], base + index, exc)
-            result = ingest.message_append(session=session, messages=[note])
+            result = ingest.message_append(session=session, messages=[note], after_seq=base + index)
         session, created = result.session, created + result.created
         provider_compactions(session, result.messages)
     return Recorded(session, created)

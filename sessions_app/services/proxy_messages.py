@@ -49,6 +49,7 @@ def replies_as_the_agent_kept_them(
     if not copies:
         return
     tokenizer = offline_tokenizer()
+    counts = {seq: tokenizer.count_message(copy.role, copy.content) for seq, copy in copies.items()}  # before the lock
     try:
         with transaction.atomic():
             locked = ingest.lock_open_session(session)
@@ -63,9 +64,7 @@ def replies_as_the_agent_kept_them(
                 ToolUse.objects.filter(session=locked, seq=seq).delete()
                 ingest.check_tool_ids(locked, [copy])
                 ToolUse.objects.bulk_create(ToolUse(session=locked, tool_use_id=t, seq=seq) for t in copy.tool_use_ids)
-                ingest.stored_message_rewrite(
-                    locked, row, copy, tokenizer.count_message(copy.role, copy.content), client_id=True
-                )
+                ingest.stored_message_rewrite(locked, row, copy, counts[seq], client_id=True)
     except (InvalidInput, Conflict) as exc:
         log.info("proxy: session %s: a reply kept as recorded: %s", session.pk, exc)
 

@@ -1,0 +1,235 @@
+"""Agents' conversations as the proxy sees them: each a sequence of exchanges (the request the agent
+sent, the model's answer to it), generated or read from the recorded Claude Code fixtures.
+
+A generated conversation grows its history request by request: the user asks, the model thinks,
+calls tools (several at once), reads their results (some failing, some as blocks) and answers. Each
+request resends the history in a form of the moment, as Claude Code does: its cache marker on the
+newest message, a text sent as a string once and as blocks the next time, a ``system`` message
+somewhere, a billing line at the top of the system prompt, its session id inside a JSON
+``metadata.user_id``. The agent may keep a reply in a form of its own (its tool calls renamed, the
+results then naming those).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hypothesis import strategies as st
+
+from sessions_app.services.proxy_identity import conversation_of
+from sessions_app.services.proxy_messages import identity
+from tests.clients.claude_code import load_fixtures
+from tests.fakes.anthropic_server import default_count_tokens
+
+CACHE = {"type": "ephemeral"}
+REMINDER = "<system-reminder>\nAs you answer the user's questions, you can use this context.\n</system-reminder>"
+MODEL = "claude-sonnet-4-5"
+
+
+@dataclass(frozen=True)
+class Exchange:
+    body: dict[str, Any]  # the request as the agent sent it
+    answer: dict[str, Any]  # the model's message as its response carried it (id, content, usage)
+
+
+@dataclass(frozen=True)
+class Script:
+    """A conversation before it takes a form: its messages as the agent keeps them, and for each
+    assistant message, the model's reply it came from (``replies``: index → content)."""
+
+    messages: list[dict[str, Any]]
+    replies: dict[int, list[dict[str, Any]]]
+    forms: int  # the seed of the forms each request takes
+
+    def exchanges(self, session_id: str) -> list[Exchange]:
+        """The requests (each the history before a reply) and their answers; ``session_id`` is the
+        agent's, in each request's ``metadata.user_id``."""
+        pick = random.Random(self.forms)
+        found = []
+        for at, content in sorted(self.replies.items()):
+            body = in_some_form(self.messages[:at], pick, session_id)
+            found.append(Exchange(body, answer_of(f"msg_{session_id[:8]}_{at}", content, body)))
+        return found
+
+
+class Draws(Protocol):
+    """Where a conversation's choices come from: Hypothesis (it shrinks them) or a seeded random."""
+
+    def integer(self, low: int, high: int) -> int: ...
+    def boolean(self) -> bool: ...
+    def words(self) -> str: ...
+    def permutation(self, items: list[str]) -> list[str]: ...
+
+
+_WORDS = "abcdefghij klmn\n"
+
+
+@dataclass(frozen=True)
+class _Drawn:
+    draw: Any
+
+    def integer(self, low: int, high: int) -> int:
+        return int(self.draw(st.integers(low, high)))
+
+    def boolean(self) -> bool:
+        return bool(self.draw(st.booleans()))
+
+    def words(self) -> str:
+        return str(self.draw(st.text(alphabet=_WORDS, min_size=1, max_size=24).filter(lambda t: t.strip())))
+
+    def permutation(self, items: list[str]) -> list[str]:
+        return list(self.draw(st.permutations(items)))
+
+
+@dataclass(frozen=True)
+class _Seeded:
+    pick: random.Random
+
+    def integer(self, low: int, high: int) -> int:
+        return self.pick.randint(low, high)
+
+    def boolean(self) -> bool:
+        return self.pick.random() < 0.5
+
+    def words(self) -> str:
+        return "w" + "".join(self.pick.choice(_WORDS) for _ in range(self.pick.randint(0, 60)))
+
+    def permutation(self, items: list[str]) -> list[str]:
+        return self.pick.sample(items, len(items))
+
+
+@st.composite
+def scripts(draw: Any) -> Script:
+    return script(_Drawn(draw), turns=3, rounds=2)
+
+
+def seeded_script(seed: int, *, turns: int = 4, rounds: int = 3) -> Script:
+    return script(_Seeded(random.Random(seed)), turns=turns, rounds=rounds)
+
+
+def script(draws: Draws, *, turns: int, rounds: int) -> Script:
+    """1 to ``turns`` things the user asks; for each, up to ``rounds`` rounds of parallel tool calls
+    (1–3), then an answer."""
+    messages: list[dict[str, Any]] = []
+    replies: dict[int, list[dict[str, Any]]] = {}
+    calls = 0
+    for turn in range(draws.integer(1, turns)):
+        asked: Any = f"turn {turn}: {draws.words()}"
+        if turn == 0:
+            asked = [{"type": "text", "text": REMINDER}, {"type": "text", "text": asked}]
+        messages.append({"role": "user", "content": asked})
+        for _ in range(draws.integer(0, rounds)):
+            ids = [f"toolu_{calls + n:04d}" for n in range(draws.integer(1, 3))]
+            calls += len(ids)
+            reply = [*_thought(draws), *_said(draws)]
+            reply += [{"type": "tool_use", "id": i, "name": "Bash", "input": {"command": draws.words()}} for i in ids]
+            replies[len(messages)] = reply
+            kept = ids
+            if draws.boolean():  # the agent gives the calls ids of its own
+                kept = [f"agent_{i}" for i in ids]
+                reply = [{**b, "id": f"agent_{b['id']}"} if b["type"] == "tool_use" else b for b in reply]
+            messages.append({"role": "assistant", "content": reply})
+            results: list[dict[str, Any]] = [
+                {"type": "tool_result", "tool_use_id": i, "content": _output(draws), "is_error": draws.boolean()}
+                for i in draws.permutation(kept)
+            ]
+            if draws.boolean():
+                results.append({"type": "text", "text": "Tool loaded."})
+            messages.append({"role": "user", "content": results})
+        reply = [*_thought(draws), {"type": "text", "text": draws.words()}]
+        replies[len(messages)] = reply
+        messages.append({"role": "assistant", "content": reply})
+    return Script(messages, replies, draws.integer(0, 2**32))
+
+
+def _thought(draws: Draws) -> list[dict[str, Any]]:
+    if not draws.boolean():
+        return []
+    thought = draws.words()
+    return [{"type": "thinking", "thinking": thought, "signature": hashlib.sha256(thought.encode()).hexdigest()}]
+
+
+def _said(draws: Draws) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": draws.words()}] if draws.boolean() else []
+
+
+def _output(draws: Draws) -> Any:
+    text = draws.words()
+    return text if draws.boolean() else [{"type": "text", "text": text}]
+
+
+def answer_of(message_id: str, content: list[dict[str, Any]], body: dict[str, Any]) -> dict[str, Any]:
+    """The model's message as the API answers it, with the usage the fake API would count."""
+    calls = any(b.get("type") == "tool_use" for b in content)
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": copy.deepcopy(content),
+        "stop_reason": "tool_use" if calls else "end_turn",
+        "usage": {"input_tokens": default_count_tokens(body), "output_tokens": 9},
+    }
+
+
+def in_some_form(history: list[dict[str, Any]], pick: random.Random, session_id: str) -> dict[str, Any]:
+    """The request as Claude Code might send it (see the module's docstring)."""
+    messages = [{"role": m["role"], "content": _form(m["content"], pick)} for m in copy.deepcopy(history)]
+    newest = messages[-1]
+    if isinstance(newest["content"], str):
+        newest["content"] = [{"type": "text", "text": newest["content"]}]
+    newest["content"][-1] = {**newest["content"][-1], "cache_control": CACHE}
+    if pick.random() < 0.3:
+        messages.insert(pick.randrange(1, len(messages) + 1), {"role": "system", "content": "The date changed."})
+    system = [
+        {
+            "type": "text",
+            "text": f"x-anthropic-billing-header: cc_version=2.1.328.{pick.randrange(99)}; cc_entrypoint=cli",
+        },
+        {"type": "text", "text": "You are Claude Code.", "cache_control": CACHE},
+    ]
+    user_id = json.dumps({"device_id": "d" * 64, "account_uuid": "", "session_id": session_id})
+    return {
+        "model": MODEL,
+        "max_tokens": 32000,
+        "system": system,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "metadata": {"user_id": user_id},
+        "messages": messages,
+    }
+
+
+def _form(content: Any, pick: random.Random) -> Any:
+    """A text as a string or as one block; anything else as it is."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if pick.random() < 0.5 else content
+    if len(content) == 1 and content[0].get("type") == "text" and pick.random() < 0.5:
+        return content[0]["text"]
+    return content
+
+
+def held(exchanges: list[Exchange]) -> list[tuple[str, Any]]:
+    """What a session holding the conversation holds, as its messages say it (roles and
+    ``identity``): the last request's history as recorded, and the last answer."""
+    last = conversation_of(exchanges[-1].body)["messages"]
+    answer = exchanges[-1].answer["content"]
+    return [(m["role"], identity(m["content"])) for m in last] + [("assistant", identity(answer))]
+
+
+def claude_code(session_id: str) -> list[Exchange]:
+    """The recorded Claude Code run (tests/fixtures/clients): each request, answered with the reply
+    the next request holds (the last, with a closing text), under the session id given."""
+    bodies = [fixture["body"] for fixture in load_fixtures() if fixture["path"].endswith("/v1/messages")]
+    found = []
+    for n, body in enumerate(bodies):
+        raw = json.dumps(body).replace("00000000-0000-4000-8000-000000000000", session_id)
+        body = json.loads(raw)
+        later = bodies[n + 1]["messages"] if n + 1 < len(bodies) else []
+        reply = later[len(body["messages"])]["content"] if later else [{"type": "text", "text": "Done."}]
+        found.append(Exchange(body, answer_of(f"msg_{session_id[:8]}_{n}", reply, body)))
+    return found
