@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from sessions_app.api import proxy_base, proxy_views
+from sessions_app.api.proxy import base as proxy_base
+from sessions_app.api.proxy import views as proxy_views
 
 urlpatterns = [
     path("admin/", admin.site.urls),

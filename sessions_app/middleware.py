@@ -49,7 +49,7 @@ class ApiBodyLimitMiddleware:
             length = 0
         if length <= settings.CTX_PROXY_MAX_BODY_BYTES:
             return None
-        from sessions_app.api.proxy_dialects import anthropic_error, openai_error
+        from sessions_app.api.proxy.dialects import anthropic_error, openai_error
 
         message = f"ctxweb: the request is {length:,} bytes; the limit is {settings.CTX_PROXY_MAX_BODY_BYTES:,}."
         refuse = openai_error if request.path.startswith("/proxy/openai/") else anthropic_error

@@ -291,7 +291,7 @@ def proxy_failures():
     """What the proxy logged as its own failure (warnings and up): it forwards anyway, so only its log
     tells."""
     caught = _Caught()
-    logger = logging.getLogger("sessions_app.api.proxy_views")
+    logger = logging.getLogger("sessions_app.api.proxy.views")
     logger.addHandler(caught)
     yield caught.records
     logger.removeHandler(caught)

@@ -1,7 +1,7 @@
 """The official SDKs (Anthropic's, OpenAI's) pointed at the proxy of a live test server, as an agent
 is, with one addition for tests: each of their calls returns only once ctxweb has recorded the
 exchange. The proxy records in the background after the answer is out
-(``sessions_app/api/proxy_recorder.py``), and a test reads the database right after a call."""
+(``sessions_app/api/proxy/recorder.py``), and a test reads the database right after a call."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import anthropic
 import httpx2
 import openai
 
-from sessions_app.api.proxy_recorder import RECORDER
+from sessions_app.api.proxy.recorder import RECORDER
 
 
 class _Settled(httpx2.HTTPTransport):

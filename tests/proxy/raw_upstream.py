@@ -149,7 +149,7 @@ def post(client: Any, key: str, body: Any, **headers: str) -> tuple[int, bytes, 
     data = body if isinstance(body, bytes) else json.dumps(body)
     response = client.post("/proxy/openai/v1/chat/completions", data=data, content_type="application/json", **kwargs)
     answer = b"".join(response.streaming_content) if response.streaming else response.content
-    from sessions_app.api.proxy_recorder import RECORDER
+    from sessions_app.api.proxy.recorder import RECORDER
 
     assert RECORDER.idle(10)
     return response.status_code, answer, response

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.transcripts import read_transcript
-from sessions_app.api.proxy_dialects import ANTHROPIC
+from sessions_app.api.proxy.dialects import ANTHROPIC
 from sessions_app.models import AgentSession, Message
 from sessions_app.selectors import usage
 from sessions_app.services import proxy

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from sessions_app.api.proxy_body import head_of
+from sessions_app.api.proxy.body import head_of
 from sessions_app.models import AgentSession, Message
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.proxy_client import assert_sessions_read_back

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessions_app.api.proxy_dialects import ANTHROPIC
+from sessions_app.api.proxy.dialects import ANTHROPIC
 from sessions_app.models import AgentSession, IngestRejection, Message
 from sessions_app.selectors import usage
 from sessions_app.services import proxy

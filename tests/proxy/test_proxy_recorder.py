@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions_app.api.proxy_recorder import Recorder
+from sessions_app.api.proxy.recorder import Recorder
 from sessions_app.models import Message
 from sessions_app.selectors import usage
 from sessions_app.services import proxy

@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessions_app import steps
-from sessions_app.api.proxy_dialects import ANTHROPIC
+from sessions_app.api.proxy.dialects import ANTHROPIC
 from sessions_app.models import AgentSession, IngestRejection, Message, ToolUse
 from sessions_app.services import proxy
 from sessions_app.services.proxy_identity import agent_conversation, conversation_key

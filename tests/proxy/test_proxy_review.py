@@ -14,7 +14,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from sessions_app.api.proxy_recorder import RECORDER
+from sessions_app.api.proxy.recorder import RECORDER
 from sessions_app.models import AgentSession, Compaction, Message, ModelProfile
 from sessions_app.services import agent_sessions, projects, proxy
 from tests.fakes.anthropic_server import DEFAULT_REPLY, FakeAnthropic

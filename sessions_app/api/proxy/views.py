@@ -32,10 +32,12 @@ from django.views.decorators.csrf import csrf_exempt
 
 from compaction.http_deadline import Deadline
 from sessions_app import steps
-from sessions_app.api import proxy_body, proxy_headers, proxy_limits
-from sessions_app.api.proxy_dialects import ANTHROPIC, OPENAI, Dialect, error_type
-from sessions_app.api.proxy_headers import AGENT_SESSION_HEADER, KEY_HEADER, PROJECT_HEADER, SESSION_HEADER
-from sessions_app.api.proxy_recorder import RECORDER
+from sessions_app.api.proxy import body as proxy_body
+from sessions_app.api.proxy import headers as proxy_headers
+from sessions_app.api.proxy import limits as proxy_limits
+from sessions_app.api.proxy.dialects import ANTHROPIC, OPENAI, Dialect, error_type
+from sessions_app.api.proxy.headers import AGENT_SESSION_HEADER, KEY_HEADER, PROJECT_HEADER, SESSION_HEADER
+from sessions_app.api.proxy.recorder import RECORDER
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession, Project, Role
 from sessions_app.selectors import access

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.http import JsonResponse
 
 from compaction.transcripts.openai import chat_request_as_anthropic, completion_as_message
-from sessions_app.api.proxy_stream import ChunkAccumulator, MessageAccumulator
+from sessions_app.api.proxy.stream import ChunkAccumulator, MessageAccumulator
 from sessions_app.services.proxy_identity import conversation_of
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from sessions_app.api.proxy_dialects import ANTHROPIC, OPENAI, Dialect
+from sessions_app.api.proxy.dialects import ANTHROPIC, OPENAI, Dialect
 
 _DIALECTS = {"anthropic": ANTHROPIC, "openai": OPENAI}
 _FORWARDED = {

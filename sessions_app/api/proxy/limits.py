@@ -15,14 +15,14 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 
-from sessions_app.api import proxy_body
-from sessions_app.api.proxy_dialects import Dialect, error_type
-from sessions_app.api.proxy_headers import AGENT_SESSION_HEADER, SESSION_HEADER
+from sessions_app.api.proxy import body as proxy_body
+from sessions_app.api.proxy.dialects import Dialect, error_type
+from sessions_app.api.proxy.headers import AGENT_SESSION_HEADER, SESSION_HEADER
 from sessions_app.errors import ServiceError
 from sessions_app.models import Project
 from sessions_app.services import proxy_identity, proxy_oversized
 
-log = logging.getLogger("sessions_app.api.proxy_views")  # the proxy's one log
+log = logging.getLogger("sessions_app.api.proxy.views")  # the proxy's one log
 
 Reply = tuple[dict[str, Any] | None, bool]
 
