@@ -39,8 +39,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
 django.setup()  # the comparison reads messages as ctxweb's own modules do
 
 from bench._server import Client, make_key  # noqa: E402
-from sessions_app.services.proxy_identity import conversation_of  # noqa: E402
-from sessions_app.services.proxy_messages import identity  # noqa: E402
+from sessions_app.services.proxy.identity import conversation_of  # noqa: E402
+from sessions_app.services.proxy.messages import identity  # noqa: E402
 from tests.clients.claude_code import Run, installed, run_claude  # noqa: E402
 from tests.clients.stack import StoredSession, ctx_import, ctxweb_stack, settled  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench._server import Client, make_key
-from sessions_app.services.proxy_messages import identity
+from sessions_app.services.proxy.messages import identity
 from tests.clients.claude_code import installed, run_claude
 from tests.clients.stack import Stack, StoredSession, access_log, ctx_import, ctxweb_stack, settled
 from tests.conftest import need

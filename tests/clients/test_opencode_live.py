@@ -12,7 +12,7 @@ import time
 import pytest
 
 from bench._server import Client, make_key
-from sessions_app.services.proxy_messages import identity
+from sessions_app.services.proxy.messages import identity
 from tests.clients.opencode import CONTENT, installed, run_opencode
 from tests.clients.stack import access_log, ctxweb_stack, settled
 from tests.conftest import need

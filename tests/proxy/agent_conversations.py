@@ -21,8 +21,8 @@ from typing import Any, Protocol
 
 from hypothesis import strategies as st
 
-from sessions_app.services.proxy_identity import conversation_of
-from sessions_app.services.proxy_messages import identity
+from sessions_app.services.proxy.identity import conversation_of
+from sessions_app.services.proxy.messages import identity
 from tests.clients.claude_code import load_fixtures
 from tests.fakes.anthropic_server import default_count_tokens
 
@@ -213,10 +213,17 @@ def _form(content: Any, pick: random.Random) -> Any:
     return content
 
 
+def recorded_messages(body: dict[str, Any]) -> list[Any]:
+    """The messages the proxy records of a request (these conversations never ask for a summary)."""
+    kept = conversation_of(body)
+    assert kept is not None
+    return list(kept["messages"])
+
+
 def held(exchanges: list[Exchange]) -> list[tuple[str, Any]]:
     """What a session holding the conversation holds, as its messages say it (roles and
     ``identity``): the last request's history as recorded, and the last answer."""
-    last = conversation_of(exchanges[-1].body)["messages"]
+    last = recorded_messages(exchanges[-1].body)
     answer = exchanges[-1].answer["content"]
     return [(m["role"], identity(m["content"])) for m in last] + [("assistant", identity(answer))]
 

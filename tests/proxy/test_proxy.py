@@ -209,7 +209,7 @@ def test_when_ctxweb_fails_the_call_still_goes_through_unrecorded_and_the_gap_is
         raise OperationalError("connection to server at 127.0.0.1 failed")
 
     target = {"key check": (keys, "apikey_authenticate"), "session lookup": (proxy, "proxy_session_for"),
-              "recording": (proxy, "proxy_record_request"), "reply": (ingest, "message_append")}[where]  # fmt: skip
+              "recording": (proxy.recording, "proxy_record_request"), "reply": (ingest, "message_append")}[where]  # fmt: skip
     client = proxied(proxy_sdk, team)
     history: list[dict[str, Any]] = []
     with monkeypatch.context() as outage:

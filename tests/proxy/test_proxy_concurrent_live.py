@@ -22,10 +22,9 @@ import psycopg
 import pytest
 
 from bench._server import Client, gunicorn_on_postgres, make_key
-from sessions_app.services.proxy_identity import conversation_of
-from sessions_app.services.proxy_messages import identity
+from sessions_app.services.proxy.messages import identity
 from tests.fakes.anthropic_server import FakeAnthropic
-from tests.proxy.agent_conversations import Exchange, held, seeded_script
+from tests.proxy.agent_conversations import Exchange, held, recorded_messages, seeded_script
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -37,8 +36,8 @@ def scripted(conversations: Mapping[str, list[Exchange]], body: Mapping[str, Any
     """The fake model's answer: the reply the conversation's script has for a history this long."""
     user_id = json.loads(body["metadata"]["user_id"])
     exchanges = conversations[user_id["session_id"]]
-    sent = len(conversation_of(dict(body))["messages"])
-    exchange = next(e for e in exchanges if len(conversation_of(e.body)["messages"]) == sent)
+    sent = len(recorded_messages(dict(body)))
+    exchange = next(e for e in exchanges if len(recorded_messages(e.body)) == sent)
     return {"content": exchange.answer["content"], "stop_reason": exchange.answer["stop_reason"]}
 
 

@@ -22,8 +22,8 @@ from sessions_app.api.proxy.dialects import ANTHROPIC
 from sessions_app.models import AgentSession, Message
 from sessions_app.selectors import usage
 from sessions_app.services import proxy
-from sessions_app.services.proxy_identity import agent_conversation, compacting, conversation_key, session_name
-from sessions_app.services.proxy_messages import identity
+from sessions_app.services.proxy.identity import agent_conversation, compacting, conversation_key, session_name
+from sessions_app.services.proxy.messages import identity
 from tests.fakes.anthropic_server import default_count_tokens
 from tests.hypothesis_budget import DATABASE
 from tests.shared_data import SHARED_DATA

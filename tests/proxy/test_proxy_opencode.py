@@ -21,8 +21,8 @@ from sessions_app.models import AgentSession, IngestRejection, Message
 from sessions_app.selectors import usage
 from sessions_app.services import proxy
 from sessions_app.services.proxy import SIDECHAIN_OF
-from sessions_app.services.proxy_identity import agent_conversation, conversation_key
-from sessions_app.services.proxy_messages import client_id, identity
+from sessions_app.services.proxy.identity import agent_conversation, conversation_key
+from sessions_app.services.proxy.messages import client_id, identity
 from tests.clients.opencode import CONTENT, FIXTURES, SESSION_PLACEHOLDER, VERSION, load_fixtures
 from tests.fakes.anthropic_server import default_count_tokens
 from tests.fakes.scripted_model import SIDE_REPLY, ScriptedModel, text
@@ -203,7 +203,7 @@ def test_a_title_made_while_its_conversation_was_made_is_linked_all_the_same(tea
     # Two web workers at once: the title's request looked for the conversation's session before it was
     # made, and the conversation's looked for side sessions before the title's was. The later linked them.
     conversation = session_for(team, MAIN[0], "ses_race")
-    monkeypatch.setattr(proxy, "_agent_conversation", lambda project, key, body, agent: (key, None))
+    monkeypatch.setattr(proxy.sessions, "_agent_conversation", lambda project, key, body, agent: (key, None))
     title = session_for(team, SIDES[0], "ses_race")
     title.refresh_from_db()
     assert title.metadata[SIDECHAIN_OF] == conversation.pk and title.external_id.startswith("ses_race#")

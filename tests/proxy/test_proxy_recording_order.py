@@ -30,8 +30,8 @@ from sessions_app import steps
 from sessions_app.api.proxy.dialects import ANTHROPIC
 from sessions_app.models import AgentSession, IngestRejection, Message, ToolUse
 from sessions_app.services import proxy
-from sessions_app.services.proxy_identity import agent_conversation, conversation_key
-from sessions_app.services.proxy_messages import identity
+from sessions_app.services.proxy.identity import agent_conversation, conversation_key
+from sessions_app.services.proxy.messages import identity
 from tests.hypothesis_budget import DATABASE
 from tests.proxy.agent_conversations import Exchange, claude_code, held, scripts
 
@@ -163,7 +163,8 @@ def stored(team: Any, session_id: str) -> list[tuple[str, int | None, list[tuple
         assert not any(NOTE in str(r.content) for r in rows), [r.content for r in rows if NOTE in str(r.content)]
         assert not IngestRejection.objects.filter(session=session).exists()
         assert session.count_warning == ""
-        found.append((session.name, place.get(session.parent_id), [(r.role, identity(r.content)) for r in rows]))
+        parent = place.get(session.parent_id) if session.parent_id is not None else None
+        found.append((session.name, parent, [(r.role, identity(r.content)) for r in rows]))
     return found
 
 

@@ -111,7 +111,7 @@ def test_a_failure_after_the_session_was_found_leaves_no_exchange_open(live_serv
 def test_two_first_requests_of_a_conversation_at_once_both_go_through_into_one_session(
     live_server, team, fake, monkeypatch, named
 ):
-    found, barrier = proxy._current, threading.Barrier(2, timeout=5)
+    found, barrier = proxy.sessions.conversation_session, threading.Barrier(2, timeout=5)
 
     def racing(project: Any, key: str) -> Any:  # both look before either made the session
         result = found(project, key)
@@ -120,7 +120,7 @@ def test_two_first_requests_of_a_conversation_at_once_both_go_through_into_one_s
                 barrier.wait()
         return result
 
-    monkeypatch.setattr(proxy, "_current", racing)
+    monkeypatch.setattr(proxy.sessions, "conversation_session", racing)
     h = {"ctxweb-api-key": team.bob.key, "x-api-key": "sk-ant-x", **({"ctxweb-session": "parallel"} if named else {})}
     body = {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "go"}]}
     answers: list[httpx2.Response] = []

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from compaction.transcripts import ClaudeCodeReader, Transcript, read_transcript
 from sessions_app.models import AgentSession, Message
 from sessions_app.services import importing, projects, transcript_sync
-from sessions_app.services.proxy_messages import identity
+from sessions_app.services.proxy.messages import identity
 from tests.hypothesis_budget import DATABASE
 from tests.transcript_blobs import BLOB_STEP, build_with_blobs
 from tests.transcript_stream import Upload, compactions, contexts, random_plan, rows, usage_of

@@ -17,7 +17,7 @@ from django.http import JsonResponse
 
 from compaction.transcripts.openai import chat_request_as_anthropic, completion_as_message
 from sessions_app.api.proxy.stream import ChunkAccumulator, MessageAccumulator
-from sessions_app.services.proxy_identity import conversation_of
+from sessions_app.services.proxy.identity import conversation_of
 
 
 class Accumulator(Protocol):

@@ -20,7 +20,8 @@ from sessions_app.api.proxy.dialects import Dialect, error_type
 from sessions_app.api.proxy.headers import AGENT_SESSION_HEADER, SESSION_HEADER
 from sessions_app.errors import ServiceError
 from sessions_app.models import Project
-from sessions_app.services import proxy_identity, proxy_oversized
+from sessions_app.services.proxy import identity as proxy_identity
+from sessions_app.services.proxy import oversized as proxy_oversized
 
 log = logging.getLogger("sessions_app.api.proxy.views")  # the proxy's one log
 

@@ -41,7 +41,10 @@ from sessions_app.api.proxy.recorder import RECORDER
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession, Project, Role
 from sessions_app.selectors import access
-from sessions_app.services import keys, projects, proxy, proxy_gaps, proxy_identity, proxy_upstream
+from sessions_app.services import keys, projects, proxy
+from sessions_app.services.proxy import gaps as proxy_gaps
+from sessions_app.services.proxy import identity as proxy_identity
+from sessions_app.services.proxy import upstream as proxy_upstream
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sessions_app.models import AgentSession, Project
-from sessions_app.services import proxy, recorded
+from sessions_app.services import recorded
+from sessions_app.services.proxy.sessions import proxy_session_for
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -26,7 +27,7 @@ def proxy_oversized_note(
 ) -> AgentSession:
     """Note on conversation ``key``'s session (made on its first request, from the request's ``head``:
     its model and system prompt) that a request of ``size`` bytes went upstream unrecorded."""
-    session = proxy.proxy_session_for(user=user, project=project, key=key, body=head, agent=agent)
+    session = proxy_session_for(user=user, project=project, key=key, body=head, agent=agent)
     recorded.rejection_record(
         session=session,
         source="proxy",

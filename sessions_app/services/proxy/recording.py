@@ -1,19 +1,14 @@
-"""What the Anthropic-compatible proxy records (``api/proxy_views`` forwards; this stores).
+"""What the proxy records of an exchange (``api/proxy/views`` forwards; this stores): the request's
+new messages (``proxy_record_request``) and the model's reply with its usage
+(``proxy_record_exchange``), each one step of an exchange, run by the recorder once the answer is out.
 
-An agent that points its base URL at ctxweb resends its whole history with every request. Each
-request appends only what is new since the session's last stored message; the model's reply is
-appended when its response (or stream) ends; the response's ``usage`` becomes the session's exact
-count and teaches the model's calibration. Nothing here talks to Anthropic, and the caller's API key
-never reaches this module.
-
-Which session: the ``ctxweb-session`` header (an external id of the caller's choosing), else the
-request's ``metadata.user_id`` (Claude Code puts its own session id there) with a hash of the system
-prompt (the agent's subagents and side requests share its id), else a hash of the conversation's
-start (system prompt and first message), so one conversation is one session however many requests it
-takes, whatever form a client gives it from one request to the next (``services.proxy_identity``). A
-history that no longer starts with what is stored (the agent compacted or edited its own) continues in
-a fresh session linked to the old one. What goes upstream for ``proxy_compaction`` is
-``services.proxy_upstream``; requests missed while the database was down, ``services.proxy_gaps``.
+An agent resends its whole history with every request. Each request appends only what is new since
+the session's last stored message; the model's reply is appended when its response (or stream)
+ends; the response's ``usage`` becomes the session's exact count and teaches the model's
+calibration. A client's own compaction (its history starting with its summary) goes on in the same
+session. Nothing here talks to Anthropic, and the caller's API key never reaches this module. What
+goes upstream for ``proxy_compaction`` is ``upstream``; requests missed while the database was
+down, ``gaps``.
 """
 
 from __future__ import annotations
@@ -24,7 +19,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import transaction
-from django.db.models import QuerySet
 
 from compaction.messages import MessageError, NormalizedMessage, normalize_message
 from compaction.reversible import message_text
@@ -34,24 +28,19 @@ from sessions_app.models import (
     AgentSession,
     IngestRejection,
     Message,
-    Project,
     SessionStatus,
 )
 from sessions_app.services import (
-    agent_sessions,
     boundaries,
     ingest,
     provider_edits,
-    proxy_gaps,
     recorded,
 )
-from sessions_app.services.proxy_identity import (
-    EXTERNAL_ID_MAX,
+from sessions_app.services.proxy import gaps as proxy_gaps
+from sessions_app.services.proxy.identity import (
     continues_after_compaction,
-    session_name,
-    system_text,
 )
-from sessions_app.services.proxy_messages import (
+from sessions_app.services.proxy.messages import (
     REPLY_PREFIX,
     as_dict,
     as_list,
@@ -63,9 +52,10 @@ from sessions_app.services.proxy_messages import (
     replies_as_the_agent_kept_them,
     reply_message,
 )
+from sessions_app.services.proxy.sessions import continue_in_fresh_session, conversation_session, proxy_session
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import User  # AUTH_USER_MODEL
+    pass  # AUTH_USER_MODEL
 
 log = logging.getLogger(__name__)
 
@@ -76,101 +66,6 @@ class Recorded:
     appended: int  # messages of the request stored now (0: nothing new)
     rejected: str = ""  # why the request's new messages could not be stored ("" when they were)
     reply: Message | None = None  # the reply, when it was stored with them (in the same append)
-
-
-def proxy_session_for(
-    *, user: User, project: Project, key: str, body: dict[str, Any], agent: tuple[str, str] | None = None
-) -> AgentSession:
-    """The session of conversation ``key`` in ``project``, made on its first request (with the
-    request's model, system prompt and tools); a closed one (archived, handed off) is continued in a
-    fresh session. ``agent``: the agent's own session id and the request's prompt hash
-    (``proxy_identity.agent_conversation``), when the request names them: the agent's main
-    conversation is then the session with that id, its others are linked to it (``sidechain_of``). A
-    caller records into the session's external id (it may not be ``key``)."""
-    metadata: dict[str, Any] = {"source": "proxy"}
-    asked = key
-    if agent is not None:
-        key, main = _agent_conversation(project, key, body, agent)
-        if key == agent[0]:
-            metadata["prompt"] = agent[1]
-        elif main is not None:  # linked as import links a sub-agent's session to its conversation's
-            metadata[SIDECHAIN_OF] = main.pk
-    found = _current(project, key)
-    if found is not None:
-        return found if found.status == SessionStatus.ACTIVE else _continue_in_fresh_session(found, body, key)
-    name, model = session_name(body), _model(body)
-    try:
-        try:
-            created = agent_sessions.session_create(
-                user=user,
-                project=project,
-                name=name,
-                model=model,
-                external_id=key,
-                system_prompt=system_text(body.get("system")),
-                tools=as_list(body.get("tools")),
-                metadata=metadata,
-            )
-        except InvalidInput:  # tools or a prompt the session can't hold: recorded without them
-            created = agent_sessions.session_create(
-                user=user, project=project, name=name, model=model, external_id=key, metadata=metadata
-            )
-    except Conflict as exc:
-        found = _current(project, key)  # another request of the conversation made it first
-        if exc.code != "duplicate_external_id" or found is None:
-            raise
-        if agent is not None and key == agent[0] and found.metadata.get("prompt") != agent[1]:
-            return proxy_session_for(user=user, project=project, key=asked, body=body, agent=agent)  # not ours: a child
-        return found
-    if agent is not None and key == agent[0]:
-        _sides_linked(created, agent[0])
-    elif agent is not None and SIDECHAIN_OF not in metadata and (main := _current(project, agent[0])) is not None:
-        _sides_linked(main, agent[0])  # made meanwhile (OpenCode sends its title alongside): one of the two links
-    return created
-
-
-def _sides_linked(main: AgentSession, agent: str) -> None:
-    """Side requests the agent sent before its main conversation's first (a title, alongside it)
-    made sessions of their own: linked to the main one now."""
-    sides = AgentSession.objects.filter(project_id=main.project_id, external_id__startswith=f"{agent}#")
-    for pk, metadata in sides.values_list("pk", "metadata"):
-        if SIDECHAIN_OF not in metadata:
-            AgentSession.objects.filter(pk=pk).update(metadata={**metadata, SIDECHAIN_OF: main.pk})
-
-
-def _agent_conversation(
-    project: Project, key: str, body: dict[str, Any], agent: tuple[str, str]
-) -> tuple[str, AgentSession | None]:
-    """Which of an agent's conversations a request is: the main one (keyed by the agent's session id,
-    as the session its hook records is) when it has that session's prompt, or when no session has
-    the id yet and the request offers tools (a side request, a title, offers none); else one of its
-    others, keyed ``key``, linked to the main session (returned with it). A session the hook made
-    with that id and stored nothing in yet is taken over (the hook's uploads then add nothing to it:
-    ``services.transcript_sync``); one the hook already records is the main one of the proxy's."""
-    main, prompt = agent
-    owner = _current(project, main)
-    if owner is None:
-        return (main, None) if as_list(body.get("tools")) else (key, None)
-    if owner.metadata.get("prompt") == prompt or _taken_over(owner, prompt):
-        return main, None
-    return key, owner
-
-
-def _taken_over(session: AgentSession, prompt: str) -> bool:
-    if "prompt" in session.metadata or session.last_seq:
-        return False
-    with transaction.atomic():
-        locked = AgentSession.objects.select_for_update().filter(pk=session.pk, last_seq=0).first()
-        if locked is None or "prompt" in locked.metadata:
-            return False
-        locked.metadata = {**locked.metadata, "source": "proxy", "prompt": prompt}
-        AgentSession.objects.filter(pk=locked.pk).update(metadata=locked.metadata)
-    session.metadata = locked.metadata
-    return True
-
-
-def proxy_session(session_id: int) -> AgentSession | None:
-    return _sessions().filter(pk=session_id).first()
 
 
 def proxy_record_request(
@@ -198,9 +93,6 @@ def proxy_record_request(
 
 
 _CHANGED = "the conversation changed while it was recorded"
-# Another conversation of the same agent session (a subagent, a side request): the session of the
-# main one, as ``ctx import`` and the hook link a sub-agent's (``parent`` is what a session continues).
-SIDECHAIN_OF = "sidechain_of"
 # The seq before a request's first message: 0, until the client compacts its own history (``_rebased``).
 BASE = "proxy_base"
 IS_COMPACT_SUMMARY = "is_compact_summary"  # as ``ctx import`` flags Claude Code's summary
@@ -248,14 +140,14 @@ def _place(session: AgentSession, messages: list[Any], key: str, body: dict[str,
     None when even the fresh one holds another history (two rewrites at once)."""
     if session.status == SessionStatus.ACTIVE and (placed := _new_from(session, messages)) is not None:
         return placed
-    current = _current(session.project, key)
+    current = conversation_session(session.project, key)
     movable = current is not None and current.pk != session.pk and current.status == SessionStatus.ACTIVE
     if movable and current is not None and (placed := _new_from(current, messages)) is not None:
         return placed
     target = current if movable and current is not None else session
     if target.status == SessionStatus.ACTIVE and continues_after_compaction(messages):
         return _rebased(target, messages)
-    return _new_from(_continue_in_fresh_session(current or session, body, key), messages)
+    return _new_from(continue_in_fresh_session(current or session, body, key), messages)
 
 
 def _rebased(session: AgentSession, messages: list[Any]) -> Placed | None:
@@ -417,64 +309,3 @@ def _same(stored_id: str, index: int, messages: list[Any], base: int) -> bool:
     if stored_id.startswith(REPLY_PREFIX):
         return isinstance(messages[index], dict) and messages[index].get("role") == "assistant"
     return stored_id == client_id(base + index, messages[index])
-
-
-def _continue_in_fresh_session(session: AgentSession, body: dict[str, Any], key: str) -> AgentSession:
-    """A fresh session for conversation ``key``, linked to ``session``, that the request's whole
-    history goes into; the session that held the key keeps its messages under a retired external id.
-    When another request of the conversation made it first, that one."""
-    with transaction.atomic():
-        if session.external_id == key:
-            retired = f"{key[: EXTERNAL_ID_MAX - 24]}@{session.pk}"
-            AgentSession.objects.filter(pk=session.pk, external_id=key).update(external_id=retired)
-        try:
-            with transaction.atomic():
-                return agent_sessions.session_create(
-                    user=session.owner,
-                    project=session.project,
-                    name=session.name,
-                    model=_model(body),
-                    system_prompt=system_text(body.get("system")),
-                    tools=as_list(body.get("tools")),
-                    external_id=key,
-                    parent=session,
-                    metadata=_continuing(session),
-                )
-        except (Conflict, InvalidInput) as exc:
-            found = _current(session.project, key)
-            if found is None or (isinstance(exc, Conflict) and exc.code != "duplicate_external_id"):
-                if isinstance(exc, InvalidInput):  # tools or a prompt a session can't hold: without them
-                    return agent_sessions.session_create(
-                        user=session.owner, project=session.project, name=session.name, model=_model(body),
-                        external_id=key, parent=session, metadata=_continuing(session),
-                    )  # fmt: skip
-                raise
-            return found
-
-
-def _continuing(session: AgentSession) -> dict[str, Any]:
-    kept = {k: session.metadata[k] for k in ("prompt", SIDECHAIN_OF) if k in session.metadata}
-    return {"source": "proxy", "continues": session.pk, **kept}
-
-
-def _current(project: Project, key: str) -> AgentSession | None:
-    return _sessions().filter(project=project, external_id=key).first()
-
-
-def _sessions() -> QuerySet[AgentSession]:
-    # Without the system prompt and the tools, read on every request otherwise: an agent such as
-    # Claude Code sends tens of kB of tool definitions (they are read when a context is built).
-    return AgentSession.objects.select_related("project", "project__policy").defer("system_prompt", "tools")
-
-
-def _model(body: dict[str, Any]) -> str:
-    """The request's model as a session's: "unknown" when it names none a session can hold."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model.strip():
-        return "unknown"
-    model = model.strip()[: agent_sessions.SESSION_TEXT_LIMITS["model"]]
-    try:
-        agent_sessions.check_text(model, "model", limit=agent_sessions.SESSION_TEXT_LIMITS["model"])
-    except InvalidInput:  # a NUL, a lone surrogate
-        return "unknown"
-    return model

@@ -19,7 +19,7 @@ from typing import Any
 
 from compaction.injected import typed_text
 from sessions_app.services import agent_sessions
-from sessions_app.services.proxy_messages import as_list, canonical, encodes, identity
+from sessions_app.services.proxy.messages import as_list, canonical, encodes, identity
 
 EXTERNAL_ID_MAX = agent_sessions.SESSION_TEXT_LIMITS["external_id"]
 NAME_MAX = 80

@@ -20,7 +20,7 @@ from sessions_app.selectors import usage
 from sessions_app.selectors.model_context import current_checkpoint, session_context_messages
 from sessions_app.services import agent_sessions, compaction_records, compaction_runs
 from sessions_app.services.counting import CALIBRATION_MAX_RATIO
-from sessions_app.services.proxy import proxy_session
+from sessions_app.services.proxy.sessions import proxy_session
 
 
 def compacts_upstream(session: AgentSession, body: dict[str, Any]) -> bool:

@@ -1,0 +1,207 @@
+"""Which session a proxied request is recorded in (``proxy_session_for``: the first step of every
+exchange, before anything is forwarded).
+
+Which session: the ``ctxweb-session`` header (an external id of the caller's choosing), else the
+agent's own session id (Claude Code's ``metadata.user_id``, OpenCode's ``x-session-id``): its main
+conversation is the session with that id (the one Claude Code's hook uploads to), its subagents and
+side requests sessions of their own linked to it; else a hash of the conversation's start (system
+prompt and first message). So one conversation is one session however many requests it takes,
+whatever form a client gives it from one request to the next (``identity``). A closed session
+(archived, handed off), or a history that no longer starts with what is stored (the agent edited
+its own), continues in a fresh session linked to the old one (``recording``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+
+from sessions_app.errors import Conflict, InvalidInput
+from sessions_app.models import (
+    AgentSession,
+    Project,
+    SessionStatus,
+)
+from sessions_app.services import (
+    agent_sessions,
+)
+from sessions_app.services.proxy.identity import (
+    EXTERNAL_ID_MAX,
+    session_name,
+    system_text,
+)
+from sessions_app.services.proxy.messages import (
+    as_list,
+)
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL
+
+log = logging.getLogger(__name__)
+
+# Another conversation of the same agent session (a subagent, a side request): the session of the
+# main one, as ``ctx import`` and the hook link a sub-agent's (``parent`` is what a session continues).
+SIDECHAIN_OF = "sidechain_of"
+
+
+def proxy_session_for(
+    *, user: User, project: Project, key: str, body: dict[str, Any], agent: tuple[str, str] | None = None
+) -> AgentSession:
+    """The session of conversation ``key`` in ``project``, made on its first request (with the
+    request's model, system prompt and tools); a closed one (archived, handed off) is continued in a
+    fresh session. ``agent``: the agent's own session id and the request's prompt hash
+    (``proxy_identity.agent_conversation``), when the request names them: the agent's main
+    conversation is then the session with that id, its others are linked to it (``sidechain_of``). A
+    caller records into the session's external id (it may not be ``key``)."""
+    metadata: dict[str, Any] = {"source": "proxy"}
+    asked = key
+    if agent is not None:
+        key, main = _agent_conversation(project, key, body, agent)
+        if key == agent[0]:
+            metadata["prompt"] = agent[1]
+        elif main is not None:  # linked as import links a sub-agent's session to its conversation's
+            metadata[SIDECHAIN_OF] = main.pk
+    found = conversation_session(project, key)
+    if found is not None:
+        return found if found.status == SessionStatus.ACTIVE else continue_in_fresh_session(found, body, key)
+    name, model = session_name(body), _model(body)
+    try:
+        try:
+            created = agent_sessions.session_create(
+                user=user,
+                project=project,
+                name=name,
+                model=model,
+                external_id=key,
+                system_prompt=system_text(body.get("system")),
+                tools=as_list(body.get("tools")),
+                metadata=metadata,
+            )
+        except InvalidInput:  # tools or a prompt the session can't hold: recorded without them
+            created = agent_sessions.session_create(
+                user=user, project=project, name=name, model=model, external_id=key, metadata=metadata
+            )
+    except Conflict as exc:
+        found = conversation_session(project, key)  # another request of the conversation made it first
+        if exc.code != "duplicate_external_id" or found is None:
+            raise
+        if agent is not None and key == agent[0] and found.metadata.get("prompt") != agent[1]:
+            return proxy_session_for(user=user, project=project, key=asked, body=body, agent=agent)  # not ours: a child
+        return found
+    if agent is not None and key == agent[0]:
+        _sides_linked(created, agent[0])
+    elif (
+        agent is not None
+        and SIDECHAIN_OF not in metadata
+        and (main := conversation_session(project, agent[0])) is not None
+    ):
+        _sides_linked(main, agent[0])  # made meanwhile (OpenCode sends its title alongside): one of the two links
+    return created
+
+
+def _sides_linked(main: AgentSession, agent: str) -> None:
+    """Side requests the agent sent before its main conversation's first (a title, alongside it)
+    made sessions of their own: linked to the main one now."""
+    sides = AgentSession.objects.filter(project_id=main.project_id, external_id__startswith=f"{agent}#")
+    for pk, metadata in sides.values_list("pk", "metadata"):
+        if SIDECHAIN_OF not in metadata:
+            AgentSession.objects.filter(pk=pk).update(metadata={**metadata, SIDECHAIN_OF: main.pk})
+
+
+def _agent_conversation(
+    project: Project, key: str, body: dict[str, Any], agent: tuple[str, str]
+) -> tuple[str, AgentSession | None]:
+    """Which of an agent's conversations a request is: the main one (keyed by the agent's session id,
+    as the session its hook records is) when it has that session's prompt, or when no session has
+    the id yet and the request offers tools (a side request, a title, offers none); else one of its
+    others, keyed ``key``, linked to the main session (returned with it). A session the hook made
+    with that id and stored nothing in yet is taken over (the hook's uploads then add nothing to it:
+    ``services.transcript_sync``); one the hook already records is the main one of the proxy's."""
+    main, prompt = agent
+    owner = conversation_session(project, main)
+    if owner is None:
+        return (main, None) if as_list(body.get("tools")) else (key, None)
+    if owner.metadata.get("prompt") == prompt or _taken_over(owner, prompt):
+        return main, None
+    return key, owner
+
+
+def _taken_over(session: AgentSession, prompt: str) -> bool:
+    if "prompt" in session.metadata or session.last_seq:
+        return False
+    with transaction.atomic():
+        locked = AgentSession.objects.select_for_update().filter(pk=session.pk, last_seq=0).first()
+        if locked is None or "prompt" in locked.metadata:
+            return False
+        locked.metadata = {**locked.metadata, "source": "proxy", "prompt": prompt}
+        AgentSession.objects.filter(pk=locked.pk).update(metadata=locked.metadata)
+    session.metadata = locked.metadata
+    return True
+
+
+def proxy_session(session_id: int) -> AgentSession | None:
+    return _sessions().filter(pk=session_id).first()
+
+
+def continue_in_fresh_session(session: AgentSession, body: dict[str, Any], key: str) -> AgentSession:
+    """A fresh session for conversation ``key``, linked to ``session``, that the request's whole
+    history goes into; the session that held the key keeps its messages under a retired external id.
+    When another request of the conversation made it first, that one."""
+    with transaction.atomic():
+        if session.external_id == key:
+            retired = f"{key[: EXTERNAL_ID_MAX - 24]}@{session.pk}"
+            AgentSession.objects.filter(pk=session.pk, external_id=key).update(external_id=retired)
+        try:
+            with transaction.atomic():
+                return agent_sessions.session_create(
+                    user=session.owner,
+                    project=session.project,
+                    name=session.name,
+                    model=_model(body),
+                    system_prompt=system_text(body.get("system")),
+                    tools=as_list(body.get("tools")),
+                    external_id=key,
+                    parent=session,
+                    metadata=_continuing(session),
+                )
+        except (Conflict, InvalidInput) as exc:
+            found = conversation_session(session.project, key)
+            if found is None or (isinstance(exc, Conflict) and exc.code != "duplicate_external_id"):
+                if isinstance(exc, InvalidInput):  # tools or a prompt a session can't hold: without them
+                    return agent_sessions.session_create(
+                        user=session.owner, project=session.project, name=session.name, model=_model(body),
+                        external_id=key, parent=session, metadata=_continuing(session),
+                    )  # fmt: skip
+                raise
+            return found
+
+
+def _continuing(session: AgentSession) -> dict[str, Any]:
+    kept = {k: session.metadata[k] for k in ("prompt", SIDECHAIN_OF) if k in session.metadata}
+    return {"source": "proxy", "continues": session.pk, **kept}
+
+
+def conversation_session(project: Project, key: str) -> AgentSession | None:
+    return _sessions().filter(project=project, external_id=key).first()
+
+
+def _sessions() -> QuerySet[AgentSession]:
+    # Without the system prompt and the tools, read on every request otherwise: an agent such as
+    # Claude Code sends tens of kB of tool definitions (they are read when a context is built).
+    return AgentSession.objects.select_related("project", "project__policy").defer("system_prompt", "tools")
+
+
+def _model(body: dict[str, Any]) -> str:
+    """The request's model as a session's: "unknown" when it names none a session can hold."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        return "unknown"
+    model = model.strip()[: agent_sessions.SESSION_TEXT_LIMITS["model"]]
+    try:
+        agent_sessions.check_text(model, "model", limit=agent_sessions.SESSION_TEXT_LIMITS["model"])
+    except InvalidInput:  # a NUL, a lone surrogate
+        return "unknown"
+    return model
