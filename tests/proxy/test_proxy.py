@@ -208,8 +208,12 @@ def test_when_ctxweb_fails_the_call_still_goes_through_unrecorded_and_the_gap_is
     def down(*args: Any, **kwargs: Any) -> Any:
         raise OperationalError("connection to server at 127.0.0.1 failed")
 
-    target = {"key check": (keys, "apikey_authenticate"), "session lookup": (proxy, "proxy_session_for"),
-              "recording": (proxy.recording, "proxy_record_request"), "reply": (ingest, "message_append")}[where]  # fmt: skip
+    target = {
+        "key check": (keys, "apikey_authenticate"),
+        "session lookup": (proxy, "proxy_session_for"),
+        "recording": (proxy.recording, "proxy_record_request"),
+        "reply": (ingest, "message_append"),
+    }[where]
     client = proxied(proxy_sdk, team)
     history: list[dict[str, Any]] = []
     with monkeypatch.context() as outage:
