@@ -37,8 +37,8 @@ def scripted(conversations: Mapping[str, list[Exchange]], body: Mapping[str, Any
     """The fake model's answer: the reply the conversation's script has for a history this long."""
     user_id = json.loads(body["metadata"]["user_id"])
     exchanges = conversations[user_id["session_id"]]
-    sent = len(conversation_of(dict(body))["messages"])
-    exchange = next(e for e in exchanges if len(conversation_of(e.body)["messages"]) == sent)
+    sent = len(body["messages"])  # (the agent sends no system messages here: the fake API refuses them)
+    exchange = next(e for e in exchanges if len((conversation_of(e.body) or {})["messages"]) == sent)
     return {"content": exchange.answer["content"], "stop_reason": exchange.answer["stop_reason"]}
 
 
