@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from hypothesis import strategies as st
 
-from sessions_app.services.proxy.identity import conversation_of
+from sessions_app.services.proxy.identity import continues_after_compaction, conversation_of
 from sessions_app.services.proxy.messages import identity
 from tests.clients.claude_code import load_fixtures
 from tests.fakes.anthropic_server import default_count_tokens
@@ -29,6 +29,11 @@ from tests.fakes.anthropic_server import default_count_tokens
 CACHE = {"type": "ephemeral"}
 REMINDER = "<system-reminder>\nAs you answer the user's questions, you can use this context.\n</system-reminder>"
 MODEL = "claude-sonnet-4-5"
+# How Claude Code's summary of a conversation it compacted opens the history that goes on from it.
+SUMMARY = (
+    "This session is being continued from a previous conversation that ran out of context. The summary "
+    "below covers the earlier portion of the conversation."
+)
 
 
 @dataclass(frozen=True)
@@ -37,24 +42,37 @@ class Exchange:
     answer: dict[str, Any]  # the model's message as its response carried it (id, content, usage)
 
 
+Segment = tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]
+
+
 @dataclass(frozen=True)
 class Script:
-    """A conversation before it takes a form: its messages as the agent keeps them, and for each
-    assistant message, the model's reply it came from (``replies``: index → content)."""
+    """A conversation before it takes a form, in segments: a segment's messages as the agent keeps
+    them, and for each assistant message the model's reply it came from (index → content). A segment
+    after the first starts from the summary the agent compacted the one before into (Claude Code's
+    ``/compact``: its request for that summary is not recorded, and is left out here)."""
 
-    messages: list[dict[str, Any]]
-    replies: dict[int, list[dict[str, Any]]]
+    segments: list[Segment]
     forms: int  # the seed of the forms each request takes
 
     def exchanges(self, session_id: str) -> list[Exchange]:
         """The requests (each the history before a reply) and their answers; ``session_id`` is the
         agent's, in each request's ``metadata.user_id``."""
         pick = random.Random(self.forms)
-        found = []
-        for at, content in sorted(self.replies.items()):
-            body = in_some_form(self.messages[:at], pick, session_id)
-            found.append(Exchange(body, answer_of(f"msg_{session_id[:8]}_{at}", content, body)))
+        found: list[Exchange] = []
+        for messages, replies in self.segments:
+            for at, content in sorted(replies.items()):
+                body = in_some_form(messages[:at], pick, session_id)
+                found.append(Exchange(body, answer_of(f"msg_{session_id[:8]}_{len(found)}", content, body)))
         return found
+
+    def starts(self) -> list[int]:
+        """The first exchange of each segment."""
+        firsts, n = [], 0
+        for _, replies in self.segments:
+            firsts.append(n)
+            n += len(replies)
+        return firsts
 
 
 class Draws(Protocol):
@@ -104,17 +122,19 @@ class _Seeded:
 
 
 @st.composite
-def scripts(draw: Any) -> Script:
-    return script(_Drawn(draw), turns=3, rounds=2)
+def scripts(draw: Any, *, compactions: bool = True) -> Script:
+    return script(_Drawn(draw), turns=3, rounds=2, compactions=compactions)
 
 
 def seeded_script(seed: int, *, turns: int = 4, rounds: int = 3) -> Script:
-    return script(_Seeded(random.Random(seed)), turns=turns, rounds=rounds)
+    return script(_Seeded(random.Random(seed)), turns=turns, rounds=rounds, compactions=False)
 
 
-def script(draws: Draws, *, turns: int, rounds: int) -> Script:
+def script(draws: Draws, *, turns: int, rounds: int, compactions: bool) -> Script:
     """1 to ``turns`` things the user asks; for each, up to ``rounds`` rounds of parallel tool calls
-    (1–3), then an answer."""
+    (1–3), then an answer. ``compactions``: before a turn after the first, the agent may compact the
+    conversation (the turn then starts from the summary)."""
+    segments: list[Segment] = []
     messages: list[dict[str, Any]] = []
     replies: dict[int, list[dict[str, Any]]] = {}
     calls = 0
@@ -122,6 +142,10 @@ def script(draws: Draws, *, turns: int, rounds: int) -> Script:
         asked: Any = f"turn {turn}: {draws.words()}"
         if turn == 0:
             asked = [{"type": "text", "text": REMINDER}, {"type": "text", "text": asked}]
+        elif compactions and draws.integer(0, 2) == 0:
+            segments.append((messages, replies))
+            messages, replies = [], {}
+            asked = f"{SUMMARY}\n\nThe user asked {len(segments)} things so far. {asked}"
         messages.append({"role": "user", "content": asked})
         for _ in range(draws.integer(0, rounds)):
             ids = [f"toolu_{calls + n:04d}" for n in range(draws.integer(1, 3))]
@@ -144,7 +168,7 @@ def script(draws: Draws, *, turns: int, rounds: int) -> Script:
         reply = [*_thought(draws), {"type": "text", "text": draws.words()}]
         replies[len(messages)] = reply
         messages.append({"role": "assistant", "content": reply})
-    return Script(messages, replies, draws.integer(0, 2**32))
+    return Script([*segments, (messages, replies)], draws.integer(0, 2**32))
 
 
 def _thought(draws: Draws) -> list[dict[str, Any]]:
@@ -222,10 +246,22 @@ def recorded_messages(body: dict[str, Any]) -> list[Any]:
 
 def held(exchanges: list[Exchange]) -> list[tuple[str, Any]]:
     """What a session holding the conversation holds, as its messages say it (roles and
-    ``identity``): the last request's history as recorded, and the last answer."""
-    last = recorded_messages(exchanges[-1].body)
-    answer = exchanges[-1].answer["content"]
-    return [(m["role"], identity(m["content"])) for m in last] + [("assistant", identity(answer))]
+    ``identity``): for each segment (a client's compaction starts one), its last request's history as
+    recorded and the answer to it."""
+    said: list[tuple[str, Any]] = []
+    for n, exchange in enumerate(exchanges):
+        later = exchanges[n + 1] if n + 1 < len(exchanges) else None
+        if later is not None and not _starts_a_segment(later, exchange):
+            continue
+        messages = (conversation_of(exchange.body) or {})["messages"]
+        said += [(m["role"], identity(m["content"])) for m in messages]
+        said.append(("assistant", identity(exchange.answer["content"])))
+    return said
+
+
+def _starts_a_segment(exchange: Exchange, before: Exchange) -> bool:
+    first, then = ((conversation_of(e.body) or {})["messages"][0] for e in (exchange, before))
+    return continues_after_compaction([first]) and identity(first["content"]) != identity(then["content"])
 
 
 def claude_code(session_id: str) -> list[Exchange]:

@@ -36,7 +36,7 @@ def scripted(conversations: Mapping[str, list[Exchange]], body: Mapping[str, Any
     """The fake model's answer: the reply the conversation's script has for a history this long."""
     user_id = json.loads(body["metadata"]["user_id"])
     exchanges = conversations[user_id["session_id"]]
-    sent = len(recorded_messages(dict(body)))
+    sent = len(body["messages"])  # (the agent sends no system messages here: the fake API refuses them)
     exchange = next(e for e in exchanges if len(recorded_messages(e.body)) == sent)
     return {"content": exchange.answer["content"], "stop_reason": exchange.answer["stop_reason"]}
 

@@ -84,6 +84,8 @@ def proxy_record_request(
         placed = _place(session, messages, key, body)
         if placed is None:
             return Recorded(session, 0, _CHANGED)
+        if placed.behind:
+            return Recorded(placed.session, 0, _BEHIND)
         try:
             return _append_new(placed, messages, reply)
         except Conflict:  # another recording stored first, or the session was closed: placed as it is now
@@ -93,6 +95,7 @@ def proxy_record_request(
 
 
 _CHANGED = "the conversation changed while it was recorded"
+_BEHIND = "the request came before the client compacted its history: what it holds has no place after that"
 # The seq before a request's first message: 0, until the client compacts its own history (``_rebased``).
 BASE = "proxy_base"
 IS_COMPACT_SUMMARY = "is_compact_summary"  # as ``ctx import`` flags Claude Code's summary
@@ -131,6 +134,7 @@ class Placed(NamedTuple):
     start: int  # the first of them not stored yet
     replies: dict[int, Any]  # the stored replies read from responses where the histories meet: position → content
     base: int = 0  # the seq before the request's first message (``proxy_base``)
+    behind: bool = False  # a request from before the client's last compaction: nothing of it is new
 
 
 def _place(session: AgentSession, messages: list[Any], key: str, body: dict[str, Any]) -> Placed | None:
@@ -145,9 +149,31 @@ def _place(session: AgentSession, messages: list[Any], key: str, body: dict[str,
     if movable and current is not None and (placed := _new_from(current, messages)) is not None:
         return placed
     target = current if movable and current is not None else session
+    if target.status == SessionStatus.ACTIVE and (placed := _behind_a_compaction(target, messages)) is not None:
+        return placed
     if target.status == SessionStatus.ACTIVE and continues_after_compaction(messages):
         return _rebased(target, messages)
     return _new_from(continue_in_fresh_session(current or session, body, key), messages)
+
+
+def _behind_a_compaction(session: AgentSession, messages: list[Any]) -> Placed | None:
+    """The request came before the client's last compaction of its history and is recorded after it
+    (late, by another process, or again): its last message is stored before ``proxy_base``, with the
+    one before it, at the places the request gives them. Nothing of it is new: what it holds beyond
+    what was stored then has no place after the compaction."""
+    base = _base(session)
+    if not base or not messages:
+        return None
+    said = client_id(0, messages[-1]).split("-", 2)[2]  # the hash of what the last message says
+    rows = Message.objects.filter(session=session, seq__lte=base, client_id__endswith=f"-{said}")
+    for seq, stored_id in rows.values_list("seq", "client_id"):
+        start = seq - len(messages)  # the seq before the request's first message, were it stored there
+        if start < 0 or stored_id != client_id(seq - 1, messages[-1]):
+            continue
+        before = Message.objects.filter(session=session, seq=seq - 1).values_list("client_id", flat=True).first()
+        if len(messages) == 1 or _same(before or "", len(messages) - 2, messages, start):
+            return Placed(session, len(messages), {}, start, behind=True)
+    return None
 
 
 def _rebased(session: AgentSession, messages: list[Any]) -> Placed | None:
