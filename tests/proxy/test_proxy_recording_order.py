@@ -30,6 +30,7 @@ from sessions_app import steps
 from sessions_app.api.proxy.dialects import ANTHROPIC
 from sessions_app.models import CONTEXT_STATES, AgentSession, IngestRejection, Message, ToolUse
 from sessions_app.services import proxy
+from sessions_app.services.proxy import recording
 from sessions_app.services.proxy.identity import agent_conversation, conversation_key
 from sessions_app.services.proxy.messages import identity
 from tests.hypothesis_budget import DATABASE
@@ -155,7 +156,11 @@ def read_once(session: AgentSession | None) -> Iterator[None]:
         reads.append(session_id)
         return copy.copy(session) if len(reads) == 1 and session_id == session.pk else real(session_id)
 
-    with mock.patch.object(proxy, "proxy_session", first_as_before):
+    # Where the recording reads it (``services.proxy.recording``) and where this test's requests do.
+    with (
+        mock.patch.object(recording, "proxy_session", first_as_before),
+        mock.patch.object(proxy, "proxy_session", first_as_before),
+    ):
         yield
 
 
