@@ -96,10 +96,7 @@ def conversation_key(body: dict[str, Any], header: str | None, agent_header: str
         user_id = f"{user_id}#{prompt_hash(body)}"
     for given in (header, user_id):
         if isinstance(given, str) and given.strip():
-            given = given.strip()
-            # An id a column can't hold as it is (too long, a NUL, a lone surrogate) is hashed.
-            fits = len(given) <= EXTERNAL_ID_MAX and "\x00" not in given and given.isprintable()
-            return given if fits and encodes(given) else "proxy-" + hashlib.sha256(canonical(given)).hexdigest()[:32]
+            return _as_external_id(given.strip())
     first = [
         {"role": m.get("role"), "content": identity(m.get("content"))} if isinstance(m, dict) else m
         for m in as_list(body.get("messages"))[:1]
@@ -122,9 +119,14 @@ def agent_conversation(
     user_id = _agent_session_id(body.get("metadata"), agent_header)
     if user_id is None:
         return None
-    fits = len(user_id) <= EXTERNAL_ID_MAX and "\x00" not in user_id and user_id.isprintable() and encodes(user_id)
-    main = user_id if fits else "proxy-" + hashlib.sha256(canonical(user_id)).hexdigest()[:32]
-    return main, prompt_hash(body)
+    return _as_external_id(user_id), prompt_hash(body)
+
+
+def _as_external_id(given: str) -> str:
+    """``given`` as a session's external id: hashed when a column can't hold it as it is (too long, a
+    NUL, a lone surrogate)."""
+    fits = len(given) <= EXTERNAL_ID_MAX and "\x00" not in given and given.isprintable() and encodes(given)
+    return given if fits else "proxy-" + hashlib.sha256(canonical(given)).hexdigest()[:32]
 
 
 def prompt_hash(body: dict[str, Any]) -> str:
