@@ -93,50 +93,94 @@ def items_as_conversation(
     skipped: Counter[str] | None = None,
 ) -> Conversation:
     conv = Conversation(key=key, model=model, tools=responses_tools(tools))
-    system = [instructions] if nonempty_str(instructions) else []
-    ids = UniqueToolIds()
-    side = ""  # the run being read: "model" (the model's items) or "output" (call outputs)
-    blocks: list[Block] = []
-    leading = True
-
-    def flush() -> None:
-        nonlocal side, blocks
-        if blocks:
-            role = "assistant" if side == "model" else ("tool" if _answers_a_call(blocks) else "user")
-            conv.messages.append(ids.apply(make_message(role, blocks)))
-        side, blocks = "", []
-
+    reader = ItemReader(conv, instructions=instructions, skipped=skipped)
     for item in items:
-        if not isinstance(item, dict):
-            if skipped is not None:
-                skipped["not_an_item"] += 1
-            continue
-        kind = item.get("type", "message" if "role" in item else None)
-        role = item.get("role")
+        reader.add(item)
+    reader.close()
+    return conv
+
+
+class ItemReader:
+    """Items read one at a time into ``conv``: a message is final (in ``conv.messages``) once an item
+    of the other side comes, or ``close()``; ``conv.system_prompt`` grows while the prompt leads."""
+
+    def __init__(self, conv: Conversation, *, instructions: Any = None, skipped: Counter[str] | None = None) -> None:
+        self.conv = conv
+        self.skipped = skipped if skipped is not None else Counter()
+        self._system = [instructions] if nonempty_str(instructions) else []
+        conv.system_prompt = "\n\n".join(self._system)
+        self._ids = UniqueToolIds()
+        self._side = ""  # the run being read: "model" (the model's items) or "output" (call outputs)
+        self._blocks: list[Block] = []
+        self._first_id: str | None = None  # the run's first item's id: its message's client id
+        self._first_at: str | None = None  # when its first item was written (a file's timestamp)
+        self._client_ids: set[str] = set()
+        self._leading = True
+
+    def instructions_first(self, text: str) -> bool:
+        """Begin the system prompt with ``text`` (a client's base instructions, kept apart from its
+        items); False once a message was read (the prompt is settled then)."""
+        if not self._leading:
+            return False
+        self._system.insert(0, text)
+        self.conv.system_prompt = "\n\n".join(self._system)
+        return True
+
+    @property
+    def open(self) -> bool:
+        """A run is being read: its message is not final yet."""
+        return bool(self._blocks)
+
+    def close(self) -> None:
+        if self._blocks:
+            role = "assistant" if self._side == "model" else ("tool" if _answers_a_call(self._blocks) else "user")
+            message = make_message(
+                role, self._blocks, client_id=self._client_id(self._first_id), created_at=self._first_at
+            )
+            self.conv.messages.append(self._ids.apply(message))
+        self._side, self._blocks, self._first_id, self._first_at = "", [], None, None
+
+    def _client_id(self, given: str | None) -> str | None:
+        """An item's id as its message's client id (a re-upload stores nothing twice), unique."""
+        if given is None:
+            return None
+        cid, n = given[:190], 2
+        while cid in self._client_ids:
+            cid, n = f"{given[:190]}#{n}", n + 1
+        self._client_ids.add(cid)
+        return cid
+
+    def add(self, item: Any, when: str | None = None) -> None:
+        """Read one item; ``when``: the time a file says it was written (ISO 8601)."""
+        kind = item.get("type", "message" if "role" in item else None) if isinstance(item, dict) else None
         if not isinstance(kind, str) or not kind:
-            if skipped is not None:
-                skipped["not_an_item"] += 1
-            continue
-        if kind == "message" and role in _PROMPT_ROLES and leading:
+            self.skipped["not_an_item"] += 1
+            return
+        role = item.get("role")
+        if kind == "message" and role in _PROMPT_ROLES and self._leading:
             text = _text_of(item.get("content"))
             if text:
-                system.append(text)
-            continue
-        leading = False
+                self._system.append(text)
+                self.conv.system_prompt = "\n\n".join(self._system)
+            return
+        self._leading = False
         if kind == "message" and role != "assistant":
-            flush()
+            self.close()
             said = "system" if role in _PROMPT_ROLES else "user"
             metadata = {"original_role": role} if role not in (*_PROMPT_ROLES, "user") else {}
-            conv.messages.append(ids.apply(make_message(said, _input_content(item.get("content")), metadata=metadata)))
-            continue
-        now = "output" if kind in _OUTPUTS or kind.endswith("_output") else "model"
-        if now != side:
-            flush()
-            side = now
-        blocks.extend(_output_blocks(item) if now == "output" else _model_blocks(item))
-    flush()
-    conv.system_prompt = "\n\n".join(system)
-    return conv
+            client_id = self._client_id(nonempty_str(item.get("id")))
+            content = _input_content(item.get("content"))
+            message = make_message(said, content, client_id=client_id, created_at=when, metadata=metadata)
+            self.conv.messages.append(self._ids.apply(message))
+            return
+        side = "output" if kind in _OUTPUTS or kind.endswith("_output") else "model"
+        if side != self._side:
+            self.close()
+            self._side = side
+        if not self._blocks:
+            self._first_id = nonempty_str(item.get("id")) or nonempty_str(item.get("call_id"))
+            self._first_at = when
+        self._blocks.extend(_output_blocks(item) if side == "output" else _model_blocks(item))
 
 
 def responses_tools(raw: Any) -> list[dict[str, Any]]:
