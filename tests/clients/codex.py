@@ -8,8 +8,10 @@ rollout file under ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.
 
 Run as a script, this module records what Codex sends to the scripted fake (``tests/fakes/scripted_codex.py``)
 and saves it, redacted, as the fixtures under ``tests/fixtures/clients/codex_<version>/``: the requests
-(``NN.json``) and the rollout (``rollout.jsonl``) of a plain run, and ``compacted/`` for a run with a
-window small enough that Codex compacts (locally: it asks the model for a summary)::
+(``NN.json``) and the rollout (``rollout.jsonl``) of a plain run, ``compacted/`` for a run with a
+window small enough that Codex compacts locally (it asks the model for a summary), and
+``compacted_remote/`` for the same with the provider named ``OpenAI``, which Codex compacts remotely
+(an input ending with ``compaction_trigger``, answered by one ``compaction`` item)::
 
     .venv/bin/python -m tests.clients.codex
 """
@@ -65,11 +67,13 @@ def _toml(value: object) -> str:
 
 def write_config(
     home: Path, base_url: str, *, headers: Mapping[str, str] | None = None, ctxweb_key: bool = False,
-    settings: Mapping[str, object] | None = None,
+    settings: Mapping[str, object] | None = None, remote_compaction: bool = False,
 ) -> None:  # fmt: skip
     """``config.toml``: one provider at ``base_url``, nothing else to talk to (no update check, no
-    analytics); ``settings`` are more top-level keys (``model_auto_compact_token_limit`` …)."""
-    provider: dict[str, object] = {"name": "fake", "base_url": f"{base_url.rstrip('/')}/v1", "env_key": KEY_ENV,
+    analytics); ``settings`` are more top-level keys (``model_auto_compact_token_limit`` …).
+    ``remote_compaction``: the provider is named ``OpenAI``, which is what makes Codex compact remotely."""
+    name = "OpenAI" if remote_compaction else "fake"
+    provider: dict[str, object] = {"name": name, "base_url": f"{base_url.rstrip('/')}/v1", "env_key": KEY_ENV,
                                    "wire_api": "responses"}  # fmt: skip
     if headers:
         provider["http_headers"] = dict(headers)
@@ -86,10 +90,11 @@ def write_config(
 def run_codex(
     base_url: str, workdir: Path, home: Path, prompt: str, *, resume: bool = False, api_key: str = "sk-fake",
     headers: Mapping[str, str] | None = None, ctxweb_key: str | None = None,
-    settings: Mapping[str, object] | None = None, timeout: float = 120,
+    settings: Mapping[str, object] | None = None, remote_compaction: bool = False, timeout: float = 120,
 ) -> Run:  # fmt: skip
     """One ``codex exec`` (``resume``: ``codex exec resume --last``, the newest conversation goes on)."""
-    write_config(home, base_url, headers=headers, ctxweb_key=ctxweb_key is not None, settings=settings)
+    write_config(home, base_url, headers=headers, ctxweb_key=ctxweb_key is not None, settings=settings,
+                 remote_compaction=remote_compaction)  # fmt: skip
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home),
            KEY_ENV: api_key, **({CTXWEB_KEY_ENV: ctxweb_key} if ctxweb_key else {})}  # fmt: skip
     tail = ["resume", "--last", prompt] if resume else [prompt]
@@ -129,7 +134,9 @@ def load_fixtures(folder: Path = FIXTURES) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
 
 
-def record(target: Path, settings: Mapping[str, object] | None = None) -> int:  # pragma: no cover - by hand
+def record(  # pragma: no cover - run by hand
+    target: Path, settings: Mapping[str, object] | None = None, *, remote_compaction: bool = False
+) -> int:
     from tests.fakes.openai_server import FakeOpenAI
     from tests.fakes.scripted_codex import FOLLOW_UP, PROMPT, ScriptedCodex
 
@@ -139,7 +146,8 @@ def record(target: Path, settings: Mapping[str, object] | None = None) -> int:  
         script = ScriptedCodex()
         server.responses.set_responder(script)
         for prompt, resume in ((PROMPT, False), (FOLLOW_UP, True)):
-            run = run_codex(server.base_url, workdir, home, prompt, resume=resume, settings=settings)
+            run = run_codex(server.base_url, workdir, home, prompt, resume=resume, settings=settings,
+                            remote_compaction=remote_compaction)  # fmt: skip
             if run.returncode != 0:
                 print(run.stderr, file=sys.stderr)
                 return 1
@@ -159,7 +167,11 @@ def main() -> int:  # pragma: no cover - run by hand when the pinned version cha
     if not installed():
         print("Codex is not installed: make clients", file=sys.stderr)
         return 1
-    return record(FIXTURES) or record(FIXTURES / "compacted", COMPACTING)
+    return (
+        record(FIXTURES)
+        or record(FIXTURES / "compacted", COMPACTING)
+        or record(FIXTURES / "compacted_remote", COMPACTING, remote_compaction=True)
+    )
 
 
 if __name__ == "__main__":

@@ -13,8 +13,17 @@ import pytest
 
 from tests.clients.codex import COMPACTING, Run, installed, run_codex
 from tests.conftest import need
+from tests.fakes.openai_responses import asks_to_compact
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.scripted_codex import FINAL, FINAL_FOLLOW_UP, FOLLOW_UP, PROMPT, ScriptedCodex, turns
+from tests.fakes.scripted_codex import (
+    COMPACTION_ASK,
+    FINAL,
+    FINAL_FOLLOW_UP,
+    FOLLOW_UP,
+    PROMPT,
+    ScriptedCodex,
+    turns,
+)
 
 pytestmark = [pytest.mark.slow]
 
@@ -22,7 +31,9 @@ HEADERS = {"ctxweb-project": "codex"}
 KEY = "ctx-key-for-the-fake"
 
 
-def play(tmp_path: Path, settings: dict[str, object] | None = None) -> tuple[FakeOpenAI, ScriptedCodex, Run]:
+def play(
+    tmp_path: Path, settings: dict[str, object] | None = None, *, remote_compaction: bool = False
+) -> tuple[FakeOpenAI, ScriptedCodex, Run]:
     need(installed(), "node or the pinned Codex CLI is missing (make clients)")
     workdir, home = tmp_path / "project", tmp_path / "home"
     workdir.mkdir()
@@ -31,7 +42,7 @@ def play(tmp_path: Path, settings: dict[str, object] | None = None) -> tuple[Fak
         server.responses.set_responder(script)
         for prompt, resume in ((PROMPT, False), (FOLLOW_UP, True)):
             run = run_codex(server.base_url, workdir, home, prompt, resume=resume, headers=HEADERS, ctxweb_key=KEY,
-                            api_key="sk-upstream", settings=settings)  # fmt: skip
+                            api_key="sk-upstream", settings=settings, remote_compaction=remote_compaction)  # fmt: skip
             assert run.returncode == 0, run.stderr[-3000:]
     return server, script, run
 
@@ -92,16 +103,22 @@ def test_codex_does_the_scripted_task_and_its_rollout_holds_every_request(tmp_pa
     assert sum(line["type"] == "turn_context" for line in lines) == 2
 
 
-def test_codex_compacts_with_a_small_window_and_the_rollout_says_so(tmp_path):
-    server, script, run = play(tmp_path, COMPACTING)
-    assert script.summaries == 1
-    asked = [r for r in server.requests if "CONTEXT CHECKPOINT COMPACTION" in json.dumps(r["body"]["input"][-1])]
-    assert len(asked) == 1
-    after = server.requests[server.requests.index(asked[0]) + 1]["body"]["input"]
-    assert len(after) < len(asked[0]["body"]["input"])  # the history replaced by its summary
-    assert (run.workdir / "test_greet.py").exists()
-    (compacted,) = [line for line in rollout_lines(run) if line["type"] == "compacted"]
-    assert "reached step" in compacted["payload"]["message"]
-    assert [without_ids(i) for i in compacted["payload"]["replacement_history"]] == [
-        without_ids(i) for i in after[1 : len(compacted["payload"]["replacement_history"]) + 1]
-    ]
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "remote"])
+def test_codex_compacts_with_a_small_window_and_the_rollout_says_so(tmp_path, remote):
+    """Locally (a provider of its own): Codex asks the model for a summary. Remotely (a provider named
+    OpenAI): its input ends with ``compaction_trigger`` and one ``compaction`` item comes back."""
+    server, script, run = play(tmp_path, COMPACTING, remote_compaction=remote)
+    assert script.summaries == 1 and server.responses.compactions == int(remote)
+    bodies = [r["body"] for r in server.requests]
+    asked = [n for n, b in enumerate(bodies) if asks_to_compact(b) or COMPACTION_ASK in json.dumps(b["input"][-1])]
+    assert len(asked) == 1 and bodies[asked[0]]["stream"] is True
+    after = bodies[asked[0] + 1]["input"]
+    assert len(after) < len(bodies[asked[0]]["input"])  # the history replaced by its summary
+    assert (run.workdir / "test_greet.py").exists() and run.stdout.strip().endswith(FINAL_FOLLOW_UP)
+    (compacted,) = [line["payload"] for line in rollout_lines(run) if line["type"] == "compacted"]
+    replacement = compacted["replacement_history"]
+    assert [without_ids(i) for i in replacement] == [without_ids(i) for i in after[1 : len(replacement) + 1]]
+    if remote:  # the summary is the compaction item's, opaque to Codex
+        assert compacted["message"] == "" and replacement[-1]["type"] == "compaction"
+    else:
+        assert "reached step" in compacted["message"] and replacement[-1]["role"] == "user"

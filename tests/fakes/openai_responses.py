@@ -14,7 +14,9 @@ instructions, input and tools), ``cached_tokens`` the part of it the last reques
 ``prompt_cache_key`` began with, ``output_tokens`` ceil(bytes / 4) of what the reply says.
 ``context_window`` refuses an input over it with 400 ``context_length_exceeded`` in OpenAI's words.
 ``POST …/v1/responses/compact`` answers the input's user messages and one ``compaction`` item whose
-``encrypted_content`` is ``compaction_summary`` (base64), as the remote compaction of Codex expects.
+``encrypted_content`` is ``compaction_summary`` (base64); so does, with the item alone, a request
+whose input ends with ``{"type": "compaction_trigger"}`` (Codex's remote compaction v2). ``compactions``
+counts both.
 Requests are recorded by the server (``FakeOpenAI.requests``: path, headers, body).
 """
 
@@ -67,6 +69,19 @@ def custom_tool_call(name: str, tool_input: str, *, call_id: str | None = None) 
     """A call of a freeform tool (Codex's ``apply_patch``): its input is text, not JSON."""
     return {"type": "custom_tool_call", "status": "completed", "name": name, "input": tool_input,
             "call_id": call_id or _id("call")}  # fmt: skip
+
+
+def compaction(summary: str) -> Item:
+    """What compacting answers: the conversation so far as one opaque item (here its summary, in base64)."""
+    return {"type": "compaction", "encrypted_content": base64.b64encode(summary.encode()).decode()}
+
+
+def asks_to_compact(body: Mapping[str, Any]) -> bool:
+    """A request whose input ends with ``compaction_trigger``: Codex's remote compaction (v2) through
+    ``POST /v1/responses``; it expects exactly one ``compaction`` item back."""
+    items = body.get("input")
+    last = items[-1] if isinstance(items, list) and items else None
+    return isinstance(last, dict) and last.get("type") == "compaction_trigger"
 
 
 def _tokens(value: object) -> int:
@@ -145,9 +160,15 @@ class ResponsesAPI:
             if refusal is not None:
                 return refusal
             queued = self._replies.pop(0) if self._replies else None
+        if queued is None and self._responder is not None:
+            queued = [dict(i) for i in self._responder(body)]
         if queued is None:
-            queued = [dict(i) for i in self._responder(body)] if self._responder else [message(DEFAULT_REPLY)]
-        prefixes = {"message": "msg", "reasoning": "rs", "function_call": "fc", "custom_tool_call": "ctc"}
+            queued = [compaction(self.compaction_summary)] if asks_to_compact(body) else [message(DEFAULT_REPLY)]
+        if asks_to_compact(body):
+            with self._lock:
+                self.compactions += 1
+        prefixes = {"message": "msg", "reasoning": "rs", "function_call": "fc", "custom_tool_call": "ctc",
+                    "compaction": "cmp"}  # fmt: skip
         output = [{"id": _id(prefixes.get(i["type"], "item")), **i} for i in queued]
         prompt, cached = count_input_tokens(body), self._cached_tokens(body)
         thought = sum(_tokens(_said(i)) for i in output if i["type"] == "reasoning")
@@ -175,8 +196,7 @@ class ResponsesAPI:
             self.compactions += 1
         items = body["input"] if isinstance(body["input"], list) else [_user(body["input"])]
         kept = [i for i in items if isinstance(i, dict) and i.get("type") == "message" and i.get("role") == "user"]
-        sealed = base64.b64encode(self.compaction_summary.encode()).decode()
-        output = [*kept, {"type": "compaction", "id": _id("cmp"), "encrypted_content": sealed}]
+        output = [*kept, {"id": _id("cmp"), **compaction(self.compaction_summary)}]
         prompt, said = count_input_tokens(body), _tokens(output)
         return 200, {"id": _id("resp"), "object": "response.compaction", "created_at": int(time.time()),
                      "output": output, "usage": {"input_tokens": prompt, "output_tokens": said,

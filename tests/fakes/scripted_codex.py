@@ -8,8 +8,10 @@ freeform ``apply_patch`` tool creating and then editing files, and a final answe
 
 Each answer is decided from the request alone: the user turn is the newest user prompt the script
 knows, the step the number of the script's thoughts after it (a retried request gets the same step).
-Codex's request to summarize its conversation (local compaction) gets ``SUMMARY`` with the step
-reached, so the turn goes on after the compaction where it stopped.
+Codex compacting gets ``SUMMARY`` with the step reached, so the turn goes on where it stopped: as
+text when it asks for a summary (local compaction, with a provider of its own), as the sealed
+content of a ``compaction`` item when its input ends with ``compaction_trigger`` (remote
+compaction v2, with the built-in OpenAI provider).
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.openai_responses import Item, custom_tool_call, function_call, message, reasoning
+from tests.fakes.openai_responses import (
+    Item,
+    asks_to_compact,
+    compaction,
+    custom_tool_call,
+    function_call,
+    message,
+    reasoning,
+)
 
 PROMPT = "Create greet.py that prints a greeting, run it, and report what it printed."
 FOLLOW_UP = "Now add a test for greet.py and run it."
@@ -97,6 +107,14 @@ def _is_scripted_thought(item: object, turn: int) -> bool:
     return base64.b64decode(sealed.encode(), validate=False).startswith(f"scripted:{turn}:".encode())
 
 
+def _summary(item: object) -> str:
+    if _is_user_message(item):
+        return _texts(item)  # type: ignore[arg-type]
+    if isinstance(item, dict) and item.get("type") == "compaction":
+        return base64.b64decode(str(item.get("encrypted_content") or "").encode()).decode(errors="replace")
+    return ""
+
+
 @dataclass
 class ScriptedCodex:
     script: Mapping[str, Sequence[Sequence[Item]]] = field(default_factory=turns)
@@ -112,6 +130,10 @@ class ScriptedCodex:
             self.summaries += 1
             turn, step = self.progress(items[: users[-1][0]])
             return [message(SUMMARY.format(step=step, turn=turn))]
+        if asks_to_compact(body):
+            self.summaries += 1
+            turn, step = self.progress(items)
+            return [compaction(SUMMARY.format(step=step, turn=turn))]
         turn, step = self.progress(items)
         prompt = list(self.script)[turn - 1] if turn else None
         if prompt is None:
@@ -133,7 +155,7 @@ class ScriptedCodex:
         start, turn = found[-1]
         done = 0
         for item in items[start + 1 :]:
-            summary = _SUMMARY.search(_texts(item)) if _is_user_message(item) else None
+            summary = _SUMMARY.search(_summary(item))
             if summary and int(summary.group(2)) == turn:
                 done = int(summary.group(1))
             done += _is_scripted_thought(item, turn)

@@ -149,6 +149,16 @@ def test_it_compacts_into_the_users_messages_and_one_sealed_item(fake):
     assert fake.responses.compactions == 1
 
 
+def test_a_compaction_trigger_is_answered_with_one_compaction_item(fake):
+    items = [{"type": "message", "role": "user", "content": "Fix the bug"}, {"type": "compaction_trigger"}]
+    with client(fake).responses.stream(model="gpt-5.5", input=items) as stream:
+        final = stream.get_final_response()
+    assert [i.type for i in final.output] == ["compaction"]
+    sealed = final.output[0].model_dump()["encrypted_content"]
+    assert base64.b64decode(sealed).decode() == fake.responses.compaction_summary
+    assert fake.responses.compactions == 1
+
+
 def test_it_records_every_request_with_its_headers(fake):
     sdk = client(fake)
     sdk.responses.create(model="gpt-5.5", input="Hi", extra_headers={"session-id": "abc"})

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.clients.codex import FIXTURES, load_fixtures
-from tests.fakes.openai_responses import message
+from tests.fakes.openai_responses import asks_to_compact, message
 from tests.fakes.scripted_codex import (
     COMPACTION_ASK,
     FINAL,
@@ -36,13 +36,17 @@ def answers(body: Mapping[str, Any]) -> list[Any]:
     return [said(i) for i in ScriptedCodex()(body)]
 
 
-@pytest.mark.parametrize("folder", [FIXTURES, FIXTURES / "compacted"], ids=["plain", "compacted"])
+FOLDERS = [FIXTURES, FIXTURES / "compacted", FIXTURES / "compacted_remote"]
+IDS = ["plain", "compacted", "compacted_remote"]
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=IDS)
 def test_each_request_sends_back_what_the_script_answered_the_one_before(folder):
     bodies = [r["body"] for r in load_fixtures(folder)]
     assert len(bodies) >= 11
     for before, after in itertools.pairwise(bodies):
-        if COMPACTION_ASK in json.dumps(before["input"][-1]):
-            continue  # the summary goes into the replacement history, not after the old input
+        if COMPACTION_ASK in json.dumps(before["input"][-1]) or asks_to_compact(before):
+            continue  # the summary replaces the history, it does not follow the old input
         sent_back = [said(i) for i in after["input"][len(before["input"]) :]]
         answer = answers(before)
         assert sent_back[: len(answer)] == answer, (len(before["input"]), len(after["input"]))
@@ -72,7 +76,25 @@ def test_the_compacted_run_asks_once_and_goes_on_where_the_summary_says():
     assert script.summaries == 1 and script.progress(after)[0] in (1, 2)
 
 
-@pytest.mark.parametrize("folder", [FIXTURES, FIXTURES / "compacted"], ids=["plain", "compacted"])
+def test_the_remote_compaction_sends_a_trigger_and_goes_on_from_the_compaction_item():
+    bodies = [r["body"] for r in load_fixtures(FIXTURES / "compacted_remote")]
+    asked = [n for n, b in enumerate(bodies) if asks_to_compact(b)]
+    assert len(asked) == 1
+    before, after = bodies[asked[0]]["input"], bodies[asked[0] + 1]["input"]
+    script = ScriptedCodex()
+    (sealed,) = script(bodies[asked[0]])
+    assert sealed["type"] == "compaction" and script.summaries == 1
+    (kept,) = [i for i in after if i["type"] == "compaction"]
+    assert kept["encrypted_content"] == sealed["encrypted_content"]
+    assert script.progress(after) == script.progress(before[:-1])  # the turn goes on at the same step
+    assert not any(i["type"] in ("reasoning", "function_call") for i in after)
+
+
+FOLDERS = [FIXTURES, FIXTURES / "compacted", FIXTURES / "compacted_remote"]
+IDS = ["plain", "compacted", "compacted_remote"]
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=IDS)
 def test_the_rollout_holds_every_item_of_the_last_request(folder):
     lines = [json.loads(line) for line in (folder / "rollout.jsonl").read_text().splitlines()]
     recorded = [said(line["payload"]) for line in lines if line["type"] == "response_item"]
