@@ -1,9 +1,10 @@
-"""The wire formats the proxy speaks: Anthropic's Messages API (``/proxy/anthropic/…``) and OpenAI's
-Chat Completions (``/proxy/openai/…``). What differs between them, for the proxy: where requests go;
-how ctxweb's own refusals are worded (so the caller's SDK raises its usual error); what of a request
-is recorded (an OpenAI request is read into the Anthropic shape sessions hold); how an answer, whole
-or streamed, is read back into the model's message; how a stream the upstream broke off is ended for
-the caller; and whether a project's own key and transparent compaction apply (Anthropic only)."""
+"""The wire formats the proxy speaks: Anthropic's Messages API (``/proxy/anthropic/…``), OpenAI's
+Chat Completions and its Responses API (``/proxy/openai/…``). What differs between them, for the
+proxy: where requests go; how ctxweb's own refusals are worded (so the caller's SDK raises its
+usual error); what of a request is recorded (an OpenAI request is read into the Anthropic shape
+sessions hold); how an answer, whole or streamed, is read back into the model's message; how a
+stream the upstream broke off is ended for the caller; and whether a project's own key and
+transparent compaction apply (Anthropic only)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from django.conf import settings
 from django.http import JsonResponse
 
 from compaction.transcripts.openai import chat_request_as_anthropic, completion_as_message
-from sessions_app.api.proxy.stream import ChunkAccumulator, MessageAccumulator
+from compaction.transcripts.responses import request_as_anthropic, response_as_message
+from sessions_app.api.proxy.stream import ChunkAccumulator, MessageAccumulator, ResponseAccumulator
 from sessions_app.services.proxy.identity import conversation_of
 
 
@@ -105,6 +107,20 @@ OPENAI = Dialect(
     recorded=chat_request_as_anthropic,
     broke_off=lambda why: _event(
         None, {"error": {"message": _BROKE_OFF.format(why), "type": "server_error", "param": None, "code": None}}
+    ),
+    own_key_header="Authorization: Bearer",
+    project_key=False,
+    compacts=False,
+)
+
+RESPONSES = Dialect(
+    upstream_url=lambda: settings.CTX_PROXY_OPENAI_URL,
+    refuse=openai_error,
+    accumulator=ResponseAccumulator,
+    reply_of=lambda content: response_as_message(_json(content)),
+    recorded=request_as_anthropic,
+    broke_off=lambda why: _event(
+        "error", {"type": "error", "code": "server_error", "message": _BROKE_OFF.format(why), "param": None}
     ),
     own_key_header="Authorization: Bearer",
     project_key=False,

@@ -35,8 +35,8 @@ from sessions_app import steps
 from sessions_app.api.proxy import body as proxy_body
 from sessions_app.api.proxy import headers as proxy_headers
 from sessions_app.api.proxy import limits as proxy_limits
-from sessions_app.api.proxy.dialects import ANTHROPIC, OPENAI, Dialect, error_type
-from sessions_app.api.proxy.headers import AGENT_SESSION_HEADER, KEY_HEADER, PROJECT_HEADER, SESSION_HEADER
+from sessions_app.api.proxy.dialects import ANTHROPIC, OPENAI, RESPONSES, Dialect, error_type
+from sessions_app.api.proxy.headers import KEY_HEADER, PROJECT_HEADER, SESSION_HEADER, agent_session_header
 from sessions_app.api.proxy.recorder import RECORDER
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession, Project, Role
@@ -75,6 +75,18 @@ def count_tokens(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
 @csrf_exempt
 def chat_completions(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     return _proxy(request, OPENAI, "/v1/chat/completions", record=True)
+
+
+@csrf_exempt
+def responses(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    return _proxy(request, RESPONSES, "/v1/responses", record=True)
+
+
+@csrf_exempt
+def responses_compact(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    """The provider compacting a conversation for its client (Codex's remote compaction): forwarded; what
+    it answers comes back in the client's next request, recorded there."""
+    return _proxy(request, RESPONSES, "/v1/responses/compact", record=False)
 
 
 def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -> HttpResponse | StreamingHttpResponse:
@@ -160,7 +172,7 @@ def _record_start(
     """The exchange to record (None when ctxweb can't record it now: the request goes upstream all the
     same and is counted as a gap), whether it is recorded, what goes upstream, or a refusal."""
     header = request.headers.get(SESSION_HEADER, "").strip() or None
-    conversation = proxy_identity.conversation_key(body, header, request.headers.get(AGENT_SESSION_HEADER))
+    conversation = proxy_identity.conversation_key(body, header, agent_session_header(request))
     # Where this request is counted if it goes upstream unrecorded (services.proxy.gap_key).
     gap = proxy_gaps.gap_key(proxy_headers.ctxweb_key(request), conversation)
     if user is None:  # the database could not tell whose key it is
@@ -368,7 +380,7 @@ def _prepare(
     byte waits for nothing but finding the session."""
     project = _project(request, user)
     header = request.headers.get(SESSION_HEADER, "").strip() or None
-    agent = proxy_identity.agent_conversation(body, header, request.headers.get(AGENT_SESSION_HEADER))
+    agent = proxy_identity.agent_conversation(body, header, agent_session_header(request))
     session = proxy.proxy_session_for(user=user, project=project, key=conversation, body=body, agent=agent)
     conversation = session.external_id or conversation  # the agent's main conversation is keyed by its id
     sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0
