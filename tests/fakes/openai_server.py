@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.fakes import openai_responses
+
 DEFAULT_REPLY = "This is the default reply of the fake OpenAI server."
 _PIECE = 12  # characters of content or arguments per chunk
 
@@ -45,6 +47,7 @@ class FakeOpenAI:
         self._errors: list[tuple[int, str]] = []
         self._cuts: list[int] = []
         self.requests: list[dict[str, Any]] = []
+        self.responses = openai_responses.ResponsesAPI()  # POST …/v1/responses (tests/fakes/openai_responses.py)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -156,6 +159,8 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             headers = {k.lower(): v for k, v in self.headers.items()}
             with server._lock:
                 server.requests.append({"path": self.path, "headers": headers, "body": body})
+            if openai_responses.is_responses_path(self.path):
+                return openai_responses.serve(self, server.responses, headers, body)
             if not self.path.rstrip("/").endswith("/v1/chat/completions"):
                 return self._json(404, {"error": {"message": "Not found", "type": "invalid_request_error"}})
             if not headers.get("authorization", "").lower().startswith("bearer "):
