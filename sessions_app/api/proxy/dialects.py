@@ -47,10 +47,6 @@ class Dialect:
     # transparent compaction (proxy_compaction) and the too-long retry; None: neither applies.
     wire: Wire | None
 
-    @property
-    def compacts(self) -> bool:
-        return self.wire is not None
-
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 409: "invalid_request_error", 413: "request_too_large"}  # fmt: skip
