@@ -118,3 +118,16 @@ def test_only_an_invalid_request_error_is_a_refusal():
     assert openai_too_long(refusal(figures(3000, 5000), kind="server_error")) is None
     for body in (b"", b"[]", b'{"error": "context_length_exceeded"}', b'{"type": "error", "error": {}}'):
         assert openai_too_long(body) is None
+
+
+def test_every_wording_of_the_chat_api_names_its_figures():
+    functions = (
+        "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens "
+        "(including 120 in the functions). Please reduce the length of the messages or functions."
+    )
+    completion = (
+        "This model's maximum context length is 128000 tokens. However, you requested 130000 tokens (125000 in "
+        "the messages, 5000 in the completion). Please reduce the length of the messages or completion."
+    )
+    assert openai_too_long(refusal(functions)) == TooLong(9000, 8192)
+    assert openai_too_long(refusal(completion)) == TooLong(125000, 128000)  # the messages' share: ctxweb's count
