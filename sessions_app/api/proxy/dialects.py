@@ -21,7 +21,7 @@ from compaction.transcripts.openai import chat_request_as_anthropic, completion_
 from compaction.transcripts.responses import request_as_anthropic, response_as_message
 from sessions_app.api.proxy.stream import ChunkAccumulator, MessageAccumulator, ResponseAccumulator
 from sessions_app.services.proxy.identity import conversation_of
-from sessions_app.services.proxy.wire import ANTHROPIC_MESSAGES, OPENAI_CHAT, Wire
+from sessions_app.services.proxy.wire import ANTHROPIC_MESSAGES, OPENAI_CHAT, OPENAI_RESPONSES, Wire
 
 
 class Accumulator(Protocol):
@@ -128,5 +128,5 @@ RESPONSES = Dialect(
     ),
     own_key_header="Authorization: Bearer",
     project_key=False,
-    wire=None,
+    wire=OPENAI_RESPONSES,
 )

@@ -197,3 +197,90 @@ def openai_too_long(content: bytes) -> TooLong | None:
 
 
 OPENAI_CHAT = Wire(render=chat_request, too_long=openai_too_long)
+
+
+def responses_request(context: Context, body: dict[str, Any]) -> dict[str, Any]:
+    """The caller's Responses request (model, instructions, tools, reasoning, include, store …) with
+    its leading developer and system messages as they came, then the context's messages as items: text
+    as messages, calls as ``function_call`` / ``custom_tool_call`` each answered by its output right
+    after it (a call or an output without its partner goes as text), the items kept as they came
+    (reasoning, a provider's compaction) as they are — a reasoning item only where the model's item it
+    led to follows it, as the API requires."""
+    sent = body.get("input")
+    leading = list(
+        itertools.takewhile(
+            lambda i: isinstance(i, dict) and i.get("role") in ("system", "developer"),
+            sent if isinstance(sent, list) else [],
+        )
+    )
+    paired = engine_context.to_anthropic_messages(context.messages)
+    if paired and paired[-1]["role"] == "assistant":  # calls no output follows: the API takes none
+        last = paired[-1]
+        paired[-1] = {**last, "content": [_said(b) if b.get("type") == "tool_use" else b for b in last["content"]]}
+    items: list[dict[str, Any]] = []
+    for turn in paired:
+        items.extend(_model_items(turn["content"]) if turn["role"] == "assistant" else _user_items(turn["content"]))
+    return {**body, "input": leading + items}
+
+
+def _user_items(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        if block.get("type") == "tool_result":
+            if parts:
+                items.append({"type": "message", "role": "user", "content": parts})
+                parts = []
+            custom = block.get("openai_type") == "custom_tool_call_output"
+            content = block.get("content")
+            items.append({
+                "type": "custom_tool_call_output" if custom else "function_call_output",
+                "call_id": block["tool_use_id"],
+                "output": content if isinstance(content, str) else _result_of(block),
+            })  # fmt: skip
+        elif block.get("type") == "image" and block.get("source", {}).get("type") == "url":
+            parts.append({"type": "input_image", "image_url": block["source"]["url"]})
+        elif (text := engine_context.block_as_text(block)) is not None:
+            parts.append({"type": "input_text", "text": text})
+    if parts:
+        items.append({"type": "message", "role": "user", "content": parts})
+    return items
+
+
+def _result_of(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    parts = content if isinstance(content, list) else []
+    return "\n".join(t for p in parts if isinstance(p, dict) and (t := engine_context.block_as_text(p)) is not None)
+
+
+def _model_items(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            said = {"type": "output_text", "text": block.get("text", ""), "annotations": block.get("annotations", [])}
+            if items and items[-1].get("type") == "message":
+                items[-1]["content"].append(said)
+            else:
+                items.append({"type": "message", "role": "assistant", "content": [said]})
+        elif kind == "tool_use" and block.get("openai_type") == "custom_tool_call":
+            raw = block.get("input", {}).get("input")
+            items.append({"type": "custom_tool_call", "call_id": block["id"], "name": block["name"],
+                          "input": raw if isinstance(raw, str) else json.dumps(raw)})  # fmt: skip
+        elif kind == "tool_use":
+            arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
+            call = {"type": "function_call", "call_id": block["id"], "name": block["name"], "arguments": arguments}
+            items.append(call)
+        elif kind in ("thinking", "redacted_thinking"):  # another provider's, signed for it
+            continue
+        else:  # an item kept as it came: reasoning, a provider's compaction, a server tool's call
+            items.append(dict(block))
+    # A reasoning item goes only before the item it led to (the API refuses one that ends a turn).
+    return [i for n, i in enumerate(items) if i.get("type") != "reasoning" or _leads(items, n)]
+
+
+def _leads(items: list[dict[str, Any]], n: int) -> bool:
+    return any(i.get("type") != "reasoning" for i in items[n + 1 :])
+
+
+OPENAI_RESPONSES = Wire(render=responses_request, too_long=openai_too_long)
