@@ -89,9 +89,12 @@ _.ticks
 _.total_ingested
 _.total_saved
 
-# ModelProfile.input_price_per_mtok: read by name in selectors/dashboard.py's values_list; edited in admin
+# ModelProfile's prices: read by name in selectors/usage.py's values_list; edited in admin
 # (ModelProfileAdmin.list_editable, a Django admin option).
 _.input_price_per_mtok
+_.cache_write_price_per_mtok
+_.cache_read_price_per_mtok
+_.output_price_per_mtok
 _.list_editable
 
 # sessions_app/models/webhooks.py WebhookDelivery: columns written through queryset .update(**fields)

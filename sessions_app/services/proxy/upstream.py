@@ -109,7 +109,10 @@ def proxy_compact_for_retry(*, session: AgentSession, body: dict[str, Any], refu
     ):
         return Upstream(None)
     if refusal.maximum < ours.context_window:
-        session = agent_sessions.session_update(session=session, context_window_override=refusal.maximum)
+        if session.context_window_override:  # the session's own window is more than the model takes
+            session = agent_sessions.session_update(session=session, context_window_override=refusal.maximum)
+        else:
+            session = agent_sessions.session_window_learn(session=session, window=refusal.maximum)
     waiting = Compaction.objects.filter(session=session, status=CompactionStatus.QUEUED).values_list("pk", flat=True)
     try:
         queued = (
