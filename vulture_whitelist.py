@@ -133,3 +133,10 @@ _.makefile
 # ctxclient/deadline.py: the handler methods urllib's OpenerDirector calls by scheme.
 _.http_open
 _.https_open
+
+# GET /models/'s schema (api/serializers.ModelOut, ModelListOut): fields the view's dict fills by name.
+_.long_context_window
+_.data_package
+# selectors/prices.price_of: the one place a usage becomes dollars, for the spend per request (issue 31)
+# and the tests; nothing in the service calls it yet.
+_.price_of

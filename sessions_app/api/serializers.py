@@ -331,6 +331,7 @@ class HandoffOut(serializers.ModelSerializer):
 class ModelListOut(serializers.Serializer):
     results = ModelOut(many=True)
     fallback_context_window = serializers.IntegerField(help_text="The window of a model not listed here")
+    data_package = serializers.CharField(help_text="The data package and version the windows and prices come from")
 
 
 class ErrorOut(serializers.Serializer):

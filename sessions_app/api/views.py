@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from compaction import model_catalog
+from compaction import model_catalog, model_package
 from compaction.messages import normalize_batch
 from sessions_app import metrics, steps
 from sessions_app.api import serializers as s
@@ -294,6 +294,7 @@ class ModelListApi(APIView):
             {
                 "results": prices.model_list(),
                 "fallback_context_window": model_catalog.FALLBACK_CONTEXT_WINDOW,
+                "data_package": f"genai-prices {model_package.package_version()}",
             }
         )
 

@@ -99,6 +99,7 @@ def test_the_models_endpoint_shows_windows_and_prices(api_as, team):
     assert sonnet["long_context_window"] == 1_000_000 and rows["claude-haiku-4-5"]["long_context_window"] is None
     assert sonnet["prices"]["cache_write"] == "3.75" and sonnet["prices"]["tiers"][0]["above"] == 200_000
     assert answer.json()["fallback_context_window"] == FALLBACK_CONTEXT_WINDOW
+    assert answer.json()["data_package"] == "genai-prices 0.2.3"
 
 
 def test_the_dashboard_prices_a_model_only_the_package_knows(api_as, team):
