@@ -8,12 +8,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
-
-from genai_prices import data_snapshot
-from genai_prices import types as gp
+from typing import TYPE_CHECKING, Any
 
 from compaction.model_prices import PriceTier, TokenPrices
+
+if TYPE_CHECKING:
+    from genai_prices import types as gp
+
+# genai_prices is imported where it is used: it and its snapshot take a quarter of a second to load,
+# which a process that never looks a model up (a CLI command, a worker's first task) does not pay.
 
 # The package's price keys for the kinds of token ctxweb prices.
 _KEYS = {
@@ -45,6 +48,8 @@ def package_version() -> str:
 @lru_cache(maxsize=1024)
 def package_model(bare: str) -> PackageModel | None:
     """The package's model for a canonical name (its own matching: dated versions, aliases), or None."""
+    from genai_prices import data_snapshot
+
     snapshot = data_snapshot.get_snapshot()
     try:
         provider, model = snapshot.find_provider_model(bare, None, None, None)
@@ -64,6 +69,8 @@ def package_model(bare: str) -> PackageModel | None:
 
 def _prices(model: gp.ModelInfo) -> TokenPrices | None:
     """The model's standard prices today (not a service tier's or a batch's)."""
+    from genai_prices import types as gp
+
     standard = model.get_prices(datetime.now(tz=UTC))
     values = {kind: getattr(standard, key, None) for kind, key in _KEYS.items()}
     if values["input"] is None and values["output"] is None:
@@ -77,6 +84,8 @@ def _prices(model: gp.ModelInfo) -> TokenPrices | None:
 
 
 def _base(value: Any) -> Decimal | None:
+    from genai_prices import types as gp
+
     if isinstance(value, gp.TieredPrices):
         return value.base
     return value if isinstance(value, Decimal) else None
@@ -84,6 +93,8 @@ def _base(value: Any) -> Decimal | None:
 
 def _at(value: Any, start: int) -> Decimal | None:
     """A kind's price from ``start`` input tokens on: the highest of its tiers that starts there or before."""
+    from genai_prices import types as gp
+
     if not isinstance(value, gp.TieredPrices):
         return None
     reached = [t for t in value.tiers if t.start <= start]
@@ -93,6 +104,8 @@ def _at(value: Any, start: int) -> Decimal | None:
 def package_models(providers: tuple[str, ...]) -> list[PackageModel]:
     """The package's current models of ``providers`` that have a window (a chat model, not an image
     or audio one), as ``package_model`` reads them."""
+    from genai_prices import data_snapshot
+
     found = []
     for provider in data_snapshot.get_snapshot().providers:
         if provider.id not in providers:

@@ -154,3 +154,24 @@ def test_another_model_forgets_the_learnt_window(team):
     made = agent_sessions.session_window_learn(session=session(team, "claude-sonnet-4-5"), window=90_000)
     made = agent_sessions.session_update(session=made, model="claude-opus-4-7")
     assert made.context_window_learnt is None and usage.session_status(made)["context_window"] == 1_000_000
+
+
+def test_0026_hands_seeded_figures_to_the_package_and_keeps_an_admins():
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("sessions_app.migrations.0026_model_prices")
+    ModelProfile.objects.filter(name="gpt-4o").update(
+        context_window=128_000, max_output_tokens=16_384, input_price_per_mtok=Decimal("2.5")
+    )  # as seeded
+    ModelProfile.objects.filter(name="o3").update(
+        context_window=150_000, max_output_tokens=100_000, input_price_per_mtok=Decimal(3)
+    )  # an admin's window and price
+    migration.hand_to_package(apps, None)
+    seeded = ModelProfile.objects.get(name="gpt-4o")
+    assert (seeded.context_window, seeded.max_output_tokens, seeded.input_price_per_mtok) == (None, None, None)
+    edited = ModelProfile.objects.get(name="o3")
+    assert (edited.context_window, edited.max_output_tokens, edited.input_price_per_mtok) == (150_000, None, Decimal(3))
+    usage.forget_model_profiles()
+    assert usage.model_info("o3").context_window == 150_000 and usage.model_info("o3").input_price == Decimal(3)
