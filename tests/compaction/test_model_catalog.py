@@ -101,3 +101,11 @@ def test_a_tiered_cost_never_falls_as_input_grows(i, o, more):
     assert prices is not None
     less, extra = cost(prices, TokenUsage(input=i, output=o)), cost(prices, TokenUsage(input=i + more, output=o))
     assert less is not None and extra is not None and extra >= less
+
+
+@given(st.text(max_size=60) | st.sampled_from(["claude-opus-4-7", "gpt-5", "o3", "claude-sonnet-4-5"]), st.booleans())
+def test_any_model_name_resolves_to_a_usable_window_or_none(name, long_context):
+    spec = spec_for(name + ("[1m]" if long_context else ""))
+    if spec is not None:
+        assert 0 < spec.input_window <= spec.context_window and spec.max_output_tokens > 0
+        assert spec.prices is None or spec.prices.input is None or spec.prices.input >= 0
