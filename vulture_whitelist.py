@@ -89,9 +89,12 @@ _.ticks
 _.total_ingested
 _.total_saved
 
-# ModelProfile.input_price_per_mtok: read by name in selectors/dashboard.py's values_list; edited in admin
+# ModelProfile's prices: read by name in selectors/usage.py's values_list; edited in admin
 # (ModelProfileAdmin.list_editable, a Django admin option).
 _.input_price_per_mtok
+_.cache_write_price_per_mtok
+_.cache_read_price_per_mtok
+_.output_price_per_mtok
 _.list_editable
 
 # sessions_app/models/webhooks.py WebhookDelivery: columns written through queryset .update(**fields)
@@ -130,3 +133,10 @@ _.makefile
 # ctxclient/deadline.py: the handler methods urllib's OpenerDirector calls by scheme.
 _.http_open
 _.https_open
+
+# GET /models/'s schema (api/serializers.ModelOut, ModelListOut): fields the view's dict fills by name.
+_.long_context_window
+_.data_package
+# selectors/prices.price_of: the one place a usage becomes dollars, for the spend per request (issue 31)
+# and the tests; nothing in the service calls it yet.
+_.price_of

@@ -1,51 +1,100 @@
-"""Known models and their context windows. The database's ModelProfile rows start from this table
-and win over it; an unknown model falls back to ``FALLBACK_CONTEXT_WINDOW`` tokens, and STATUS warns."""
+"""Models' windows, output limits and prices. Windows and prices per kind of token come from the
+genai-prices package's bundled snapshot (a maintained data package, pinned; it is never updated at
+run time). What it does not know is a small overlay here: max output tokens, input caps smaller than
+the window (GPT-5's 272,000 of 400,000), which models take a 1M-token window when asked (a ``[1m]``
+suffix, Anthropic's ``context-1m`` beta), calibration. The database's ModelProfile rows win over
+both, field by field (``sessions_app.selectors.usage``); an unknown model falls back to
+``FALLBACK_CONTEXT_WINDOW`` tokens, and STATUS warns."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+
+from compaction import model_package
+from compaction.model_prices import TokenPrices
 
 FALLBACK_CONTEXT_WINDOW = 128_000
 FALLBACK_MAX_OUTPUT = 8_192
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    provider: str
-    context_window: int
-    max_output_tokens: int
-    calibration: float = 1.0
-
+LONG_CONTEXT_WINDOW = 1_000_000
+# Claude Code names a model asked for with the 1M-token window so: claude-opus-4-7[1m].
+LONG_CONTEXT_SUFFIX = "[1m]"
 
 # Claude counts come to more than cl100k's: see docs/TOKEN_COUNTING.md for how CLAUDE_CALIBRATION
 # was measured on real Claude Code transcripts.
 CLAUDE_CALIBRATION = 1.32
 
-KNOWN_MODELS: tuple[ModelSpec, ...] = (
-    ModelSpec("claude-opus-4-5", "anthropic", 200_000, 64_000, CLAUDE_CALIBRATION),
-    ModelSpec("claude-sonnet-4-5", "anthropic", 200_000, 64_000, CLAUDE_CALIBRATION),
-    ModelSpec("claude-haiku-4-5", "anthropic", 200_000, 64_000, CLAUDE_CALIBRATION),
-    ModelSpec("claude-opus-4-1", "anthropic", 200_000, 32_000, CLAUDE_CALIBRATION),
-    ModelSpec("claude-opus-4", "anthropic", 200_000, 32_000, CLAUDE_CALIBRATION),
-    ModelSpec("claude-sonnet-4", "anthropic", 200_000, 64_000, CLAUDE_CALIBRATION),
-    ModelSpec("claude-3-7-sonnet", "anthropic", 200_000, 64_000, CLAUDE_CALIBRATION),
-    ModelSpec("claude-3-5-sonnet", "anthropic", 200_000, 8_192, CLAUDE_CALIBRATION),
-    ModelSpec("claude-3-5-haiku", "anthropic", 200_000, 8_192, CLAUDE_CALIBRATION),
-    ModelSpec("claude-3-opus", "anthropic", 200_000, 4_096, CLAUDE_CALIBRATION),
-    ModelSpec("claude-3-haiku", "anthropic", 200_000, 4_096, CLAUDE_CALIBRATION),
-    ModelSpec("gpt-4o", "openai", 128_000, 16_384),
-    ModelSpec("gpt-4o-mini", "openai", 128_000, 16_384),
-    ModelSpec("gpt-4.1", "openai", 1_047_576, 32_768),
-    ModelSpec("gpt-4.1-mini", "openai", 1_047_576, 32_768),
-    ModelSpec("gpt-4-turbo", "openai", 128_000, 4_096),
-    ModelSpec("gpt-4", "openai", 8_192, 8_192),
-    ModelSpec("gpt-5", "openai", 400_000, 128_000),
-    ModelSpec("gpt-5-mini", "openai", 400_000, 128_000),
-    ModelSpec("o3", "openai", 200_000, 100_000),
-    ModelSpec("o4-mini", "openai", 200_000, 100_000),
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str  # the package's id of the model (a dated or aliased name resolves to it), or the name asked
+    provider: str
+    context_window: int  # what the provider takes in all
+    max_output_tokens: int
+    calibration: float = 1.0
+    input_cap: int | None = None  # the most input it takes, when less than the window
+    prices: TokenPrices | None = None
+
+    @property
+    def input_window(self) -> int:
+        """The window a request's input must fit: the context window, or the input cap if smaller."""
+        return min(self.context_window, self.input_cap or self.context_window)
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """What the members of a family have in common that the package does not say: max output tokens,
+    an input cap, calibration, and the window to assume for a member the package does not know."""
+
+    pattern: str  # matched against the start of the canonical name
+    provider: str
+    context_window: int
+    max_output_tokens: int
+    calibration: float = 1.0
+    input_cap: int | None = None
+
+
+# Tried in order, the first match wins. Claude's max output is the smallest of its current models,
+# so the reserve is never too small; a model's own figure (MAX_OUTPUT) wins.
+MODEL_FAMILIES: tuple[ModelFamily, ...] = (
+    ModelFamily(r"claude(-|$)", "anthropic", 200_000, 32_000, CLAUDE_CALIBRATION),
+    # OpenAI's GPT-5 models take 272,000 input tokens of their 400,000 (the rest is for the reply).
+    ModelFamily(r"gpt-5([.-]|$)", "openai", 400_000, 128_000, input_cap=272_000),
+    ModelFamily(r"gpt-4\.1([.-]|$)", "openai", 1_047_576, 32_768),
+    ModelFamily(r"gpt-4o([.-]|$)", "openai", 128_000, 16_384),
+    ModelFamily(r"o[34]([.-]|$)", "openai", 200_000, 100_000),
 )
+
+# Max output tokens by model (a dated version matches its model), where the family's is not it.
+MAX_OUTPUT: dict[str, int] = {
+    "claude-opus-4-7": 128_000,
+    "claude-opus-4-5": 64_000,
+    "claude-sonnet-4-5": 64_000,
+    "claude-haiku-4-5": 64_000,
+    "claude-sonnet-4": 64_000,
+    "claude-3-7-sonnet": 64_000,
+    "claude-3-5-sonnet": 8_192,
+    "claude-3-5-haiku": 8_192,
+    "claude-3-opus": 4_096,
+    "claude-3-haiku": 4_096,
+    "gpt-4o-mini": 16_384,
+    "gpt-4-turbo": 4_096,
+    "gpt-4": 8_192,
+}
+
+# Models that take a 1M-token window when asked for it although the package gives their standard
+# one and no long-context price (Anthropic's context-1m beta on Claude Sonnet 4).
+LONG_CONTEXT_MODELS: tuple[str, ...] = ("claude-sonnet-4",)
+
+
+def long_context_asked(name: str) -> bool:
+    return name.strip().lower().endswith(LONG_CONTEXT_SUFFIX)
+
+
+def without_long_context(name: str) -> str:
+    bare = name.strip()
+    return bare[: -len(LONG_CONTEXT_SUFFIX)] if long_context_asked(bare) else bare
 
 
 def canonical_model_name(name: str) -> str:
@@ -104,38 +153,41 @@ def profile_name_problem(profile_name: str) -> str:
     return ""
 
 
-@dataclass(frozen=True)
-class ModelFamily:
-    """Models the table doesn't name but whose family it knows: what its members have in common."""
-
-    pattern: str  # matched against the start of the canonical name
-    provider: str
-    context_window: int
-    max_output_tokens: int
-    calibration: float = 1.0
-
-    def spec(self, name: str) -> ModelSpec:
-        return ModelSpec(name, self.provider, self.context_window, self.max_output_tokens, self.calibration)
-
-
-# Tried in order, after the named models: a bare or newer name of a known family ("claude-opus",
-# "claude-sonnet-5", "gpt-5.2") gets its family's window and calibration, not the 128,000 fallback.
-# Claude's max output is the smallest of its current models, so the reserve is never too small.
-MODEL_FAMILIES: tuple[ModelFamily, ...] = (
-    ModelFamily(r"claude(-|$)", "anthropic", 200_000, 32_000, CLAUDE_CALIBRATION),
-    ModelFamily(r"gpt-5([.-]|$)", "openai", 400_000, 128_000),
-    ModelFamily(r"gpt-4\.1([.-]|$)", "openai", 1_047_576, 32_768),
-    ModelFamily(r"gpt-4o([.-]|$)", "openai", 128_000, 16_384),
-    ModelFamily(r"o[34]([.-]|$)", "openai", 200_000, 100_000),
-)
-
-
 def spec_for(name: str) -> ModelSpec | None:
-    """A named model (or a dated version of one), else a member of a known family, else None."""
-    by_name = {spec.name: spec for spec in KNOWN_MODELS}
-    match = best_match(name, tuple(by_name))
-    if match:
-        return by_name[match]
-    bare = canonical_model_name(name)
+    """What the package and the overlay know of a model (a dated version, an alias, a provider
+    prefix: the package's own matching), else of its family, else None. ``[1m]`` at the end asks
+    for the 1M-token window, which the model gets when it has one."""
+    return _spec(canonical_model_name(without_long_context(name)), long_context_asked(name))
+
+
+@lru_cache(maxsize=1024)
+def _spec(bare: str, long_context: bool) -> ModelSpec | None:
     family = next((f for f in MODEL_FAMILIES if re.match(f.pattern, bare)), None)
-    return family.spec(bare) if family else None
+    known = model_package.package_model(bare)
+    if known is None and family is None:
+        return None
+    calibration = family.calibration if family else (CLAUDE_CALIBRATION if bare.startswith("claude") else 1.0)
+    output_match = best_match(bare, tuple(MAX_OUTPUT))
+    max_output = MAX_OUTPUT[output_match] if output_match else family.max_output_tokens if family else None
+    if known is None:
+        assert family is not None
+        return ModelSpec(
+            bare,
+            family.provider,
+            family.context_window,
+            max_output or FALLBACK_MAX_OUTPUT,
+            calibration,
+            family.input_cap,
+        )
+    window = known.context_window or (family.context_window if family else FALLBACK_CONTEXT_WINDOW)
+    if long_context and (known.long_context or best_match(bare, LONG_CONTEXT_MODELS)):
+        window = max(window, LONG_CONTEXT_WINDOW)
+    return ModelSpec(
+        name=known.name,
+        provider=known.provider,
+        context_window=window,
+        max_output_tokens=min(max_output or FALLBACK_MAX_OUTPUT, window),
+        calibration=calibration,
+        input_cap=family.input_cap if family else None,
+        prices=known.prices,
+    )

@@ -99,9 +99,18 @@ class ModelProfileAdmin(admin.ModelAdmin):
         "calibration_factor",
         "calibration_samples",
         "input_price_per_mtok",
+        "cache_write_price_per_mtok",
+        "cache_read_price_per_mtok",
+        "output_price_per_mtok",
         "updated_at",
     ]
-    list_editable = ["input_price_per_mtok"]
+    list_editable = [
+        "context_window",
+        "input_price_per_mtok",
+        "cache_write_price_per_mtok",
+        "cache_read_price_per_mtok",
+        "output_price_per_mtok",
+    ]
     list_filter = ["provider"]
     search_fields = ["name"]
 

@@ -192,12 +192,37 @@ class CountTokensOut(serializers.Serializer):
     cached = serializers.BooleanField(help_text="An exact count served from ctxweb's exact-count cache")
 
 
+class PriceTierOut(serializers.Serializer):
+    above = serializers.IntegerField(help_text="From this many input tokens in a request on (cache included)")
+    input = serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True)
+    cache_write = serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True)
+    cache_read = serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True)
+    output = serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True)
+
+
+class PricesOut(serializers.Serializer):
+    """US dollars per million tokens of each kind; null: no price of its own (a cache read or write
+    then costs the input price)."""
+
+    input = serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True)
+    cache_write = serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True)
+    cache_read = serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True)
+    output = serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True)
+    tiers = PriceTierOut(many=True, help_text="Long-context prices: every token of a longer request at these")
+
+
 class ModelOut(serializers.Serializer):
     name = serializers.CharField()
     provider = serializers.CharField()
-    context_window = serializers.IntegerField()
+    context_window = serializers.IntegerField(
+        help_text="The input window (an input cap smaller than the window counted)"
+    )
     max_output_tokens = serializers.IntegerField()
     calibration_factor = serializers.FloatField()
+    long_context_window = serializers.IntegerField(
+        allow_null=True, help_text="The window with `[1m]` or Anthropic's context-1m beta, when larger"
+    )
+    prices = PricesOut(allow_null=True)
 
 
 class CompactionItemOut(serializers.Serializer):
@@ -306,6 +331,7 @@ class HandoffOut(serializers.ModelSerializer):
 class ModelListOut(serializers.Serializer):
     results = ModelOut(many=True)
     fallback_context_window = serializers.IntegerField(help_text="The window of a model not listed here")
+    data_package = serializers.CharField(help_text="The data package and version the windows and prices come from")
 
 
 class ErrorOut(serializers.Serializer):

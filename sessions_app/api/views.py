@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from compaction import model_catalog
+from compaction import model_catalog, model_package
 from compaction.messages import normalize_batch
 from sessions_app import metrics, steps
 from sessions_app.api import serializers as s
@@ -22,8 +22,8 @@ from sessions_app.api.pagination import PageNumberPagination
 from sessions_app.api.params import int_param
 from sessions_app.api.schema import error_response
 from sessions_app.errors import InvalidInput, TooLarge
-from sessions_app.models import ModelProfile, Role, SessionStatus
-from sessions_app.selectors import access, model_context, usage
+from sessions_app.models import Role, SessionStatus
+from sessions_app.selectors import access, model_context, prices, usage
 from sessions_app.services import agent_sessions, counting, importing, projects
 
 STATUS_SCHEMA = s.status_schema()
@@ -290,31 +290,11 @@ class SessionContextApi(APIView):
 class ModelListApi(APIView):
     @extend_schema(responses=s.ModelListOut)
     def get(self, request: AuthenticatedRequest) -> Response:
-        rows = {
-            p.name: {
-                "name": p.name,
-                "provider": p.provider,
-                "context_window": p.context_window,
-                "max_output_tokens": p.max_output_tokens,
-                "calibration_factor": p.calibration_factor,
-            }
-            for p in ModelProfile.objects.all()
-        }
-        for spec in model_catalog.KNOWN_MODELS:
-            rows.setdefault(
-                spec.name,
-                {
-                    "name": spec.name,
-                    "provider": spec.provider,
-                    "context_window": spec.context_window,
-                    "max_output_tokens": spec.max_output_tokens,
-                    "calibration_factor": spec.calibration,
-                },
-            )
         return Response(
             {
-                "results": sorted(rows.values(), key=lambda r: (r["provider"], r["name"])),
+                "results": prices.model_list(),
                 "fallback_context_window": model_catalog.FALLBACK_CONTEXT_WINDOW,
+                "data_package": f"genai-prices {model_package.package_version()}",
             }
         )
 

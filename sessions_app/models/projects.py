@@ -85,6 +85,18 @@ class ApiKey(models.Model):
         return self.revoked_at is None
 
 
+def _price_field(label: str, what: str) -> models.DecimalField:
+    return models.DecimalField(
+        label,
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text=f"US dollars per million {what}. Empty: the data package's price.",
+    )
+
+
 class ModelProfile(models.Model):
     name = models.CharField(
         max_length=100,
@@ -93,22 +105,22 @@ class ModelProfile(models.Model):
         "ending in *, e.g. claude-sonnet-* (the longest match wins; a name matching exactly wins over any pattern).",
     )
     provider = models.CharField(max_length=30, default="anthropic")
-    context_window = models.PositiveIntegerField()
-    max_output_tokens = models.PositiveIntegerField(default=8192)
+    # Every figure left empty comes from the genai-prices package (compaction.model_catalog), else
+    # the fallback: a row overrides only what it sets.
+    context_window = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Tokens of input the model takes. Empty: the data package's figure."
+    )
+    max_output_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Empty: the built-in figure for the model."
+    )
     calibration_factor = models.FloatField(
         default=1.0, help_text="Exact ÷ offline estimate; scales every offline count shown for this model."
     )
     calibration_samples = models.PositiveIntegerField(default=0)
-    input_price_per_mtok = models.DecimalField(
-        "input price ($/Mtok)",
-        max_digits=10,
-        decimal_places=4,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(Decimal(0))],
-        help_text="US dollars per million input tokens; the project dashboard's estimated cost of the context "
-        "sent. Empty: not priced (the dashboard counts those sessions apart).",
-    )
+    input_price_per_mtok = _price_field("input price ($/Mtok)", "input tokens (uncached)")
+    cache_write_price_per_mtok = _price_field("cache write price ($/Mtok)", "tokens written to the prompt cache")
+    cache_read_price_per_mtok = _price_field("cache read price ($/Mtok)", "tokens read from the prompt cache")
+    output_price_per_mtok = _price_field("output price ($/Mtok)", "output tokens")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -123,7 +135,7 @@ class ModelProfile(models.Model):
             raise ValidationError({"name": problem})
         if not 0.2 <= self.calibration_factor <= 5:
             raise ValidationError({"calibration_factor": "A calibration factor between 0.2 and 5 is plausible."})
-        if self.context_window < 1024:
+        if self.context_window is not None and self.context_window < 1024:
             raise ValidationError({"context_window": "A context window is at least 1,024 tokens."})
 
 

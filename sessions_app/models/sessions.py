@@ -24,6 +24,10 @@ class AgentSession(models.Model):
     external_id = models.CharField(max_length=200, blank=True, default="")
     model = models.CharField(max_length=100, default="claude-sonnet-4-5")
     context_window_override = models.PositiveIntegerField(null=True, blank=True)
+    # The window the provider taught the session (its refusal of a request as too long named it), in
+    # place of the model's; a later request it answered with more input than this raises it again
+    # (services.proxy.messages). The session's own override, when set, wins over it.
+    context_window_learnt = models.PositiveIntegerField(null=True, blank=True)
     system_prompt = models.TextField(blank=True)
     tools = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=12, choices=SessionStatus.choices, default=SessionStatus.ACTIVE)

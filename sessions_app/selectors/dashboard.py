@@ -23,7 +23,6 @@ from sessions_app.models import (
     Compaction,
     CompactionStatus,
     DailyIngest,
-    ModelProfile,
     Project,
     SessionStatus,
 )
@@ -221,12 +220,11 @@ _SENT_FIELDS = ("last_seq", "message_tokens", "summary_tokens", "system_tokens",
 
 def _cost(project: Project) -> Cost:
     """``context_sent`` of every session (the input tokens its model calls carried) at its model's
-    input price. The figures are cached, one entry per project holding each session's figure with what
-    it was worked out from, so a dashboard reads a narrow row per session, one cache entry, and the
-    history of only the sessions that moved since it was last drawn (a message, a compaction, a revert)."""
-    prices = dict(
-        ModelProfile.objects.filter(input_price_per_mtok__isnull=False).values_list("name", "input_price_per_mtok")
-    )
+    input price (``usage.model_info``: an admin's over the genai-prices package's; the base price, as
+    the figure sums many requests). The figures are cached, one entry per project holding each
+    session's figure with what it was worked out from, so a dashboard reads a narrow row per session,
+    one cache entry, and the history of only the sessions that moved since it was last drawn (a
+    message, a compaction, a revert)."""
     rows = list(AgentSession.objects.filter(project=project).values_list("pk", *_SENT_FIELDS))
     infos = {model: model_info(model) for model in {row[-1] for row in rows}}  # once per model
     versions = {pk: (*fields, infos[fields[-1]].calibration) for pk, *fields in rows}
@@ -242,7 +240,7 @@ def _cost(project: Project) -> Cost:
     unpriced_models: set[str] = set()
     for pk, *_fields, model in rows:
         sent = figures[pk]
-        price = prices.get(infos[model].name)
+        price = infos[model].input_price
         if price is None:
             unpriced, unpriced_n = unpriced + sent, unpriced_n + 1
             unpriced_models.add(model)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +18,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from compaction import model_catalog
+from compaction.model_prices import TOKEN_KINDS, TokenPrices
 from compaction.policy import Policy, preset
 from compaction.status import Status
 from compaction.tokens import DEFAULT_FRAMING, calibrate
@@ -39,22 +41,39 @@ from sessions_app.models import (
 @dataclass(frozen=True)
 class ModelInfo:
     name: str
-    context_window: int
+    context_window: int  # the input window: what a request's input must fit (an input cap counted)
     max_output_tokens: int
     calibration: float
     known: bool
+    prices: TokenPrices | None = None
+
+    @property
+    def input_price(self) -> Decimal | None:
+        return self.prices.input if self.prices else None
+
+
+@dataclass(frozen=True)
+class _Row:
+    window: int | None
+    max_output: int | None
+    calibration: float
+    prices: dict[str, Decimal | None]
 
 
 _PROFILE_CACHE: dict[str, Any] = {"at": 0.0, "rows": {}}
 _PROFILE_TTL = 30.0
+_PRICE_FIELDS = {kind: f"{kind}_price_per_mtok" for kind in TOKEN_KINDS}
 
 
-def _profiles() -> dict[str, tuple[int, int, float]]:
+def _profiles() -> dict[str, _Row]:
     # A small table read on every status call: keep it in memory for a few seconds.
     now = time.monotonic()
     if now - _PROFILE_CACHE["at"] > _PROFILE_TTL:
-        rows = ModelProfile.objects.values_list("name", "context_window", "max_output_tokens", "calibration_factor")
-        _PROFILE_CACHE["rows"] = {name: (window, out, factor) for name, window, out, factor in rows}
+        fields = ("name", "context_window", "max_output_tokens", "calibration_factor", *_PRICE_FIELDS.values())
+        _PROFILE_CACHE["rows"] = {
+            name: _Row(window, out, factor, dict(zip(TOKEN_KINDS, prices, strict=True)))
+            for name, window, out, factor, *prices in ModelProfile.objects.values_list(*fields)
+        }
         _PROFILE_CACHE["at"] = now
     return _PROFILE_CACHE["rows"]
 
@@ -64,18 +83,47 @@ def forget_model_profiles() -> None:
 
 
 def model_info(name: str) -> ModelInfo:
-    """A model's window and calibration: from its ModelProfile row (by name, a dated version of a
-    named row, or a pattern such as ``claude-sonnet-*``), else the catalogue, else the fallback.
-    ``name`` is the row's name (a pattern for a pattern), which calibration updates."""
+    """A model's input window, max output, calibration and prices, field by field: its ModelProfile
+    row (by name, a dated version of a named row, or a pattern such as ``claude-sonnet-*``) where the
+    row sets the field, else the catalogue (the genai-prices package and its overlay), else the
+    fallback. ``name`` is the row's name (a pattern for a pattern), which calibration updates. A model
+    asked with its 1M-token window (``…[1m]``) takes the other fields from its plain name's row but
+    not the window, unless a row is named with the suffix."""
     rows = _profiles()
     match = model_catalog.profile_match(name, tuple(rows))
-    if match:
-        window, out, factor = rows[match]
-        return ModelInfo(match, window, out, factor, True)
+    long_row = match is None and model_catalog.long_context_asked(name)
+    if long_row:
+        match = model_catalog.profile_match(model_catalog.without_long_context(name), tuple(rows))
+    row = rows[match] if match else None
     spec = model_catalog.spec_for(name)
-    if spec:
-        return ModelInfo(spec.name, spec.context_window, spec.max_output_tokens, spec.calibration, True)
-    return ModelInfo(name, model_catalog.FALLBACK_CONTEXT_WINDOW, model_catalog.FALLBACK_MAX_OUTPUT, 1.0, False)
+    window = row.window if row is not None and not long_row else None
+    if window is None:
+        window = spec.input_window if spec else model_catalog.FALLBACK_CONTEXT_WINDOW
+    max_output = row.max_output if row is not None else None
+    if max_output is None:
+        max_output = spec.max_output_tokens if spec else model_catalog.FALLBACK_MAX_OUTPUT
+    calibration = row.calibration if row is not None else spec.calibration if spec else 1.0
+    prices = spec.prices if spec and spec.prices else TokenPrices()
+    if row is not None:
+        prices = prices.overridden(**row.prices)
+    return ModelInfo(
+        name=match or (spec.name if spec else name),
+        context_window=window,
+        max_output_tokens=max_output,
+        calibration=calibration,
+        known=row is not None or spec is not None,
+        prices=prices if prices.input is not None or prices.output is not None else None,
+    )
+
+
+def session_window(session: AgentSession, info: ModelInfo | None = None) -> int:
+    """The input window the session's level is worked out against: its own override, else the one the
+    provider taught it (``context_window_learnt``), else its model's."""
+    if session.context_window_override:
+        return session.context_window_override
+    if session.context_window_learnt:
+        return session.context_window_learnt
+    return (info or model_info(session.model)).context_window
 
 
 def project_policy(project: Project) -> CompactionPolicy:
@@ -105,7 +153,7 @@ def session_usage(session: AgentSession, *, policy: Policy | None = None) -> Usa
     """The breakdown from the session's running totals (exact when a fresh exact count exists)."""
     info = model_info(session.model)
     policy = policy or policy_for(session)
-    window = session.context_window_override or info.context_window
+    window = session_window(session, info)
     factor = info.calibration
     system = calibrate(session.system_tokens, factor)
     tools = calibrate(session.tool_tokens, factor)
@@ -275,7 +323,7 @@ def session_status(session: AgentSession) -> Status:
     """STATUS from the session's running totals; never re-tokenizes."""
     info = model_info(session.model)
     policy = policy_for(session)
-    window = session.context_window_override or info.context_window
+    window = session_window(session, info)
     current = session_usage(session, policy=policy)
     auto = auto_compact_enabled(session, policy)
     latest = _latest_compaction(session)

@@ -157,8 +157,24 @@ def session_update(*, session: AgentSession, **changes: Any) -> AgentSession:
         if {"tools", "system_prompt", "model"} & set(changes):
             locked.exact_tokens = None  # the exact count described another request
             fields.append("exact_tokens")
+        if "model" in changes and locked.context_window_learnt is not None:
+            locked.context_window_learnt = None  # the provider taught it another model's window
+            fields.append("context_window_learnt")
         locked.save(update_fields=[*fields, "updated_at"])
         session_level_record(locked)  # a model, a window, a prompt or tools move its usage
+    return locked
+
+
+def session_window_learn(*, session: AgentSession, window: int | None) -> AgentSession:
+    """The window the provider showed the session's model has (None: its model's again), in place of
+    the model's: a refusal as too long names a smaller one, a request answered with more input than
+    the one learnt shows a larger one. The session's own override, when set, still wins."""
+    with transaction.atomic():
+        locked = AgentSession.objects.select_for_update().get(pk=session.pk)
+        if locked.context_window_learnt != window:
+            locked.context_window_learnt = window
+            locked.save(update_fields=["context_window_learnt", "updated_at"])
+            session_level_record(locked)
     return locked
 
 

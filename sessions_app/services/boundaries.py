@@ -149,9 +149,7 @@ def _summarized(
     policy = usage.policy_for(locked)
     before = usage.session_usage(locked, policy=policy).used
     previous = model_context.current_checkpoint(locked)
-    facts_budget = policy.facts_tokens(
-        max(1, int((locked.context_window_override or info.context_window) / info.calibration))
-    )
+    facts_budget = policy.facts_tokens(max(1, int(usage.session_window(locked, info) / info.calibration)))
     data = _checkpoint_data(
         previous, covered, narrative, source, compacted_at=at.isoformat(), facts_budget=facts_budget
     )

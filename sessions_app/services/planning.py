@@ -91,7 +91,7 @@ def snapshot(session: AgentSession) -> Snapshot:
         upto_seq=session.last_seq,
         messages=messages,
         factor=info.calibration,
-        window=session.context_window_override or info.context_window,
+        window=usage.session_window(session, info),
         fixed_tokens=session.system_tokens + session.tool_tokens + DEFAULT_FRAMING.request,
         previous_checkpoint=model_context.current_checkpoint(session),
         rows={seq: (role, content, tokens, state) for seq, role, content, tokens, state, _, _ in rows},

@@ -92,6 +92,7 @@ def usage_inputs(session: AgentSession) -> dict[str, Any]:
 USAGE_INPUTS = (
     "model",
     "context_window_override",
+    "context_window_learnt",
     "last_seq",
     "message_tokens",
     "summary_tokens",

@@ -91,7 +91,7 @@ def test_usage_breakdown_adds_up_and_reserves_output():
 def test_model_names_resolve_by_prefix_and_fall_back():
     assert canonical_model_name("anthropic/claude-3.5-sonnet") == "claude-3-5-sonnet"
     assert spec_for("claude-sonnet-4-5-20250929").name == "claude-sonnet-4-5"
-    assert spec_for("claude-sonnet-4-20250514").name == "claude-sonnet-4"
+    assert spec_for("claude-sonnet-4-20250514").name == "claude-sonnet-4-0"  # the package's id
     assert spec_for("gpt-4o-mini-2024-07-18").name == "gpt-4o-mini"
     assert best_match("gpt-4o-2024-08-06", ["gpt-4", "gpt-4o"]) == "gpt-4o"
     assert spec_for("some-local-llama") is None
@@ -104,10 +104,11 @@ def test_model_names_resolve_by_prefix_and_fall_back():
         ("claude-opus", 200_000, CLAUDE_CALIBRATION),
         ("claude-sonnet", 200_000, CLAUDE_CALIBRATION),
         ("claude-haiku", 200_000, CLAUDE_CALIBRATION),
-        ("anthropic/claude-sonnet-5", 200_000, CLAUDE_CALIBRATION),
+        ("anthropic/claude-sonnet-5", 1_000_000, CLAUDE_CALIBRATION),  # the package knows it
+        ("claude-sonnet-9", 200_000, CLAUDE_CALIBRATION),  # the package does not: the family's
         ("gpt-5.2", 400_000, 1.0),
         ("gpt-5.1-codex", 400_000, 1.0),
-        ("gpt-4.1-nano", 1_047_576, 1.0),
+        ("gpt-4.1-nano", 1_000_000, 1.0),
         ("o3-pro", 200_000, 1.0),
     ],
 )

@@ -139,4 +139,4 @@ def test_a_request_refused_as_too_long_is_compacted_and_sent_once_more(proxy_sdk
     assert sent["status"] == 200 and fake.count_tokens_for(sent["body"]) < fake.count_tokens_for(refused["body"]) / 2
     session = AgentSession.objects.get(external_id="too-long")
     assert session.compactions.get().status == "succeeded"
-    assert session.context_window_override == 3000  # the window the refusal named
+    assert session.context_window_learnt == 3000 and session.context_window_override is None  # the refusal named it

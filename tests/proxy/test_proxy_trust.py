@@ -141,7 +141,7 @@ def test_a_refusal_that_only_looks_too_long_neither_shrinks_the_window_nor_compa
     assert response.status_code == 400 and json.loads(answer)["error"]["message"] == message
     assert len(fake.requests_for("messages")) == 1  # no retry
     session = AgentSession.objects.get(external_id="quoted")
-    assert session.context_window_override is None
+    assert session.context_window_override is None and session.context_window_learnt is None
     assert not Compaction.objects.filter(session=session).exists()
 
 

@@ -34,7 +34,8 @@ class Rollout:
     """A Codex rollout written one line at a time, as Codex writes it."""
 
     def __init__(self, thread: str) -> None:
-        self.thread, self.lines, self.n = thread, [], 0
+        self.thread, self.n = thread, 0
+        self.lines: list[str] = []
         self.line(
             "session_meta",
             {"id": thread, "cwd": "/w", "cli_version": "0.169.0", "base_instructions": {"text": "You are Codex."}},

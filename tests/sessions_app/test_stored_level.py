@@ -161,7 +161,8 @@ def test_a_model_profile_edit_in_admin_moves_the_stored_levels(team, staff):
     before = stored(session)
     profile = ModelProfile.objects.get(name="claude-sonnet-4-5")
     fields = ("name", "provider", "context_window", "max_output_tokens", "calibration_factor", "calibration_samples")
-    data = {f: getattr(profile, f) for f in fields} | {"context_window": 12_000, "input_price_per_mtok": ""}
+    data = {f: "" if getattr(profile, f) is None else getattr(profile, f) for f in fields}
+    data |= {"context_window": 12_000, "input_price_per_mtok": ""}
     response = staff.post(f"/admin/sessions_app/modelprofile/{profile.pk}/change/", data)
     assert response.status_code == 302, response.content[:2000]
     assert stored(session) == live(session) != before

@@ -396,7 +396,10 @@ def _prepare(
     project = _project(request, user)
     header = request.headers.get(SESSION_HEADER, "").strip() or None
     agent = proxy_identity.agent_conversation(body, header, agent_session_header(request))
-    session = proxy.proxy_session_for(user=user, project=project, key=conversation, body=body, agent=agent)
+    long_context = proxy.long_context_beta(request.headers.get("anthropic-beta", ""))
+    session = proxy.proxy_session_for(
+        user=user, project=project, key=conversation, body=body, agent=agent, long_context=long_context
+    )
     conversation = session.external_id or conversation  # the agent's main conversation is keyed by its id
     sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0
     if wire is None or not proxy_upstream.compacts_upstream(session, body):

@@ -11,12 +11,13 @@ from sessions_app.services.proxy.recording import (
     proxy_record_exchange,
     proxy_record_request,
 )
-from sessions_app.services.proxy.sessions import SIDECHAIN_OF, proxy_session, proxy_session_for
+from sessions_app.services.proxy.sessions import SIDECHAIN_OF, long_context_beta, proxy_session, proxy_session_for
 
 __all__ = [
     "BASE",
     "SIDECHAIN_OF",
     "Recorded",
+    "long_context_beta",
     "proxy_record_exchange",
     "proxy_record_request",
     "proxy_session",

@@ -20,7 +20,7 @@ from sessions_app.engine import offline_tokenizer
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import AgentSession, Message, MessageState, ToolUse
 from sessions_app.selectors import usage
-from sessions_app.services import boundaries, counting, ingest
+from sessions_app.services import agent_sessions, boundaries, counting, ingest
 from sessions_app.services.webhook_events import session_level_record
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,10 @@ def exact_from_usage(session: AgentSession, reported: dict[str, Any], *, reply_s
     wrote = reported.get("output_tokens")
     if not read or not isinstance(wrote, int) or isinstance(wrote, bool) or wrote < 0:
         return
-    window = session.context_window_override or usage.model_info(session.model).context_window
+    window = usage.session_window(session)
+    if read + wrote > window and _learnt_window_disproved(session, read, wrote, raw_request):
+        session = agent_sessions.session_window_learn(session=session, window=_grown_window(session, read + wrote))
+        window = usage.session_window(session)
     # A figure the model can't have read, or not of this request, is flagged, neither kept nor learnt from.
     why = ""
     if read + wrote > min(window, USAGE_MAX):
@@ -188,6 +191,23 @@ def exact_from_usage(session: AgentSession, reported: dict[str, Any], *, reply_s
     model_key = hashlib.sha256(session.model.encode(errors="replace")).hexdigest()[:24]
     if cache.add(f"ctx:proxy-calibrated:{model_key}", 1, timeout=settings.CTX_PROXY_CALIBRATION_SECONDS):
         counting.model_calibration_update(model=session.model, exact=read, raw_estimate=raw_request)
+
+
+def _learnt_window_disproved(session: AgentSession, read: int, wrote: int, raw_request: int) -> bool:
+    """A request the provider answered held more than the window it taught the session (the session has
+    no override of its own): the learnt window is too small, when the figure is a count of it."""
+    return (
+        session.context_window_learnt is not None
+        and not session.context_window_override
+        and read + wrote <= USAGE_MAX
+        and counting.plausible_count(exact=read, raw_estimate=raw_request)
+    )
+
+
+def _grown_window(session: AgentSession, tokens: int) -> int | None:
+    """The model's own window again, when the request fitted it; else the request's size, the least
+    the model was seen to take."""
+    return None if tokens <= usage.model_info(session.model).context_window else tokens
 
 
 def normalized(raw: Any, index: int) -> NormalizedMessage:

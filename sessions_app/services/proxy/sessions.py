@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.db.models import QuerySet
 
+from compaction import model_catalog
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import (
     AgentSession,
@@ -47,15 +48,34 @@ log = logging.getLogger(__name__)
 SIDECHAIN_OF = "sidechain_of"
 
 
+# Anthropic's beta that gives a model its 1M-token window (``context-1m-2025-08-07``), in the
+# comma-separated ``anthropic-beta`` header.
+LONG_CONTEXT_BETA = "context-1m-"
+
+
+def long_context_beta(header: str) -> bool:
+    return any(beta.strip().startswith(LONG_CONTEXT_BETA) for beta in header.split(","))
+
+
 def proxy_session_for(
-    *, user: User, project: Project, key: str, body: dict[str, Any], agent: tuple[str, str] | None = None
+    *,
+    user: User,
+    project: Project,
+    key: str,
+    body: dict[str, Any],
+    agent: tuple[str, str] | None = None,
+    long_context: bool = False,
 ) -> AgentSession:
     """The session of conversation ``key`` in ``project``, made on its first request (with the
     request's model, system prompt and tools); a closed one (archived, handed off) is continued in a
     fresh session. ``agent``: the agent's own session id and the request's prompt hash
     (``proxy_identity.agent_conversation``), when the request names them: the agent's main
     conversation is then the session with that id, its others are linked to it (``sidechain_of``). A
-    caller records into the session's external id (it may not be ``key``)."""
+    caller records into the session's external id (it may not be ``key``). ``long_context``: the
+    request asks for the model's 1M-token window (``long_context_beta``); the session's model is then
+    named as Claude Code names it, ``…[1m]``."""
+    if long_context:
+        body = {**body, "model": _long(_model(body))}
     metadata: dict[str, Any] = {"source": "proxy"}
     asked = key
     if agent is not None:
@@ -65,6 +85,8 @@ def proxy_session_for(
         elif main is not None:  # linked as import links a sub-agent's session to its conversation's
             metadata[SIDECHAIN_OF] = main.pk
     found = conversation_session(project, key)
+    if found is not None and long_context and found.model == model_catalog.without_long_context(_model(body)):
+        found = agent_sessions.session_update(session=found, model=_model(body))  # the beta from now on
     if found is not None:
         return found if found.status == SessionStatus.ACTIVE else continue_in_fresh_session(found, body, key)
     try:
@@ -181,6 +203,12 @@ def _sessions() -> QuerySet[AgentSession]:
     # Without the system prompt and the tools, read on every request otherwise: an agent such as
     # Claude Code sends tens of kB of tool definitions (they are read when a context is built).
     return AgentSession.objects.select_related("project", "project__policy").defer("system_prompt", "tools")
+
+
+def _long(model: str) -> str:
+    longer = model + model_catalog.LONG_CONTEXT_SUFFIX
+    too_long = len(longer) > agent_sessions.SESSION_TEXT_LIMITS["model"]
+    return model if model == "unknown" or model_catalog.long_context_asked(model) or too_long else longer
 
 
 def _model(body: dict[str, Any]) -> str:

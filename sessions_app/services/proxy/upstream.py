@@ -82,7 +82,10 @@ def proxy_compact_for_retry(
         return Upstream(None)
     maximum = refusal.maximum if refusal.maximum is not None else ours.used
     if WINDOW_BOUNDS[0] <= maximum < ours.context_window:
-        session = agent_sessions.session_update(session=session, context_window_override=maximum)
+        if session.context_window_override:  # the session's own window is more than the model takes
+            session = agent_sessions.session_update(session=session, context_window_override=maximum)
+        else:
+            session = agent_sessions.session_window_learn(session=session, window=maximum)
     waiting = Compaction.objects.filter(session=session, status=CompactionStatus.QUEUED).values_list("pk", flat=True)
     try:
         queued = (
