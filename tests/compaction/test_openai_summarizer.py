@@ -63,7 +63,9 @@ def server() -> Iterator[FakeOpenAI]:
 
 
 def summarizer(base_url: str, *, timeout: float = 30.0, max_retries: int = 0, key: str = "sk-test") -> OpenAISummarizer:
-    return OpenAISummarizer(api_key=key, model="gpt-4o-mini", base_url=base_url, timeout=timeout, max_retries=max_retries)
+    return OpenAISummarizer(
+        api_key=key, model="gpt-4o-mini", base_url=base_url, timeout=timeout, max_retries=max_retries
+    )
 
 
 def v1(server: FakeOpenAI) -> str:
@@ -135,7 +137,8 @@ def test_an_empty_answer_is_repaired_with_a_placeholder_turn(server):
 
 
 @pytest.mark.parametrize(
-    ("status", "permanent"), [(400, True), (401, True), (403, True), (404, True), (429, False), (500, False), (503, False)]
+    ("status", "permanent"),
+    [(400, True), (401, True), (403, True), (404, True), (429, False), (500, False), (503, False)],
 )
 def test_api_errors_become_provider_errors_that_say_whether_to_retry(server, status, permanent):
     server.queue_error(status)

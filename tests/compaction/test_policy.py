@@ -140,3 +140,30 @@ def test_the_newest_three_turns_are_protected_as_a_model_sees_turns():
     assert policy.protected_count(["user", "tool", "tool"]) == 3
     assert policy.protected_count([]) == 0
     assert Policy(keep_recent_messages=10).protected_count(parallel) == 10
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "problem"),
+    [
+        ("anthropic", "claude-haiku-4-5", None),
+        ("anthropic", "claude-sonnet-4-5-20250929", None),  # a dated version
+        ("openai", "gpt-4o-mini", None),
+        ("openai", "gpt-5.1", None),  # a newer member of a known family
+        ("openai", "o4-mini", None),
+        ("offline", "", None),  # no model to name
+        ("openai", "claude-haiku-4-5", "summarizer_model"),
+        ("anthropic", "gpt-4o", "summarizer_model"),
+        ("openai", "", "summarizer_model"),
+        ("openai", "llama-3-70b", "summarizer_model"),
+        ("google", "gemini-2.5-flash", "summarizer_provider"),
+    ],
+)
+def test_the_summarizer_is_a_model_of_its_provider(provider, model, problem):
+    values = {**Policy().as_dict(), "summarizer_provider": provider, "summarizer_model": model}
+    errors = validate(values)
+    assert set(errors) == ({problem} if problem else set()), errors
+
+
+def test_the_default_summarizer_is_anthropics_small_model():
+    assert (Policy().summarizer_provider, Policy().summarizer_model) == ("anthropic", "claude-haiku-4-5")
+    assert all(validate(p.as_dict()) == {} for p in PRESETS.values())
