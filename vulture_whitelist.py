@@ -130,3 +130,8 @@ _.makefile
 # ctxclient/deadline.py: the handler methods urllib's OpenerDirector calls by scheme.
 _.http_open
 _.https_open
+
+# sessions_app/models/projects.py Project: a project's sealed provider keys, read and written by the
+# column names services/projects.py _KEY_FIELDS gives per provider.
+_.upstream_api_key
+_.openai_api_key
