@@ -111,6 +111,10 @@ class OpenAIKeyForm(forms.Form):
         "only its last characters are shown. Empty: remove it.",
     )
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("auto_id", "id_openai_%s")  # the page's Anthropic key form has id_api_key
+        super().__init__(*args, **kwargs)
+
 
 class ProjectForm(forms.ModelForm):
     """A project as admin edits it, with the same limits as the API and ``project_create``."""

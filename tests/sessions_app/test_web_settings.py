@@ -254,6 +254,7 @@ def test_an_admin_sets_the_projects_openai_key_for_summaries_sealed_and_shown_on
     assert answer.status_code == 200
     page = answer.content.decode()
     assert key not in page and "…9876" in page
+    assert page.count('id="id_api_key"') == page.count('id="id_openai_api_key"') == 1, "one id per field"
     stored = Project.objects.get(pk=team.project.pk)
     assert key not in stored.openai_api_key and sealing.unseal(stored.openai_api_key) == key
     assert stored.upstream_api_key == "", "the Anthropic key is another"
