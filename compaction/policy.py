@@ -264,7 +264,7 @@ def _summarizer_problems(provider: Any, model: Any) -> dict[str, str]:
     """A provider ctxweb can call, and a model of that provider (the offline summarizer has none)."""
     if provider is None:
         return {}
-    if provider not in SUMMARIZER_PROVIDERS:
+    if not isinstance(provider, str) or provider not in SUMMARIZER_PROVIDERS:
         return {"summarizer_provider": f"One of {', '.join(SUMMARIZER_PROVIDERS)}."}
     if provider == "offline" or not isinstance(model, str):
         return {}
