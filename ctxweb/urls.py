@@ -15,6 +15,8 @@ urlpatterns = [
     path("proxy/anthropic/v1/messages", proxy_views.messages, name="proxy-messages"),
     path("proxy/anthropic/v1/messages/count_tokens", proxy_views.count_tokens, name="proxy-count-tokens"),
     path("proxy/openai/v1/chat/completions", proxy_views.chat_completions, name="proxy-chat-completions"),
+    path("proxy/openai/v1/responses", proxy_views.responses, name="proxy-responses"),
+    path("proxy/openai/v1/responses/compact", proxy_views.responses_compact, name="proxy-responses-compact"),
     # The bases a client probes, and the dialect's own 404 for any other path under them.
     re_path(r"^proxy/(?P<dialect>anthropic|openai)/?$", proxy_base.base, name="proxy-base"),
     re_path(r"^proxy/(?P<dialect>anthropic|openai)/(?P<rest>.+)$", proxy_base.not_forwarded),

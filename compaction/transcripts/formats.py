@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import anthropic, claude_code, openai
+from . import anthropic, claude_code, codex, openai
 from .base import Transcript, TranscriptError, decode
 
 READERS: dict[str, Callable[[str], Transcript]] = {
     claude_code.FORMAT: claude_code.read,
     openai.FORMAT: openai.read,
     anthropic.FORMAT: anthropic.read,
+    codex.FORMAT: codex.read,
 }
 FORMATS = tuple(READERS)
 

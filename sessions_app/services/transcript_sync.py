@@ -64,6 +64,7 @@ from django.db import transaction
 from compaction.messages import NormalizedMessage
 from compaction.numbers import whole_number
 from compaction.transcripts.claude_code import ClaudeCodeReader
+from compaction.transcripts.codex import CodexReader
 from sessions_app.errors import Conflict, InvalidInput, TooLarge
 from sessions_app.models import AgentSession, Project, SessionStatus, TranscriptChunk
 from sessions_app.selectors.usage import continuation_of, session_status
@@ -72,7 +73,8 @@ from sessions_app.services import agent_sessions, recorded
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
 
-FORMATS = ("claude-code",)
+FORMATS = ("claude-code", "codex")
+_READERS: dict[str, type[ClaudeCodeReader | CodexReader]] = {"claude-code": ClaudeCodeReader, "codex": CodexReader}
 STATE = "transcript"  # key of the cursor in the main session's metadata
 SOURCE = "transcript"  # what rejections of this path are recorded as
 DEFAULT_MODEL = "claude-sonnet-4-5"  # what an import takes when the transcript names no model
@@ -228,7 +230,7 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
     rest are new. One exception: a response an upload marked ``final`` cut off while it was still
     being written (``growing``) is read again in full once its group is complete or the next final
     upload comes, and its new blocks are added to it."""
-    reader = _reader(text, state, final=final)
+    reader = _reader(text, state, final=final, fmt=state["format"])
     emitted: dict[str, int] = state.setdefault("emitted", {})
     growing: dict[str, dict[str, Any]] = state.setdefault("growing", {})
     read = _Read(held_back=reader.held_back)
@@ -247,6 +249,7 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
             growing[key] = grown  # still open: it may grow yet
         # The model first: a compaction the transcript records is measured as an import measures it.
         _follow_model(target, conversation.model, key, state)
+        _follow_prompt(target, conversation.system_prompt)
         done = emitted.get(key, 0)
         stored = recorded.conversation_append(
             session=target, conversation=conversation, candidates=messages, start=done, source=SOURCE
@@ -261,10 +264,10 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
     return read
 
 
-def _reader(text: bytes, state: dict[str, Any], *, final: bool) -> ClaudeCodeReader:
+def _reader(text: bytes, state: dict[str, Any], *, final: bool, fmt: str) -> ClaudeCodeReader | CodexReader:
     """The reader after ``text``, sealed where earlier final uploads let held user lines go, so the
     messages already stored stay the reader's."""
-    reader = ClaudeCodeReader()
+    reader = _READERS[fmt]()
     lines = text.decode("utf-8", errors="replace").split("\n")
     done = 0
     for at in state.get("sealed", []):
@@ -316,6 +319,13 @@ def _follow_model(session: AgentSession, model: str | None, key: str, state: dic
     if session.model != wanted and session.model == models.get(key, DEFAULT_MODEL):
         agent_sessions.session_update(session=session, model=wanted)
     models[key] = wanted
+
+
+def _follow_prompt(session: AgentSession, prompt: str) -> None:
+    """The session takes the system prompt a transcript holds (Codex's does; Claude Code's holds none),
+    as an import of it does: it grows while the file's leading instructions are read."""
+    if prompt and prompt != session.system_prompt:
+        agent_sessions.session_update(session=session, system_prompt=prompt)
 
 
 # ----------------------------------------------------------------------------- sessions

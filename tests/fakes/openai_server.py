@@ -13,7 +13,9 @@ last chunk with ``usage`` and no choices when ``stream_options.include_usage`` i
 ``data: [DONE]``. ``usage.prompt_tokens`` is ``count_tokens_for(body)``: ceil(bytes / 4) of the
 canonical JSON of the messages and tools, plus 3 a message; ``completion_tokens`` ceil(bytes / 4) of
 what the reply says. ``queue_error(status)`` answers an error in OpenAI's format instead;
-``queue_stream_cut(n)`` drops the next stream's connection after n events.
+``queue_stream_cut(n)`` drops the next stream's connection after n events; with
+``set_context_window(n)``, a request whose ``prompt_tokens`` would pass n is refused as the API
+refuses it (400, ``context_length_exceeded``, "This model's maximum context length is n tokens. …").
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import time
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes import openai_responses
 
 DEFAULT_REPLY = "This is the default reply of the fake OpenAI server."
 _PIECE = 12  # characters of content or arguments per chunk
@@ -42,9 +46,11 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._replies: list[dict[str, Any]] = []
-        self._errors: list[tuple[int, str]] = []
+        self._errors: list[tuple[int, str, str | None]] = []
         self._cuts: list[int] = []
         self.requests: list[dict[str, Any]] = []
+        self.responses = openai_responses.ResponsesAPI()  # POST …/v1/responses (tests/fakes/openai_responses.py)
+        self.context_window: int | None = None
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -74,23 +80,39 @@ class FakeOpenAI:
         with self._lock:
             self._cuts.append(after_chunks)
 
-    def queue_error(self, status: int, message: str = "Injected by the fake OpenAI server") -> None:
+    def queue_error(
+        self, status: int, message: str = "Injected by the fake OpenAI server", *, code: str | None = None
+    ) -> None:
         with self._lock:
-            self._errors.append((status, message))
+            self._errors.append((status, message, code))
+
+    def set_context_window(self, tokens: int | None) -> None:
+        """Refuse, from now on, a request whose prompt passes ``tokens`` (None: no limit)."""
+        self.context_window = tokens
 
     def answer(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
-        """The completion for ``body`` (or a queued error), as the non-streamed answer."""
+        """The completion for ``body`` (or a queued error, or the refusal of a prompt too long for the
+        window), as the non-streamed answer."""
+        prompt = count_tokens_for(body)
         with self._lock:
             if self._errors:
-                status, error = self._errors.pop(0)
-                return status, {"error": {"message": error, "type": "server_error", "param": None, "code": None}}
+                status, said, code = self._errors.pop(0)
+                kind = "invalid_request_error" if status == 400 else "server_error"
+                return status, {"error": {"message": said, "type": kind, "param": None, "code": code}}
+            if self.context_window is not None and prompt > self.context_window:
+                refusal = (
+                    f"This model's maximum context length is {self.context_window} tokens. However, your messages "
+                    f"resulted in {prompt} tokens. Please reduce the length of the messages."
+                )
+                error = {"message": refusal, "type": "invalid_request_error", "param": "messages"}
+                return 400, {"error": {**error, "code": "context_length_exceeded"}}
             reply = self._replies.pop(0) if self._replies else {"content": DEFAULT_REPLY, "tool_calls": []}
         calls = [
             {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
             for c in reply["tool_calls"]
         ]
         said = (reply["content"] or "") + "".join(c["arguments"] for c in reply["tool_calls"])
-        prompt, completion = count_tokens_for(body), max(1, math.ceil(len(said.encode()) / 4))
+        completion = max(1, math.ceil(len(said.encode()) / 4))
         message: dict[str, Any] = {"role": "assistant", "content": reply["content"]}
         if calls:
             message["tool_calls"] = calls
@@ -154,8 +176,11 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except (ValueError, RecursionError):
                 body = None
             headers = {k.lower(): v for k, v in self.headers.items()}
+            seen: dict[str, Any] = {"path": self.path, "headers": headers, "body": body}
             with server._lock:
-                server.requests.append({"path": self.path, "headers": headers, "body": body})
+                server.requests.append(seen)
+            if openai_responses.is_responses_path(self.path):
+                return openai_responses.serve(self, server.responses, headers, body)
             if not self.path.rstrip("/").endswith("/v1/chat/completions"):
                 return self._json(404, {"error": {"message": "Not found", "type": "invalid_request_error"}})
             if not headers.get("authorization", "").lower().startswith("bearer "):
@@ -165,6 +190,7 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                     400, {"error": {"message": "'messages' is required", "type": "invalid_request_error"}}
                 )
             status, completion = server.answer(body)
+            seen["status"] = status
             if status != 200 or body.get("stream") is not True:
                 return self._json(status, completion)
             options = body.get("stream_options")

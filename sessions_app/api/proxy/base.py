@@ -14,7 +14,7 @@ from sessions_app.api.proxy.dialects import ANTHROPIC, OPENAI, Dialect
 _DIALECTS = {"anthropic": ANTHROPIC, "openai": OPENAI}
 _FORWARDED = {
     "anthropic": ["POST /v1/messages", "POST /v1/messages/count_tokens"],
-    "openai": ["POST /v1/chat/completions"],
+    "openai": ["POST /v1/chat/completions", "POST /v1/responses", "POST /v1/responses/compact"],
 }
 DOCS = "docs/PROXY.md"
 

@@ -1,9 +1,11 @@
-"""The wire formats the proxy speaks: Anthropic's Messages API (``/proxy/anthropic/…``) and OpenAI's
-Chat Completions (``/proxy/openai/…``). What differs between them, for the proxy: where requests go;
-how ctxweb's own refusals are worded (so the caller's SDK raises its usual error); what of a request
-is recorded (an OpenAI request is read into the Anthropic shape sessions hold); how an answer, whole
-or streamed, is read back into the model's message; how a stream the upstream broke off is ended for
-the caller; and whether a project's own key and transparent compaction apply (Anthropic only)."""
+"""The wire formats the proxy speaks: Anthropic's Messages API (``/proxy/anthropic/…``), OpenAI's
+Chat Completions and its Responses API (``/proxy/openai/…``). What differs between them, for the
+proxy: where requests go; how ctxweb's own refusals are worded (so the caller's SDK raises its
+usual error); what of a request is recorded (an OpenAI request is read into the Anthropic shape
+sessions hold); how an answer, whole or streamed, is read back into the model's message; how a
+stream the upstream broke off is ended for the caller; whether a project's own key applies
+(Anthropic only); and how transparent compaction renders the session's context in the API's format
+and reads its refusal as too long (``wire``)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ from django.conf import settings
 from django.http import JsonResponse
 
 from compaction.transcripts.openai import chat_request_as_anthropic, completion_as_message
-from sessions_app.api.proxy.stream import ChunkAccumulator, MessageAccumulator
+from compaction.transcripts.responses import request_as_anthropic, response_as_message
+from sessions_app.api.proxy.stream import ChunkAccumulator, MessageAccumulator, ResponseAccumulator
 from sessions_app.services.proxy.identity import conversation_of
+from sessions_app.services.proxy.wire import ANTHROPIC_MESSAGES, OPENAI_CHAT, Wire
 
 
 class Accumulator(Protocol):
@@ -41,7 +45,9 @@ class Dialect:
     broke_off: Callable[[str], bytes]  # the end of a stream the upstream broke off, for the caller
     own_key_header: str  # where the caller's own key goes, for the refusal that asks for it
     project_key: bool  # a request without a key of its own may use the project's
-    compacts: bool  # transparent compaction (proxy_compaction) and the too-long retry
+    # How the session's compacted context goes upstream and how the API refuses a prompt as too long:
+    # transparent compaction (proxy_compaction) and the too-long retry; None: neither applies.
+    wire: Wire | None
 
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -94,7 +100,7 @@ ANTHROPIC = Dialect(
     ),
     own_key_header="x-api-key",
     project_key=True,
-    compacts=True,
+    wire=ANTHROPIC_MESSAGES,
 )
 
 OPENAI = Dialect(
@@ -108,5 +114,19 @@ OPENAI = Dialect(
     ),
     own_key_header="Authorization: Bearer",
     project_key=False,
-    compacts=False,
+    wire=OPENAI_CHAT,
+)
+
+RESPONSES = Dialect(
+    upstream_url=lambda: settings.CTX_PROXY_OPENAI_URL,
+    refuse=openai_error,
+    accumulator=ResponseAccumulator,
+    reply_of=lambda content: response_as_message(_json(content)),
+    recorded=request_as_anthropic,
+    broke_off=lambda why: _event(
+        "error", {"type": "error", "code": "server_error", "message": _BROKE_OFF.format(why), "param": None}
+    ),
+    own_key_header="Authorization: Bearer",
+    project_key=False,
+    wire=None,
 )

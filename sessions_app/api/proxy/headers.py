@@ -16,9 +16,13 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriza
                "transfer-encoding", "upgrade", "host", "content-length"}  # fmt: skip
 _NOT_FORWARDED = HOP_BY_HOP | {"cookie", "accept-encoding"}
 KEY_HEADER, PROJECT_HEADER, SESSION_HEADER = "ctxweb-api-key", "ctxweb-project", "ctxweb-session"
-# The header OpenCode sends its own session id (``ses_…``) in, with its every request: passed on, and
-# read as an agent's session id (services.proxy_identity.conversation_key).
-AGENT_SESSION_HEADER = "x-session-id"
+# The headers agents send their own session id in, with their every request: OpenCode's ``ses_…`` and
+# Codex's thread id. Passed on, and read as an agent's session id (services.proxy.identity.conversation_key).
+AGENT_SESSION_HEADERS = ("x-session-id", "session-id")
+
+
+def agent_session_header(request: HttpRequest) -> str | None:
+    return next((given for h in AGENT_SESSION_HEADERS if (given := request.headers.get(h, "").strip())), None)
 
 
 def ctxweb_key(request: HttpRequest) -> str:

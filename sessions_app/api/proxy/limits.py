@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse
 
 from sessions_app.api.proxy import body as proxy_body
 from sessions_app.api.proxy.dialects import Dialect, error_type
-from sessions_app.api.proxy.headers import AGENT_SESSION_HEADER, SESSION_HEADER
+from sessions_app.api.proxy.headers import SESSION_HEADER, agent_session_header
 from sessions_app.errors import ServiceError
 from sessions_app.models import Project
 from sessions_app.services.proxy import identity as proxy_identity
@@ -72,7 +72,7 @@ def note_oversized(
     head = proxy_body.head_of(raw)
     kept = dialect.recorded(head) if head is not None else None
     header = request.headers.get(SESSION_HEADER, "").strip() or None
-    agent_header = request.headers.get(AGENT_SESSION_HEADER)
+    agent_header = agent_session_header(request)
     if kept is None and header is None:
         log.info("proxy: a request of %s bytes forwarded unrecorded (nothing names its conversation)", len(raw))
         return None, None

@@ -1,7 +1,8 @@
 """Reading a streamed answer as it passes through the proxy: the bytes go to the caller untouched; a
 copy is fed here, which puts the model's message back together from its server-sent events (the
 same message a non-streamed answer holds, in Anthropic's shape) for the proxy to record when the
-stream ends. Anthropic's Messages events, and OpenAI's ``chat.completion.chunk`` events."""
+stream ends. Anthropic's Messages events, OpenAI's ``chat.completion.chunk`` events and its Responses
+API's events."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 from typing import Any
 
 from compaction.transcripts.openai import completion_as_message
+from compaction.transcripts.responses import response_as_message
 
 _EVENT_END = re.compile(rb"\r?\n\r?\n[\r\n]*")  # events end with a blank line: \n from the APIs, \r\n from a relay
 
@@ -209,3 +211,87 @@ class ChunkAccumulator(_Events):
             known["name"] = function["name"]
         if isinstance(function.get("arguments"), str):
             known.setdefault("arguments", []).append(function["arguments"])
+
+
+class ResponseAccumulator(_Events):
+    """OpenAI's Responses events: ``message`` is the response so far as an Anthropic-shaped message
+    (``compaction.transcripts.responses``): the whole response its last event carries
+    (``response.completed``, ``.incomplete``, ``.failed``), else the items that arrived, each whole
+    once its ``response.output_item.done`` came, its text and arguments so far until then. ``complete``
+    once the response ended, ``error`` the body of an ``error`` event or a failed response."""
+
+    _ENDS = ("response.completed", "response.incomplete", "response.failed")
+    _PIECES = {
+        "response.output_text.delta": "text",
+        "response.function_call_arguments.delta": "arguments",
+        "response.custom_tool_call_input.delta": "input",
+    }
+
+    def __init__(self, limit: int | None = None) -> None:
+        super().__init__(limit)
+        self._response: dict[str, Any] = {}
+        self._items: dict[int, dict[str, Any]] = {}
+        self._pieces: dict[tuple[int, int, str], list[str]] = {}  # (output index, content index, field) → pieces
+
+    @property
+    def message(self) -> dict[str, Any]:
+        if not self._response:
+            return {}
+        output = self._response.get("output")
+        if not self._ended or not isinstance(output, list):
+            output = [self._item(i) for i in sorted(self._items)]
+        return response_as_message({**self._response, "output": output}) or {}
+
+    @property
+    def _ended(self) -> bool:
+        return self.complete and not self.truncated
+
+    def _item(self, index: int) -> dict[str, Any]:
+        item = dict(self._items[index])
+        for (at, part, field), pieces in self._pieces.items():
+            if at != index:
+                continue
+            if field == "text":
+                content = [dict(p) if isinstance(p, dict) else p for p in item.get("content") or []]
+                while len(content) <= part:
+                    content.append({"type": "output_text", "text": ""})
+                if isinstance(content[part], dict):
+                    content[part]["text"] = (content[part].get("text") or "") + "".join(pieces)
+                item["content"] = content
+            else:
+                item[field] = (item.get(field) or "") + "".join(pieces)
+        return item
+
+    def _data(self, data: bytes) -> None:
+        try:
+            event = json.loads(data)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(event, dict):
+            return
+        kind = event.get("type")
+        response = event.get("response")
+        if kind in ("response.created", "response.in_progress") and isinstance(response, dict):
+            self._response = {**self._response, **response}
+        elif kind in self._ENDS and isinstance(response, dict):
+            kept = response if self._grows() else {k: v for k, v in response.items() if k != "output"}
+            self._response = {**self._response, **kept}
+            self.complete = True
+            if kind == "response.failed":
+                self.error = {"type": "error", "error": response.get("error")}
+        elif kind == "error":
+            self.error = event
+        elif isinstance(event.get("output_index"), int) and self._grows():
+            self._output(kind, event)
+
+    def _output(self, kind: Any, event: dict[str, Any]) -> None:
+        index: int = event["output_index"]
+        item = event.get("item")
+        if kind == "response.output_item.added" and isinstance(item, dict):
+            self._items[index] = dict(item)
+        elif kind == "response.output_item.done" and isinstance(item, dict):
+            self._items[index] = dict(item)
+            self._pieces = {key: p for key, p in self._pieces.items() if key[0] != index}
+        elif kind in self._PIECES and index in self._items and isinstance(event.get("delta"), str):
+            part: int = event["content_index"] if isinstance(event.get("content_index"), int) else 0
+            self._pieces.setdefault((index, part, self._PIECES[kind]), []).append(event["delta"])

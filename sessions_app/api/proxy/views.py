@@ -35,8 +35,8 @@ from sessions_app import steps
 from sessions_app.api.proxy import body as proxy_body
 from sessions_app.api.proxy import headers as proxy_headers
 from sessions_app.api.proxy import limits as proxy_limits
-from sessions_app.api.proxy.dialects import ANTHROPIC, OPENAI, Dialect, error_type
-from sessions_app.api.proxy.headers import AGENT_SESSION_HEADER, KEY_HEADER, PROJECT_HEADER, SESSION_HEADER
+from sessions_app.api.proxy.dialects import ANTHROPIC, OPENAI, RESPONSES, Dialect, error_type
+from sessions_app.api.proxy.headers import KEY_HEADER, PROJECT_HEADER, SESSION_HEADER, agent_session_header
 from sessions_app.api.proxy.recorder import RECORDER
 from sessions_app.errors import ServiceError
 from sessions_app.models import AgentSession, Project, Role
@@ -45,6 +45,7 @@ from sessions_app.services import keys, projects, proxy
 from sessions_app.services.proxy import gaps as proxy_gaps
 from sessions_app.services.proxy import identity as proxy_identity
 from sessions_app.services.proxy import upstream as proxy_upstream
+from sessions_app.services.proxy.wire import TooLong, Wire
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,18 @@ def chat_completions(request: HttpRequest) -> HttpResponse | StreamingHttpRespon
     return _proxy(request, OPENAI, "/v1/chat/completions", record=True)
 
 
+@csrf_exempt
+def responses(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    return _proxy(request, RESPONSES, "/v1/responses", record=True)
+
+
+@csrf_exempt
+def responses_compact(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    """The provider compacting a conversation for its client (Codex's remote compaction): forwarded; what
+    it answers comes back in the client's next request, recorded there."""
+    return _proxy(request, RESPONSES, "/v1/responses/compact", record=False)
+
+
 def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -> HttpResponse | StreamingHttpResponse:
     if request.method != "POST":
         return dialect.refuse(405, "invalid_request_error", f"{request.method} is not allowed here; POST.")
@@ -105,8 +118,8 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
         if noted is not None:
             extra["ctxweb-session"] = str(noted)
     kept = dialect.recorded(body) if record and isinstance(body, dict) else None
-    if kept is not None:
-        exchange, recorded, sent, refusal = _record_start(request, user, kept, dialect)
+    if kept is not None and isinstance(body, dict):
+        exchange, recorded, sent, refusal = _record_start(request, user, kept, body, dialect)
         if refusal is not None:
             return refusal
         if sent.body is not None:
@@ -155,20 +168,21 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
 
 
 def _record_start(
-    request: HttpRequest, user: Any, body: dict[str, Any], dialect: Dialect
+    request: HttpRequest, user: Any, body: dict[str, Any], sent: dict[str, Any], dialect: Dialect
 ) -> tuple[_Exchange | None, bool, proxy_upstream.Upstream, HttpResponse | None]:
-    """The exchange to record (None when ctxweb can't record it now: the request goes upstream all the
-    same and is counted as a gap), whether it is recorded, what goes upstream, or a refusal."""
+    """The exchange to record of ``body`` (what is recorded of the request ``sent``; None when ctxweb
+    can't record it now: the request goes upstream all the same and is counted as a gap), whether it
+    is recorded, what goes upstream, or a refusal."""
     header = request.headers.get(SESSION_HEADER, "").strip() or None
-    conversation = proxy_identity.conversation_key(body, header, request.headers.get(AGENT_SESSION_HEADER))
+    conversation = proxy_identity.conversation_key(body, header, agent_session_header(request))
     # Where this request is counted if it goes upstream unrecorded (services.proxy.gap_key).
     gap = proxy_gaps.gap_key(proxy_headers.ctxweb_key(request), conversation)
     if user is None:  # the database could not tell whose key it is
         proxy_gaps.proxy_gap_note(gap)
         return None, False, proxy_upstream.Upstream(None), None
     try:
-        exchange, sent = _prepare(request, user, body, conversation, gap, compacts=dialect.compacts)
-        return exchange, True, sent, None
+        exchange, upstream = _prepare(request, user, body, sent, conversation, gap, wire=dialect.wire)
+        return exchange, True, upstream, None
     except ServiceError as exc:  # no project to record in, or no right to: the caller is told
         refusal = dialect.refuse(exc.status, error_type(exc.status), exc.detail)
         return None, False, proxy_upstream.Upstream(None), refusal
@@ -193,11 +207,16 @@ def _answer(
 ) -> httpx2.Response:
     """The upstream's answer to the request; a refusal as too long is compacted and sent once more."""
     answer = _send(request, dialect, path, raw, api_key, deadline)
-    refusal = _too_long(answer) if exchange is not None and exchange.session is not None else None
-    if exchange is None or exchange.session is None or refusal is None:
+    wire = dialect.wire
+    if exchange is None or exchange.session is None or wire is None:
+        return answer
+    refusal = _too_long(answer, wire)
+    if refusal is None:
         return answer
     try:  # compact now and try once more, before the caller sees the refusal
-        retry = proxy_upstream.proxy_compact_for_retry(session=exchange.session, body=body, refusal=refusal)
+        retry = proxy_upstream.proxy_compact_for_retry(
+            session=exchange.session, body=body, refusal=refusal, render=wire.render
+        )
     except DatabaseError as exc:
         log.warning("proxy: session %s: no compaction for the retry: %s", exchange.session_id, type(exc).__name__)
         return answer
@@ -240,13 +259,13 @@ def _send(
     return answer
 
 
-def _too_long(answer: httpx2.Response) -> proxy_upstream.TooLong | None:
+def _too_long(answer: httpx2.Response, wire: Wire) -> TooLong | None:
     """A 400 refusing the prompt as longer than the model's window (read here; the caller never sees
     it when the retry goes out)."""
     if answer.status_code != 400:
         return None
     answer.read()
-    return proxy_upstream.too_long_of(answer.content)
+    return wire.too_long(answer.content)
 
 
 def _project(request: HttpRequest, user: Any) -> Project:
@@ -360,26 +379,34 @@ class _Exchange:
 
 
 def _prepare(
-    request: HttpRequest, user: Any, body: dict[str, Any], conversation: str, gap: str, *, compacts: bool
+    request: HttpRequest,
+    user: Any,
+    body: dict[str, Any],
+    sent_body: dict[str, Any],
+    conversation: str,
+    gap: str,
+    *,
+    wire: Wire | None,
 ) -> tuple[_Exchange, proxy_upstream.Upstream]:
-    """The session the request belongs to, and what goes upstream. The request's messages are recorded
-    before it is forwarded only when the session's context may replace them (the project's
-    ``proxy_compaction``); otherwise with the reply, once the answer is out, so the caller's first
-    byte waits for nothing but finding the session."""
+    """The session the request belongs to, and what goes upstream (``body`` is what is recorded of the
+    request ``sent_body``). The request's messages are recorded before it is forwarded only when the
+    session's context may replace them (the project's ``proxy_compaction``, in an API with a ``wire``);
+    otherwise with the reply, once the answer is out, so the caller's first byte waits for nothing but
+    finding the session."""
     project = _project(request, user)
     header = request.headers.get(SESSION_HEADER, "").strip() or None
-    agent = proxy_identity.agent_conversation(body, header, request.headers.get(AGENT_SESSION_HEADER))
+    agent = proxy_identity.agent_conversation(body, header, agent_session_header(request))
     session = proxy.proxy_session_for(user=user, project=project, key=conversation, body=body, agent=agent)
     conversation = session.external_id or conversation  # the agent's main conversation is keyed by its id
     sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0
-    if not compacts or not proxy_upstream.compacts_upstream(session, body):
+    if wire is None or not proxy_upstream.compacts_upstream(session, body):
         exchange = _Exchange(session.pk, sent, pending=body, conversation=conversation, gap=gap)
         return exchange, proxy_upstream.Upstream(None)
     RECORDER.caught_up(session.pk)  # the reply and usage of the request before this one come first
     done = steps.proxy_request_record(session=session, body=body, key=conversation)
     if done.appended and proxy_upstream.proxy_compact_before_sending(done.session):  # the workers had not got to it
         done.session.refresh_from_db()
-    upstream = proxy_upstream.proxy_upstream_request(session=done.session, body=body)
+    upstream = proxy_upstream.proxy_upstream_request(session=done.session, body=sent_body, render=wire.render)
     # Begun last: an exchange begun is finished by whoever answers (the recorder waits for it).
     return _Exchange(done.session.pk, sent, session=done.session, conversation=conversation, gap=gap), upstream
 

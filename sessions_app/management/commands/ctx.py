@@ -37,7 +37,7 @@ from sessions_app.services import (
     webhook_delivery,
 )
 
-IMPORT_FORMATS = ("claude-code", "openai", "anthropic")
+IMPORT_FORMATS = ("claude-code", "openai", "anthropic", "codex")
 
 
 def _progress_flags(parser: Any) -> None:

@@ -67,23 +67,11 @@ def proxy_session_for(
     found = conversation_session(project, key)
     if found is not None:
         return found if found.status == SessionStatus.ACTIVE else continue_in_fresh_session(found, body, key)
-    name, model = session_name(body), _model(body)
     try:
-        try:
-            created = agent_sessions.session_create(
-                user=user,
-                project=project,
-                name=name,
-                model=model,
-                external_id=key,
-                system_prompt=system_text(body.get("system")),
-                tools=as_list(body.get("tools")),
-                metadata=metadata,
-            )
-        except InvalidInput:  # tools or a prompt the session can't hold: recorded without them
-            created = agent_sessions.session_create(
-                user=user, project=project, name=name, model=model, external_id=key, metadata=metadata
-            )
+        created = _session_created(
+            body, user=user, project=project, name=session_name(body), model=_model(body), external_id=key,
+            metadata=metadata,
+        )  # fmt: skip
     except Conflict as exc:
         found = conversation_session(project, key)  # another request of the conversation made it first
         if exc.code != "duplicate_external_id" or found is None:
@@ -155,28 +143,29 @@ def continue_in_fresh_session(session: AgentSession, body: dict[str, Any], key: 
             retired = f"{key[: EXTERNAL_ID_MAX - 24]}@{session.pk}"
             AgentSession.objects.filter(pk=session.pk, external_id=key).update(external_id=retired)
         try:
-            with transaction.atomic():
-                return agent_sessions.session_create(
-                    user=session.owner,
-                    project=session.project,
-                    name=session.name,
-                    model=_model(body),
-                    system_prompt=system_text(body.get("system")),
-                    tools=as_list(body.get("tools")),
-                    external_id=key,
-                    parent=session,
-                    metadata=_continuing(session),
-                )
-        except (Conflict, InvalidInput) as exc:
+            return _session_created(
+                body, user=session.owner, project=session.project, name=session.name, model=_model(body),
+                external_id=key, parent=session, metadata=_continuing(session),
+            )  # fmt: skip
+        except Conflict as exc:
             found = conversation_session(session.project, key)
-            if found is None or (isinstance(exc, Conflict) and exc.code != "duplicate_external_id"):
-                if isinstance(exc, InvalidInput):  # tools or a prompt a session can't hold: without them
-                    return agent_sessions.session_create(
-                        user=session.owner, project=session.project, name=session.name, model=_model(body),
-                        external_id=key, parent=session, metadata=_continuing(session),
-                    )  # fmt: skip
+            if found is None or exc.code != "duplicate_external_id":
                 raise
             return found
+
+
+def _session_created(body: dict[str, Any], **fields: Any) -> AgentSession:
+    """A session with the request's system prompt and tools; without the one it can't hold (a tool
+    with no name, a prompt with a NUL) rather than no session."""
+    given: dict[str, Any] = {"system_prompt": system_text(body.get("system")), "tools": as_list(body.get("tools"))}
+    while True:
+        try:
+            with transaction.atomic():
+                return agent_sessions.session_create(**fields, **given)
+        except InvalidInput as exc:
+            if not given:
+                raise
+            given.pop(exc.field if exc.field in given else next(iter(given)))
 
 
 def _continuing(session: AgentSession) -> dict[str, Any]:

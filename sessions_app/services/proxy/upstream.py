@@ -1,17 +1,14 @@
 """What the proxy sends upstream for a session whose project has ``proxy_compaction`` on: the
-session's compacted context in place of the agent's history, once a compaction has run, with the
-cache breakpoints placed where they keep paying off; a compaction run in the request when the
-session is past its summarize threshold, or when the upstream refused the request as too long.
+session's compacted context in place of the agent's history, once a compaction has run, in the
+API's own format (``wire``); a compaction run in the request when the session is past its summarize
+threshold, or when the upstream refused the request as too long.
 (``services.proxy`` records; this decides what goes.)"""
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from compaction import context as engine_context
 from compaction.errors import EngineError
 from compaction.types import Level
 from sessions_app.errors import Conflict
@@ -21,6 +18,7 @@ from sessions_app.selectors.model_context import current_checkpoint, session_con
 from sessions_app.services import agent_sessions, compaction_records, compaction_runs
 from sessions_app.services.counting import CALIBRATION_MAX_RATIO
 from sessions_app.services.proxy.sessions import proxy_session
+from sessions_app.services.proxy.wire import WINDOW_BOUNDS, Context, Render, TooLong
 
 
 def compacts_upstream(session: AgentSession, body: dict[str, Any]) -> bool:
@@ -68,48 +66,23 @@ def _run_now(compaction_id: int) -> bool:
         return False
 
 
-# Anthropic's refusal of a request longer than the model's window is this, as its whole message.
-_TOO_LONG = re.compile(r"prompt is too long: ([0-9]{1,12}) tokens > ([0-9]{1,12}) maximum")
-WINDOW_BOUNDS = (1_024, 10_000_000)  # tokens: a window some model has
-
-
-@dataclass(frozen=True)
-class TooLong:
-    tokens: int  # the request's, by the upstream's count
-    maximum: int  # the model's window
-
-
-def too_long_of(content: bytes) -> TooLong | None:
-    """A 400's body, when it has the whole shape of a refusal as too long: an ``invalid_request_error``
-    whose message is all "prompt is too long: N tokens > M maximum", N over M, M a window some model
-    has. Not a message that merely holds the phrase: a validation error quotes the caller's text."""
-    try:
-        answer = json.loads(content)
-    except (ValueError, RecursionError):
-        return None
-    error = answer.get("error") if isinstance(answer, dict) and answer.get("type") == "error" else None
-    if not isinstance(error, dict) or error.get("type") != "invalid_request_error":
-        return None
-    said = _TOO_LONG.fullmatch(error["message"]) if isinstance(error.get("message"), str) else None
-    if said is None:
-        return None
-    tokens, maximum = int(said.group(1)), int(said.group(2))
-    return TooLong(tokens, maximum) if tokens > maximum and WINDOW_BOUNDS[0] <= maximum <= WINDOW_BOUNDS[1] else None
-
-
-def proxy_compact_for_retry(*, session: AgentSession, body: dict[str, Any], refusal: TooLong) -> Upstream:
+def proxy_compact_for_retry(
+    *, session: AgentSession, body: dict[str, Any], refusal: TooLong, render: Render
+) -> Upstream:
     """The upstream refused the request as too long for the window: summarize the session now (its
-    queued compaction, if one waits, else a new one) and answer the request to send instead; its
-    ``body`` is None when no compaction could make one. Believed only when the request was as large by
-    ctxweb's own count (within the factor tokenizers differ by); the maximum it names then teaches the
-    session its real window first, so the summary fits under it."""
+    queued compaction, if one waits, else a new one) and answer the request to send instead, in the
+    API's format (``render``); its ``body`` is None when no compaction could make one. Believed only
+    when the request was as large by ctxweb's own count (within the factor tokenizers differ by): as
+    the size the refusal names, or, when it names none, a size the session's window could be too
+    small for. The maximum it names then teaches the session its real window first, so the summary
+    fits under it; a refusal that names none teaches the request's size by ctxweb's count, the most
+    the window can be as far as ctxweb can tell."""
     ours = usage.session_usage(session)
-    if not (
-        refusal.tokens <= CALIBRATION_MAX_RATIO * ours.used and ours.used <= CALIBRATION_MAX_RATIO * refusal.tokens
-    ):
+    if not _as_large(refusal.tokens, ours.used, ours.context_window):
         return Upstream(None)
-    if refusal.maximum < ours.context_window:
-        session = agent_sessions.session_update(session=session, context_window_override=refusal.maximum)
+    maximum = refusal.maximum if refusal.maximum is not None else ours.used
+    if WINDOW_BOUNDS[0] <= maximum < ours.context_window:
+        session = agent_sessions.session_update(session=session, context_window_override=maximum)
     waiting = Compaction.objects.filter(session=session, status=CompactionStatus.QUEUED).values_list("pk", flat=True)
     try:
         queued = (
@@ -122,7 +95,13 @@ def proxy_compact_for_retry(*, session: AgentSession, body: dict[str, Any], refu
         return Upstream(None)
     if not _run_now(queued):
         return Upstream(None)
-    return proxy_upstream_request(session=proxy_session(session.pk) or session, body=body)
+    return proxy_upstream_request(session=proxy_session(session.pk) or session, body=body, render=render)
+
+
+def _as_large(theirs: int | None, ours: int, window: int) -> bool:
+    if theirs is None:
+        return CALIBRATION_MAX_RATIO * ours >= window
+    return theirs <= CALIBRATION_MAX_RATIO * ours and ours <= CALIBRATION_MAX_RATIO * theirs
 
 
 @dataclass(frozen=True)
@@ -131,19 +110,12 @@ class Upstream:
     compaction_id: int | None = None  # the compaction the sent context comes from
 
 
-MAX_CACHE_BREAKPOINTS = 4  # Anthropic refuses a request with more cache_control blocks than this
-
-
-def proxy_upstream_request(*, session: AgentSession, body: dict[str, Any]) -> Upstream:
+def proxy_upstream_request(*, session: AgentSession, body: dict[str, Any], render: Render) -> Upstream:
     """With the project's ``proxy_compaction`` on and a compaction in effect, the request goes upstream
-    as the session's compacted context (its checkpoint's summary and the messages kept), the rest of
-    the caller's request (model, system, tools, settings, ``context_management``) as it came. Not when
-    the request asks the provider to compact it itself (``provider_compacts``): the provider's
-    compaction is not fought. With thinking on, the assistant turn the request continues starts with
-    a thought (``thinking_turn_kept``). Cache breakpoints: the stored messages' own are dropped (an
-    agent moves its marker every request; the stored copies keep old ones), one goes after the summary
-    (the prefix that changes only when a compaction runs) and one on the last message, within the
-    API's limit of four."""
+    as the session's compacted context (its checkpoint's summary and the messages kept), rendered in
+    the API's format by ``render`` with the rest of the caller's request as it came. Not when the
+    request asks the provider to compact it itself (``provider_compacts``): the provider's compaction
+    is not fought."""
     if not compacts_upstream(session, body):
         return Upstream(None)
     in_effect = (
@@ -154,40 +126,5 @@ def proxy_upstream_request(*, session: AgentSession, body: dict[str, Any]) -> Up
     )
     if in_effect is None:
         return Upstream(None)
-    messages = [
-        _without_cache_marks(m) for m in engine_context.to_anthropic_messages(session_context_messages(session))
-    ]
-    if engine_context.thinking_enabled(body):
-        messages = engine_context.thinking_turn_kept(messages)
-    budget = MAX_CACHE_BREAKPOINTS - _cache_marks(body.get("system")) - _cache_marks(body.get("tools"))
-    summarized = bool(messages) and current_checkpoint(session) is not None
-    for index in ([0] if summarized else []) + [len(messages) - 1]:
-        if budget > 0 and 0 <= index < len(messages):
-            messages[index] = _with_cache_mark(messages[index])
-            budget -= 1
-    return Upstream({**body, "messages": messages}, in_effect)
-
-
-def _cache_marks(value: Any) -> int:
-    """The cache breakpoints a request's system prompt or tools carry: one per block or tool marked."""
-    return (
-        sum(1 for item in value if isinstance(item, dict) and "cache_control" in item) if isinstance(value, list) else 0
-    )
-
-
-def _without_cache_marks(message: dict[str, Any]) -> dict[str, Any]:
-    content = message.get("content")
-    if not isinstance(content, list):
-        return message
-    return {**message, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in content]}
-
-
-def _with_cache_mark(message: dict[str, Any]) -> dict[str, Any]:
-    content = message.get("content")
-    blocks: list[dict[str, Any]] = (
-        [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-    )
-    if not blocks:
-        return message
-    blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
-    return {**message, "content": blocks}
+    context = Context(session_context_messages(session), summarized=current_checkpoint(session) is not None)
+    return Upstream(render(context, body), in_effect)
