@@ -140,3 +140,7 @@ _.data_package
 # selectors/prices.price_of: the one place a usage becomes dollars, for the spend per request (issue 31)
 # and the tests; nothing in the service calls it yet.
 _.price_of
+# sessions_app/models/projects.py Project: a project's sealed provider keys, read and written by the
+# column names services/projects.py _KEY_FIELDS gives per provider.
+_.upstream_api_key
+_.openai_api_key

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from . import model_catalog
 from .types import Level, Thresholds
 
 # The smallest summary worth writing: the header, an objective and the latest request, shortened.
@@ -24,6 +25,9 @@ NEWEST_UNTOUCHED = 3
 # The facts a handoff's or an imported compaction's checkpoint carries verbatim (compaction/facts.py)
 # may take this share of the window; a summary gives them the room the protected newest turns leave.
 FACTS_SHARE = 0.15
+# Who may write a policy's summaries, and a model of each provider to suggest.
+SUMMARIZER_PROVIDERS: dict[str, str] = {"anthropic": "Anthropic", "openai": "OpenAI", "offline": "Offline"}
+SUGGESTED_SUMMARIZER_MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4o-mini"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,9 @@ class Policy:
     auto_continue: bool = False
     # Requests through the Anthropic-compatible proxy go upstream as the compacted context (opt-in).
     proxy_compaction: bool = False
+    # Who writes summaries: a model of this provider (with the project's key, else the server's; the
+    # offline extractive summarizer when there is none), or always the offline one.
+    summarizer_provider: str = "anthropic"
     summarizer_model: str = "claude-haiku-4-5"
     preserve_patterns: tuple[str, ...] = field(default=DEFAULT_PRESERVE_PATTERNS)
 
@@ -225,6 +232,7 @@ def validate(values: dict[str, Any]) -> dict[str, str]:
         problem = _pattern_problem(patterns)
         if problem:
             errors["preserve_patterns"] = problem
+    errors.update(_summarizer_problems(values.get("summarizer_provider"), values.get("summarizer_model")))
     reserve = values.get("output_reserve")
     if reserve is not None and not 0 <= reserve < 0.5:
         errors["output_reserve"] = "Reserve a share of the window from 0 up to (not including) 0.5."
@@ -250,3 +258,18 @@ def validate(values: dict[str, Any]) -> dict[str, str]:
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
             errors[name] = f"Must be a whole number from {low:,} to {high:,}."
     return errors
+
+
+def _summarizer_problems(provider: Any, model: Any) -> dict[str, str]:
+    """A provider ctxweb can call, and a model of that provider (the offline summarizer has none)."""
+    if provider is None:
+        return {}
+    if not isinstance(provider, str) or provider not in SUMMARIZER_PROVIDERS:
+        return {"summarizer_provider": f"One of {', '.join(SUMMARIZER_PROVIDERS)}."}
+    if provider == "offline" or not isinstance(model, str):
+        return {}
+    spec = model_catalog.spec_for(model) if model.strip() else None
+    if spec is None or spec.provider != provider:
+        label, example = SUMMARIZER_PROVIDERS[provider], SUGGESTED_SUMMARIZER_MODELS[provider]
+        return {"summarizer_model": f"{model!r} is not an {label} model ctxweb knows (e.g. {example})."}
+    return {}

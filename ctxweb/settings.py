@@ -202,6 +202,11 @@ ANTHROPIC_API_KEY = env.str("ANTHROPIC_API_KEY", default="")
 ANTHROPIC_BASE_URL = env.str("ANTHROPIC_BASE_URL", default="") or None
 ANTHROPIC_TIMEOUT = env.float("ANTHROPIC_TIMEOUT", default=30.0)
 ANTHROPIC_MAX_RETRIES = env.int("ANTHROPIC_MAX_RETRIES", default=2)
+# OpenAI: LLM summaries for projects whose policy's summarizer_provider is openai and that have no key
+# of their own. The base URL is the SDK's (it ends in /v1); empty: OpenAI's own.
+OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
+OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="") or None
+OPENAI_TIMEOUT = env.float("OPENAI_TIMEOUT", default=30.0)
 # The Anthropic-compatible proxy (/proxy/anthropic/v1/…, docs/PROXY.md): where it forwards, how long it
 # waits for an answer (a long stream included), and the largest request it takes (Anthropic's own: 32 MB).
 CTX_PROXY_UPSTREAM_URL = env.str("CTX_PROXY_UPSTREAM_URL", default="https://api.anthropic.com")

@@ -46,7 +46,8 @@ class MembershipInline(admin.TabularInline):
 class ProjectAdmin(admin.ModelAdmin):
     form = ProjectForm
     list_display = ["name", "created_by", "created_at"]
-    readonly_fields = ["upstream_api_key_hint"]  # the key itself is set on the project's settings page
+    # The keys themselves are set on the project's settings page.
+    readonly_fields = ["upstream_api_key_hint", "openai_api_key_hint"]
     search_fields = ["name", "description"]
     inlines = [MembershipInline]
 
@@ -145,7 +146,8 @@ def _preset_action(name: str) -> Callable[[admin.ModelAdmin, HttpRequest, QueryS
 
 # Where each engine setting shows in the change form; one the engine gains later lands in "Other".
 _POLICY_FIELDSETS: list[tuple[str | None, list[str]]] = [
-    (None, ["project", "preset", "auto", "auto_continue", "proxy_compaction", "summarizer_model"]),
+    (None, ["project", "preset", "auto", "auto_continue", "proxy_compaction"]),
+    ("Summaries", ["summarizer_provider", "summarizer_model"]),
     ("Thresholds (fractions of the context window)", ["remind", "compact", "summarize", "handoff", "output_reserve"]),
     ("What a run does", ["target_after", "reversible_first", "min_saving_tokens", "summary_budget"]),
     (

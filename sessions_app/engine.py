@@ -1,5 +1,6 @@
-"""The engine bound to this deployment's settings: the offline tokenizer, the summarizer (Anthropic's
-model when a key is configured, the offline extractive one otherwise) and the exact counter.
+"""The engine bound to this deployment's settings: the offline tokenizer, the summarizers (a model of
+the policy's provider, or the offline extractive one; which, and with whose key, is
+``services.summarizers``'s choice) and the exact counter.
 
 ``compaction/`` knows nothing of Django; this is the one place that builds its parts from settings.
 """
@@ -10,8 +11,9 @@ from functools import lru_cache
 
 from django.conf import settings
 
+from compaction.openai_summarizer import OpenAISummarizer
 from compaction.policy import Policy
-from compaction.summarize import AnthropicSummarizer, ExtractiveSummarizer, Summarizer
+from compaction.summarize import AnthropicSummarizer, ExtractiveSummarizer, ModelSummarizer
 from compaction.tokens import ExactCounter, OfflineTokenizer
 
 
@@ -24,18 +26,30 @@ def offline_summarizer(policy: Policy) -> ExtractiveSummarizer:
     return ExtractiveSummarizer(offline_tokenizer(), policy.preserve_patterns)
 
 
-def summarizer_for(policy: Policy) -> Summarizer:
-    """Anthropic's model when a key is configured; the offline extractive summarizer otherwise."""
-    if settings.ANTHROPIC_API_KEY:
-        return AnthropicSummarizer(
-            api_key=settings.ANTHROPIC_API_KEY,
+def server_api_key(provider: str) -> str:
+    """The deployment's own API key for ``provider`` (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``), or ""."""
+    return {"anthropic": settings.ANTHROPIC_API_KEY, "openai": settings.OPENAI_API_KEY}.get(provider, "")
+
+
+def model_summarizer(policy: Policy, *, api_key: str) -> ModelSummarizer:
+    """The policy's summarizer model, called through its provider's SDK with ``api_key``."""
+    if policy.summarizer_provider == "openai":
+        return OpenAISummarizer(
+            api_key=api_key,
             model=policy.summarizer_model,
-            base_url=settings.ANTHROPIC_BASE_URL,
-            timeout=settings.ANTHROPIC_TIMEOUT,
+            base_url=settings.OPENAI_BASE_URL,
+            timeout=settings.OPENAI_TIMEOUT,
             max_retries=0,  # the Celery task retries with backoff
             tokenizer=offline_tokenizer(),
         )
-    return offline_summarizer(policy)
+    return AnthropicSummarizer(
+        api_key=api_key,
+        model=policy.summarizer_model,
+        base_url=settings.ANTHROPIC_BASE_URL,
+        timeout=settings.ANTHROPIC_TIMEOUT,
+        max_retries=0,
+        tokenizer=offline_tokenizer(),
+    )
 
 
 def exact_counter() -> ExactCounter | None:

@@ -69,6 +69,8 @@ def _policy_field(name: str, hint: Any, *, writable: bool) -> serializers.Field:
     options: dict[str, Any] = {"required": False} if writable else {"read_only": True}
     if model_field.help_text:
         options["help_text"] = str(model_field.help_text)
+    if hint is str and model_field.choices:
+        return serializers.ChoiceField(choices=[value for value, _ in model_field.choices], **options)
     if hint is str:
         options["max_length"] = model_field.max_length
     if hint in _POLICY_SCALARS:
@@ -95,14 +97,14 @@ class PolicyOut(serializers.Serializer):
 
 
 class PolicyPatchIn(serializers.Serializer):
-    """Any of the policy's settings; ``preset`` first applies that preset (keeping ``auto`` and
-    ``summarizer_model``), the other fields given then go on top. Unknown fields are refused."""
+    """Any of the policy's settings; ``preset`` first applies that preset (keeping ``auto`` and the
+    summarizer), the other fields given then go on top. Unknown fields are refused."""
 
     def get_fields(self) -> dict[str, serializers.Field]:
         preset = serializers.ChoiceField(
             choices=list(PRESETS),
             required=False,
-            help_text="Apply this preset's numbers (auto and summarizer_model are kept); "
+            help_text="Apply this preset's numbers (auto, summarizer_provider and summarizer_model are kept); "
             "fields given alongside go on top of it",
         )
         return {"preset": preset, **_policy_fields(writable=True)}

@@ -36,6 +36,10 @@ class Project(models.Model):
     # admins: sealed (services/sealing.py), never shown again but for its last characters.
     upstream_api_key = models.TextField(blank=True)
     upstream_api_key_hint = models.CharField(max_length=16, blank=True)
+    # The project's OpenAI API key, for summaries by an OpenAI model (the policy's summarizer_provider):
+    # sealed as the Anthropic one is, never shown again but for its last characters.
+    openai_api_key = models.TextField(blank=True)
+    openai_api_key_hint = models.CharField(max_length=16, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     members: models.ManyToManyField[User, Membership] = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
@@ -178,7 +182,16 @@ class CompactionPolicy(models.Model):
         help_text="Requests through the Anthropic-compatible proxy go upstream as the compacted context "
         "(checkpoint and kept messages) once a compaction has run; the agent's own history is untouched.",
     )
-    summarizer_model = models.CharField(max_length=100, default="claude-haiku-4-5")
+    summarizer_provider = models.CharField(
+        max_length=20,
+        choices=list(engine_policy.SUMMARIZER_PROVIDERS.items()),
+        default="anthropic",
+        help_text="Who writes summaries: a model of this provider, with the project's API key for it "
+        "(else the server's); the offline extractive summarizer when there is no key, or always with offline.",
+    )
+    summarizer_model = models.CharField(
+        max_length=100, default="claude-haiku-4-5", help_text="A model of the summarizer's provider."
+    )
     preserve_patterns = models.JSONField(default=list, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

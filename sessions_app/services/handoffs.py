@@ -19,7 +19,7 @@ from compaction.messages import NormalizedMessage, normalize_message
 from compaction.summarize import ExtractiveSummarizer, split_tail
 from compaction.tokens import calibrate
 from sessions_app import engine, metrics
-from sessions_app.engine import offline_summarizer, summarizer_for
+from sessions_app.engine import offline_summarizer
 from sessions_app.errors import Conflict
 from sessions_app.models import (
     CONTEXT_STATES,
@@ -35,6 +35,7 @@ from sessions_app.selectors import model_context, usage
 from sessions_app.services import agent_sessions, ingest, webhook_events
 from sessions_app.services.compaction_records import compaction_fail, lock_running
 from sessions_app.services.planning import Outcome, Snapshot, snapshot
+from sessions_app.services.summarizers import summarizer_choice
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -49,7 +50,7 @@ def _summarize_all(snap: Snapshot, *, allow_fallback: bool) -> tuple[dict[str, A
     an API failure falls back to the offline summarizer (a person is waiting for the document)."""
     policy = snap.engine_policy
     previous = snap.previous_checkpoint.data if snap.previous_checkpoint else None
-    summarizer = summarizer_for(snap.policy)
+    summarizer = summarizer_choice(snap.session.project, snap.policy).summarizer
     try:
         fields = summarizer.summarize(snap.messages, previous=previous, budget=policy.summary_budget)
         used = getattr(summarizer, "name", type(summarizer).__name__)

@@ -15,11 +15,12 @@ from compaction.runs import plan_run
 from compaction.summarize import Summarizer, SummaryPlan
 from compaction.tokens import DEFAULT_FRAMING, calibrate
 from compaction.types import Level, Msg
-from sessions_app.engine import offline_summarizer, offline_tokenizer, summarizer_for
+from sessions_app.engine import offline_summarizer, offline_tokenizer
 from sessions_app.errors import InvalidInput
 from sessions_app.models import CONTEXT_STATES, AgentSession, Checkpoint, Message
 from sessions_app.selectors import model_context, usage
 from sessions_app.selectors.compactions import strategy_totals
+from sessions_app.services.summarizers import summarizer_choice
 
 # ----------------------------------------------------------------------------- snapshot
 
@@ -173,7 +174,10 @@ def plan(
     engine_policy = snap.engine_policy
     message_tokens = sum(m.tokens for m in snap.messages)
     summary_tokens = snap.session.summary_tokens
-    summarizer = summarizer or summarizer_for(snap.policy)
+    note = ""
+    if summarizer is None:
+        choice = summarizer_choice(snap.session.project, snap.policy)
+        summarizer, note = choice.summarizer, choice.note
     run = plan_run(
         snap.messages,
         engine_policy,
@@ -200,6 +204,8 @@ def plan(
     outcome.summary_rows = [(seq, kept[seq].tokens_after if seq in kept else tokens_of[seq]) for seq in gone]
     outcome.summary_rows.sort()
     outcome.summarizer = getattr(summarizer, "name", type(summarizer).__name__)
+    if note:
+        outcome.notes.append(note)
     outcome.tokens_after = snap.used(remaining, run.summary.summary_tokens)
     return outcome
 

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROJECT_NAME_MAX = 200  # the column
+# What applying a preset leaves as it was: the team's choices, not numbers a preset is about.
+PRESET_KEEPS = ("auto", "summarizer_provider", "summarizer_model")
 
 
 PROJECT_DESCRIPTION_MAX = 10_000  # shown on every project page: a paragraph, not a document
@@ -85,7 +87,7 @@ def policy_update(
     *, policy: CompactionPolicy, changes: Mapping[str, Any], preset_name: str | None = None
 ) -> CompactionPolicy:
     """A policy edited (REST, the settings page, Django admin): ``preset_name``'s numbers first, when
-    given (keeping ``auto`` and ``summarizer_model``, as ``policy_apply_preset``), then ``changes`` on
+    given (keeping ``auto`` and the summarizer, as ``policy_apply_preset``), then ``changes`` on
     top; validated as a whole by the model's clean (``compaction.policy.validate``) before anything is
     written, and labelled with the preset its numbers equal, else "custom". A refusal is an
     ``InvalidInput`` naming every field at fault, and leaves ``policy`` as it was."""
@@ -109,9 +111,10 @@ def policy_update(
                 # Each edit starts from the row as committed: concurrent edits of different fields both hold.
                 policy.refresh_from_db(from_queryset=CompactionPolicy.objects.select_for_update())
             if preset_name is not None:
-                keep_auto, keep_model = policy.auto, policy.summarizer_model
+                kept = {name: getattr(policy, name) for name in PRESET_KEEPS}
                 policy.apply_engine(preset(preset_name), preset_name=preset_name)
-                policy.auto, policy.summarizer_model = keep_auto, keep_model
+                for name, value in kept.items():
+                    setattr(policy, name, value)
             for name, value in changes.items():
                 setattr(policy, name, value)
             policy.preset = preset_label(policy)
@@ -129,14 +132,13 @@ def policy_apply_preset(*, policy: CompactionPolicy, preset_name: str) -> Compac
 
 
 def preset_label(policy: CompactionPolicy) -> str:
-    """The preset whose numbers the policy has (``auto`` and ``summarizer_model`` aside: applying a
-    preset keeps them): its current label when that one still fits, else the first that does, else
-    "custom"."""
+    """The preset whose numbers the policy has (``PRESET_KEEPS`` aside: applying a preset keeps
+    them): its current label when that one still fits, else the first that does, else "custom"."""
     values = policy.to_engine()
 
     def fits(name: str) -> bool:
         named = PRESETS[name]
-        return replace(values, auto=named.auto, summarizer_model=named.summarizer_model) == named
+        return replace(values, **{name: getattr(named, name) for name in PRESET_KEEPS}) == named
 
     if policy.preset in PRESETS and fits(policy.preset):
         return policy.preset
@@ -154,25 +156,46 @@ def _refusal(exc: ValidationError) -> InvalidInput:
 _UPSTREAM_KEY = re.compile(r"[\x21-\x7e]{8,500}")  # one header value: printable ASCII, no spaces or line breaks
 
 
+# Where each provider's key of a project is kept: (sealed key, hint) columns.
+_KEY_FIELDS = {
+    "anthropic": ("upstream_api_key", "upstream_api_key_hint"),
+    "openai": ("openai_api_key", "openai_api_key_hint"),
+}
+
+
 def project_upstream_key_set(*, project: Project, api_key: str) -> Project:
     """The Anthropic API key the project's proxy requests go upstream with when the caller sends none
-    (its admins set it; the caller checks the role). Sealed, never written to a log; "" removes it."""
+    (its admins set it; the caller checks the role), and its summaries by an Anthropic model."""
+    return project_provider_key_set(project=project, provider="anthropic", api_key=api_key)
+
+
+def project_upstream_key(project: Project) -> str | None:
+    """The Anthropic API key the project's admins set for requests that come without one, or None."""
+    return project_provider_key(project, "anthropic")
+
+
+def project_provider_key_set(*, project: Project, provider: str, api_key: str) -> Project:
+    """The project's own API key for ``provider`` (``anthropic``, ``openai``). Sealed, never written
+    to a log, shown only by its last characters; "" removes it."""
     api_key = api_key.strip()
     if api_key and not _UPSTREAM_KEY.fullmatch(api_key):
         raise InvalidInput(
             "An API key is 8 to 500 printable characters, without spaces.", code="invalid_api_key", field="api_key"
         )
-    project.upstream_api_key = sealing.seal(api_key) if api_key else ""
-    project.upstream_api_key_hint = f"…{api_key[-4:]}" if api_key else ""
-    project.save(update_fields=["upstream_api_key", "upstream_api_key_hint"])
+    sealed, hint = _KEY_FIELDS[provider]
+    setattr(project, sealed, sealing.seal(api_key) if api_key else "")
+    setattr(project, hint, f"…{api_key[-4:]}" if api_key else "")
+    project.save(update_fields=[sealed, hint])
     return project
 
 
-def project_upstream_key(project: Project) -> str | None:
-    """The API key the project's admins set for requests that come without one, or None."""
-    if not project.upstream_api_key:
+def project_provider_key(project: Project, provider: str) -> str | None:
+    """The project's own API key for ``provider``, or None (none set, or no longer readable)."""
+    fields = _KEY_FIELDS.get(provider)
+    sealed = getattr(project, fields[0]) if fields else ""
+    if not sealed:
         return None
-    key = sealing.unseal(project.upstream_api_key)
+    key = sealing.unseal(sealed)
     if key is None:
-        log.warning("project %s: its upstream API key can't be opened (the encryption keys changed)", project.pk)
+        log.warning("project %s: its %s API key can't be opened (the encryption keys changed)", project.pk, provider)
     return key

@@ -94,9 +94,26 @@ class UpstreamKeyForm(forms.Form):
         max_length=500,
         strip=True,
         widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
-        help_text="Sent upstream for the proxy's requests that come without a key of their own. Stored encrypted; "
+        help_text="Sent upstream for the proxy's requests that come without a key of their own, and used for "
+        "summaries when the policy's summarizer provider is Anthropic. Stored encrypted; "
         "only its last characters are shown. Empty: remove it.",
     )
+
+
+class OpenAIKeyForm(forms.Form):
+    api_key = forms.CharField(
+        label="OpenAI API key",
+        required=False,
+        max_length=500,
+        strip=True,
+        widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
+        help_text="Used for summaries when the policy's summarizer provider is OpenAI. Stored encrypted; "
+        "only its last characters are shown. Empty: remove it.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("auto_id", "id_openai_%s")  # the page's Anthropic key form has id_api_key
+        super().__init__(*args, **kwargs)
 
 
 class ProjectForm(forms.ModelForm):

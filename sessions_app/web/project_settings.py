@@ -17,9 +17,17 @@ from sessions_app.errors import ServiceError
 from sessions_app.models import Project, Role, Webhook
 from sessions_app.selectors import access, usage
 from sessions_app.services import keys as key_services
-from sessions_app.services import projects
+from sessions_app.services import projects, summarizers
 from sessions_app.web.access import AuthenticatedHttpRequest, apikey_for, member_for, project_for
-from sessions_app.web.forms import ApiKeyForm, MemberForm, PolicyForm, PresetForm, RoleForm, UpstreamKeyForm
+from sessions_app.web.forms import (
+    ApiKeyForm,
+    MemberForm,
+    OpenAIKeyForm,
+    PolicyForm,
+    PresetForm,
+    RoleForm,
+    UpstreamKeyForm,
+)
 
 
 def _settings_url(project: Project, anchor: str = "") -> str:
@@ -42,6 +50,9 @@ def render_settings(
         "new_key": forms.get("new_key"),
         "webhook_count": Webhook.objects.filter(project=project).count(),
         "upstream_key_form": forms.get("upstream_key_form") or UpstreamKeyForm(),
+        "openai_key_form": forms.get("openai_key_form") or OpenAIKeyForm(),
+        "summarizer_policy": policy,
+        "summarizer_key": summarizers.summarizer_key_source(project, policy.to_engine()),
     }
     return render(request, "sessions_app/project_settings.html", context, status=status)
 
@@ -147,6 +158,25 @@ def upstream_key_update(request: AuthenticatedHttpRequest, project_id: int) -> H
     else:
         messages.success(request, "The proxy's Anthropic API key is removed: callers send their own.")
     return redirect(_settings_url(project, "#proxy"))
+
+
+@login_required
+@require_POST
+def openai_key_update(request: AuthenticatedHttpRequest, project_id: int) -> HttpResponse:
+    project = project_for(request, project_id, min_role=Role.ADMIN)
+    form = OpenAIKeyForm(request.POST)
+    if not form.is_valid():
+        return render_settings(request, project, openai_key_form=form, status=400)
+    try:
+        projects.project_provider_key_set(project=project, provider="openai", api_key=form.cleaned_data["api_key"])
+    except ServiceError as exc:
+        form.add_error("api_key", exc.detail)
+        return render_settings(request, project, openai_key_form=form, status=400)
+    if project.openai_api_key_hint:
+        messages.success(request, f"The project's OpenAI API key is set ({project.openai_api_key_hint}).")
+    else:
+        messages.success(request, "The project's OpenAI API key is removed.")
+    return redirect(_settings_url(project, "#summaries"))
 
 
 # ----------------------------------------------------------------------------- API keys (the user's own)

@@ -22,6 +22,7 @@ urlpatterns = [
     path("projects/<int:project_id>/policy/preset/", project_settings.policy_preset, name="policy-preset"),
     path("projects/<int:project_id>/policy/", project_settings.policy_update, name="policy-update"),
     path("projects/<int:project_id>/upstream-key/", project_settings.upstream_key_update, name="upstream-key"),
+    path("projects/<int:project_id>/openai-key/", project_settings.openai_key_update, name="openai-key"),
     path("projects/<int:project_id>/settings/webhooks/", webhooks.webhook_list, name="project-webhooks"),
     path("projects/<int:project_id>/settings/webhooks/new/", webhooks.webhook_add, name="webhook-add"),
     path("webhooks/<int:webhook_id>/", webhooks.webhook_edit, name="webhook-edit"),

@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from compaction.model_catalog import (
     CLAUDE_CALIBRATION,
@@ -10,6 +12,7 @@ from compaction.model_catalog import (
 from compaction.policy import PRESETS, Policy, level_for, validate
 from compaction.types import Level, level_choices
 from compaction.usage import compute_usage, recommendation, render_bar
+from tests.hypothesis_budget import ENGINE
 
 
 def test_presets_carry_the_numbers_in_docs_policies():
@@ -141,3 +144,49 @@ def test_the_newest_three_turns_are_protected_as_a_model_sees_turns():
     assert policy.protected_count(["user", "tool", "tool"]) == 3
     assert policy.protected_count([]) == 0
     assert Policy(keep_recent_messages=10).protected_count(parallel) == 10
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "problem"),
+    [
+        ("anthropic", "claude-haiku-4-5", None),
+        ("anthropic", "claude-sonnet-4-5-20250929", None),  # a dated version
+        ("openai", "gpt-4o-mini", None),
+        ("openai", "gpt-5.1", None),  # a newer member of a known family
+        ("openai", "o4-mini", None),
+        ("offline", "", None),  # no model to name
+        ("openai", "claude-haiku-4-5", "summarizer_model"),
+        ("anthropic", "gpt-4o", "summarizer_model"),
+        ("openai", "", "summarizer_model"),
+        ("openai", "llama-3-70b", "summarizer_model"),
+        ("google", "gemini-2.5-flash", "summarizer_provider"),
+    ],
+)
+def test_the_summarizer_is_a_model_of_its_provider(provider, model, problem):
+    values = {**Policy().as_dict(), "summarizer_provider": provider, "summarizer_model": model}
+    errors = validate(values)
+    assert set(errors) == ({problem} if problem else set()), errors
+
+
+def test_the_default_summarizer_is_anthropics_small_model():
+    assert (Policy().summarizer_provider, Policy().summarizer_model) == ("anthropic", "claude-haiku-4-5")
+    assert all(validate(p.as_dict()) == {} for p in PRESETS.values())
+
+
+@ENGINE
+@given(
+    provider=st.one_of(
+        st.sampled_from(["anthropic", "openai", "offline"]), st.text(max_size=12), st.integers(), st.lists(st.text())
+    ),
+    model=st.one_of(st.text(max_size=60), st.sampled_from(["gpt-4o", "claude-opus-4-5", "o3", " GPT-4o "]), st.none()),
+)
+def test_property_any_summarizer_choice_is_judged_never_raised(provider, model):
+    errors = validate({**Policy().as_dict(), "summarizer_provider": provider, "summarizer_model": model})
+    assert set(errors) <= {"summarizer_provider", "summarizer_model"}
+    if not isinstance(provider, str) or provider not in ("anthropic", "openai", "offline"):
+        assert set(errors) == {"summarizer_provider"}
+    elif provider == "offline" or not isinstance(model, str):
+        assert errors == {}
+    else:
+        spec = spec_for(model) if model.strip() else None
+        assert ("summarizer_model" in errors) == (spec is None or spec.provider != provider)

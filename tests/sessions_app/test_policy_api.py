@@ -64,13 +64,14 @@ def test_an_admin_changes_numbers_and_the_label_follows_them(api_as, team):
     assert admin.get(url(team.project)).json() == body
 
 
-def test_a_preset_applies_keeping_auto_and_the_summarizer_model(api_as, team):
+def test_a_preset_applies_keeping_auto_and_the_summarizer(api_as, team):
     admin = api_as(team.alice)
-    admin.patch(url(team.project), {"auto": False, "summarizer_model": "claude-sonnet-4-5"})
+    changed = {"auto": False, "summarizer_provider": "openai", "summarizer_model": "gpt-4.1-mini"}
+    assert admin.patch(url(team.project), changed).status_code == 200
     body = admin.patch(url(team.project), {"preset": "kai"}).json()
     kai = PRESETS["kai"]
     assert (body["preset"], body["summarize"], body["output_reserve"]) == ("kai", kai.summarize, kai.output_reserve)
-    assert (body["auto"], body["summarizer_model"]) == (False, "claude-sonnet-4-5")
+    assert (body["auto"], body["summarizer_provider"], body["summarizer_model"]) == (False, "openai", "gpt-4.1-mini")
     # Fields given alongside go on top of the preset, and the label tells it is no longer the preset.
     body = admin.patch(url(team.project), {"preset": "gsd", "summary_budget": 800, "auto": True}).json()
     assert (body["preset"], body["compact"], body["summary_budget"], body["auto"]) == ("custom", 0.9, 800, True)
@@ -89,13 +90,33 @@ BAD_BODIES = [
     ({"preserve_patterns": "error"}, "not_a_list", {"preserve_patterns"}),
     ({"preserve_patterns": ["ok", 3]}, "invalid_type", {"preserve_patterns"}),
     ({"preset": "nope"}, "invalid_choice", {"preset"}),
+    ({"summarizer_provider": "google"}, "invalid_choice", {"summarizer_provider"}),
+    ({"summarizer_provider": 1}, "invalid_choice", {"summarizer_provider"}),
     # Values: the engine's validation, through the model's clean, as in admin and the settings page.
     ({"preserve_patterns": ["("]}, "invalid_policy", {"preserve_patterns"}),
     ({"target_after": 0.7}, "invalid_policy", {"target_after"}),
     ({"remind": 0.9, "compact": 0.8, "output_reserve": 0.6}, "invalid_policy", {"compact", "output_reserve"}),
     ({"keep_recent_turns": -1}, "invalid_policy", {"keep_recent_turns"}),
     ({"preset": "kai", "tail_fraction": 0.9}, "invalid_policy", {"tail_fraction"}),
+    # The summarizer's model is one of its provider's (the default provider is anthropic).
+    ({"summarizer_provider": "openai"}, "invalid_policy", {"summarizer_model"}),
+    ({"summarizer_model": "gpt-4o-mini"}, "invalid_policy", {"summarizer_model"}),
+    ({"summarizer_provider": "openai", "summarizer_model": "no-such-model"}, "invalid_policy", {"summarizer_model"}),
 ]
+
+
+def test_an_admin_chooses_the_summarizers_provider_and_model(api_as, team):
+    admin = api_as(team.alice)
+    body = admin.patch(url(team.project), {"summarizer_provider": "openai", "summarizer_model": "gpt-4o-mini"}).json()
+    assert (body["summarizer_provider"], body["summarizer_model"], body["preset"]) == (
+        "openai",
+        "gpt-4o-mini",
+        "default",
+    )
+    refused = admin.patch(url(team.project), {"summarizer_model": "claude-haiku-4-5"}).json()
+    assert refused["field"] == "summarizer_model" and "not an OpenAI model" in refused["detail"]
+    # Offline takes no model of its own: whatever is named stays, unused.
+    assert admin.patch(url(team.project), {"summarizer_provider": "offline"}).json()["summarizer_provider"] == "offline"
 
 
 @pytest.mark.parametrize(("body", "code", "fields"), BAD_BODIES)
@@ -137,4 +158,7 @@ def test_the_schema_documents_every_policy_field_by_type():
     for name, kind in types.items():
         assert out[name]["type"] == patch[name]["type"] == kind, name
     assert patch["preserve_patterns"]["items"]["type"] == "string"
+    for fields in (out, patch):
+        (ref,) = fields["summarizer_provider"]["allOf"]
+        assert components[ref["$ref"].rsplit("/", 1)[-1]]["enum"] == ["anthropic", "openai", "offline"]
     assert "errors" in components["ErrorOut"]["properties"]

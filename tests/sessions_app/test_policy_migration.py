@@ -52,3 +52,17 @@ def test_policies_that_follow_a_preset_drop_the_old_tool_output_protection(team)
     assert following.protect_tool_tokens == 0
     assert projects.preset_label(following) == "default"
     assert own_number.protect_tool_tokens == 12_000 and custom.protect_tool_tokens == 40_000
+
+
+def test_a_policy_that_named_an_openai_summarizer_model_gets_the_openai_provider(team):
+    step_0027 = importlib.import_module("sessions_app.migrations.0027_summarizer_provider")
+    claude = policy_with(team, summarizer_model="claude-haiku-4-5")
+    gpt = policy_with(team, summarizer_model="gpt-4o-mini")
+    reasoning = policy_with(team, summarizer_model="o4-mini")
+    other = policy_with(team, summarizer_model="openrouter-thing")
+    step_0027.provider_of_the_model(django_apps, None)
+    providers = [CompactionPolicy.objects.get(pk=p.pk).summarizer_provider for p in (claude, gpt, reasoning, other)]
+    assert providers == ["anthropic", "openai", "openai", "anthropic"]
+    assert (
+        validate({f: getattr(CompactionPolicy.objects.get(pk=gpt.pk), f) for f in CompactionPolicy.ENGINE_FIELDS}) == {}
+    )

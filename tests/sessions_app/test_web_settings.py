@@ -43,6 +43,7 @@ def test_only_admins_open_settings_and_outsiders_get_404(as_user, team):
         ("member-remove", ("carol",), {}),
         ("policy-preset", (), {"preset": "kai"}),
         ("policy-update", (), {"remind": "0.5"}),
+        ("openai-key", (), {"api_key": "sk-proj-openai-1234"}),
     ],
 )
 def test_settings_forms_refuse_non_admins_and_outsiders(as_user, team, name, args, data):
@@ -238,3 +239,56 @@ def test_sealed_secrets_open_under_a_rotated_key_and_not_after_the_secret_key_ch
     assert sealing.unseal(sealing.seal("secret three")) == "secret three"
     settings.CTX_ENCRYPTION_KEYS = new
     assert sealing.unseal(sealed) is None and sealing.unseal("not a token") is None
+
+
+def test_an_admin_sets_the_projects_openai_key_for_summaries_sealed_and_shown_only_by_its_end(as_user, team):
+    from sessions_app.models import Project
+    from sessions_app.services import projects, sealing
+
+    key = "sk-proj-openai-summaries-9876"
+    path = url("openai-key", team.project.pk)
+    for persona, refused in ((team.bob, 403), (team.carol, 403), (team.mallory, 404)):
+        assert as_user(persona).post(path, {"api_key": key}).status_code == refused
+    assert Project.objects.get(pk=team.project.pk).openai_api_key == ""  # nothing written before the check
+    answer = as_user(team.alice).post(path, {"api_key": f" {key} "}, follow=True)
+    assert answer.status_code == 200
+    page = answer.content.decode()
+    assert key not in page and "…9876" in page
+    assert page.count('id="id_api_key"') == page.count('id="id_openai_api_key"') == 1, "one id per field"
+    stored = Project.objects.get(pk=team.project.pk)
+    assert key not in stored.openai_api_key and sealing.unseal(stored.openai_api_key) == key
+    assert stored.upstream_api_key == "", "the Anthropic key is another"
+    refused = as_user(team.alice).post(path, {"api_key": "sk with spaces"})
+    assert refused.status_code == 400 and "printable" in refused.content.decode()
+    assert projects.project_provider_key(Project.objects.get(pk=team.project.pk), "openai") == key  # unchanged
+    as_user(team.alice).post(path, {"api_key": ""})
+    assert Project.objects.values_list("openai_api_key", "openai_api_key_hint").get(pk=team.project.pk) == ("", "")
+
+
+def test_the_settings_page_says_who_writes_summaries_and_with_whose_key(as_user, team, settings):
+    from sessions_app.services import projects
+
+    settings.ANTHROPIC_API_KEY = settings.OPENAI_API_KEY = ""
+    policy = projects.policy_ensure(project=team.project)
+
+    def status() -> str:
+        page = as_user(team.alice).get(url("project-settings", team.project.pk)).content.decode()
+        start = page.index('id="summarizer-status"')
+        return " ".join(page[start : page.index("</p>", start)].split())
+
+    assert "No Anthropic API key" in status() and "offline" in status()
+    projects.policy_update(policy=policy, changes={"summarizer_provider": "openai", "summarizer_model": "gpt-4o"})
+    assert "No OpenAI API key" in status()
+    settings.OPENAI_API_KEY = "sk-server"
+    assert "<code>openai:gpt-4o</code> with the server's key" in status()
+    projects.project_provider_key_set(project=team.project, provider="openai", api_key="sk-proj-key-1234")
+    assert "with this project's key" in status()
+    projects.policy_update(policy=policy, changes={"summarizer_provider": "offline"})
+    assert "written offline" in status() and "No " not in status()
+
+
+def test_the_policy_form_offers_the_summarizers_providers(as_user, team):
+    page = as_user(team.alice).get(url("project-settings", team.project.pk)).content.decode()
+    assert 'name="summarizer_provider"' in page
+    for value in ("anthropic", "openai", "offline"):
+        assert f'<option value="{value}"' in page
