@@ -8,9 +8,11 @@ Responses API items Codex sent and received, read as the proxy reads a request o
 Codex sends) and holds the base instructions Codex sends as its first developer message: the start of
 the system prompt. ``turn_context`` names the model. ``token_usage_record`` is one response's usage.
 ``compacted`` is Codex compacting its history: the ``replacement_history`` its next requests start
-from follows as a compaction boundary. ``event_msg`` lines repeat what the items say for Codex's UI,
-except the end of a turn (``task_complete``, ``turn_aborted``), which makes the model's last message
-final; they and unknown kinds are skipped, never fatal.
+over from follows, its summary a compaction boundary (the response that wrote the summary, marked
+``compaction_output``, is no turn of the conversation: the proxy records none of that request).
+``event_msg`` lines repeat what the items say for Codex's UI, except the end of a turn
+(``task_complete``, ``turn_aborted``), which makes the model's last message final; they and unknown
+kinds are skipped, never fatal.
 
 Feeding the file in any chunking gives what reading it whole gives: a message is final once an item
 of the other side, a turn's end or a compaction comes (``held_back`` counts the one still open),
@@ -25,7 +27,7 @@ from typing import Any
 
 from .. import jsonvalues
 from .base import Conversation, Message, Transcript, UsagePoint, iso_or_none, nonempty_str
-from .responses import ItemReader
+from .responses import ItemReader, is_compact_summary
 
 FORMAT = "codex"
 _TURN_ENDS = ("task_complete", "turn_aborted")
@@ -112,6 +114,9 @@ class CodexReader:
             self.skipped[kind if isinstance(kind, str) and kind else "no_payload"] += 1
             return
         if kind == "response_item":
+            if isinstance(event.get("metadata"), dict) and event["metadata"].get("compaction_output") is True:
+                self.skipped["compaction_output"] += 1  # the summary a compaction asked for: in ``compacted``
+                return
             self._item(payload, event.get("timestamp"))
         elif kind == "session_meta":
             self._meta(payload)
@@ -120,7 +125,7 @@ class CodexReader:
         elif kind == "token_usage_record":
             self._usage(payload)
         elif kind == "compacted":
-            self._compacted(payload)
+            self._compacted(payload, event.get("timestamp"))
         elif kind == "event_msg" and payload.get("type") in _TURN_ENDS:
             self._items.close()
         else:
@@ -158,21 +163,29 @@ class CodexReader:
             )
         )
 
-    def _compacted(self, payload: dict[str, Any]) -> None:
-        """Codex replaced its history: its next requests start from ``replacement_history`` (the user's
-        messages kept, the summary or the provider's compaction item). A compaction boundary: the
-        history is read anew into the messages after it."""
-        self._items.close()
-        self.conv.segment_starts.append(len(self.conv.messages))
-        message = payload.get("message")
-        facts: dict[str, Any] = {"trigger": "codex"}
-        if nonempty_str(message):
-            facts["summary"] = message
-        self.conv.boundary_facts[len(self.conv.messages)] = facts
+    def _compacted(self, payload: dict[str, Any], timestamp: Any) -> None:
+        """Codex replaced its history: its next requests start over from ``replacement_history`` (the
+        user's messages, then the summary it asked its model for, or the provider's opaque compaction
+        item), read as the proxy reads such a request. The summary message, flagged
+        ``is_compact_summary``, is the compaction's boundary: what came before it leaves the context
+        behind a checkpoint of its text (``services.boundaries``); an opaque item changes no context."""
         history = payload.get("replacement_history")
-        for item in history if isinstance(history, list) else []:
-            self._items.add(item)
+        if not isinstance(history, list):
+            self.skipped["compacted_without_history"] += 1
+            return
+        self._items.restart()
+        first = len(self.conv.messages)
+        when = iso_or_none(timestamp)
+        for item in history:
+            self._items.add(item, when)
         self._items.close()
+        for index in range(first, len(self.conv.messages)):
+            message = self.conv.messages[index]
+            if is_compact_summary(message):
+                message["metadata"]["is_compact_summary"] = True
+                self.conv.segment_starts.append(index)
+                self.conv.boundary_facts[index] = {"trigger": "codex"}
+                break
 
     def _unreadable(self, kind: str, why: str) -> None:
         self.skipped[kind] += 1

@@ -23,6 +23,15 @@ from .base import Block, Conversation, UniqueToolIds, content_block, make_messag
 from .openai import _image_from_url, _openai_tools
 
 CUSTOM = "custom_tool_call"
+# Codex compacting its own history: the request that asks the model for a summary (local compaction)
+# ends with this user message; the provider's compaction (remote) is asked for by a last
+# ``compaction_trigger`` item. The history after it starts over, the summary in a user message
+# opening with CODEX_SUMMARY, or the provider's opaque ``compaction`` item.
+CODEX_COMPACT_PROMPT = "You are performing a CONTEXT CHECKPOINT COMPACTION"
+CODEX_SUMMARY = "Another language model started to solve this problem"
+COMPACTION_ITEM = "compaction"
+# In what is recorded of a request: its answer is no turn of the conversation (the client compacting it).
+NO_REPLY = "ctxweb_no_reply"
 _CALLS = {"function_call", CUSTOM}
 _OUTPUTS = {"function_call_output", "custom_tool_call_output"}
 _PROMPT_ROLES = ("developer", "system")
@@ -30,20 +39,52 @@ _PROMPT_ROLES = ("developer", "system")
 
 def request_as_anthropic(obj: dict[str, Any]) -> dict[str, Any] | None:
     """A Responses API request as the Anthropic-shaped one ctxweb records of it: model, system prompt,
-    tools, messages. None when it holds no input (a request continuing from ``previous_response_id``
-    alone still holds its new input)."""
+    tools, messages. None when it holds no input. The client asking its model to compact the
+    conversation (``asks_to_compact``) is recorded without its last item, and ``NO_REPLY``: what the
+    model answers is no turn of the conversation, as Codex's rollout keeps none of that exchange."""
     raw = obj.get("input")
     if isinstance(raw, str):
         raw = [{"type": "message", "role": "user", "content": raw}]
     if not isinstance(raw, list):
         return None
+    compacting = asks_to_compact(raw)
+    if compacting:
+        raw = raw[:-1]
     conv = items_as_conversation(raw, instructions=obj.get("instructions"), tools=obj.get("tools"))
-    return {
+    return ({NO_REPLY: True} if compacting else {}) | {
         "model": nonempty_str(obj.get("model")),
         "system": conv.system_prompt,
         "tools": conv.tools,
         "messages": [{"role": m["role"], "content": m["content"]} for m in conv.messages],
     }
+
+
+def asks_to_compact(items: list[Any]) -> bool:
+    """The request is a client compacting its conversation (Codex's local or remote compaction)."""
+    last = items[-1] if items else None
+    if not isinstance(last, dict):
+        return False
+    if last.get("type") == "compaction_trigger":
+        return True
+    return last.get("role") == "user" and _text_of(last.get("content")).lstrip().startswith(CODEX_COMPACT_PROMPT)
+
+
+def is_compact_summary(message: dict[str, Any]) -> bool:
+    """A user message holding the summary Codex compacted its history into (its next requests start
+    over with it)."""
+    if message.get("role") != "user":
+        return False
+    content = message.get("content")
+    texts: list[Any] = (
+        [content] if isinstance(content, str) else [b.get("text") for b in content or [] if isinstance(b, dict)]
+    )
+    return any(isinstance(t, str) and t.lstrip().startswith(CODEX_SUMMARY) for t in texts)
+
+
+def holds_a_compaction(message: dict[str, Any]) -> bool:
+    """A message holding a provider's opaque ``compaction`` item (the history starts over there)."""
+    content = message.get("content")
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == COMPACTION_ITEM for b in content)
 
 
 def response_as_message(response: Any) -> dict[str, Any] | None:
@@ -116,6 +157,8 @@ class ItemReader:
         self._first_at: str | None = None  # when its first item was written (a file's timestamp)
         self._client_ids: set[str] = set()
         self._leading = True
+        self._alone = False  # the run read is a compaction item: the next item starts another
+        self._restarted = False  # the history started over: the prompt is settled
 
     def instructions_first(self, text: str) -> bool:
         """Begin the system prompt with ``text`` (a client's base instructions, kept apart from its
@@ -125,6 +168,13 @@ class ItemReader:
         self._system.insert(0, text)
         self.conv.system_prompt = "\n\n".join(self._system)
         return True
+
+    def restart(self) -> None:
+        """The client's history starts over (it compacted it): its leading developer and system
+        messages, sent again, are the system prompt already read."""
+        self.close()
+        self._leading = True
+        self._restarted = True
 
     @property
     def open(self) -> bool:
@@ -159,7 +209,7 @@ class ItemReader:
         role = item.get("role")
         if kind == "message" and role in _PROMPT_ROLES and self._leading:
             text = _text_of(item.get("content"))
-            if text:
+            if text and not self._restarted:
                 self._system.append(text)
                 self.conv.system_prompt = "\n\n".join(self._system)
             return
@@ -174,9 +224,11 @@ class ItemReader:
             self.conv.messages.append(self._ids.apply(message))
             return
         side = "output" if kind in _OUTPUTS or kind.endswith("_output") else "model"
-        if side != self._side:
+        # A provider's compaction stands alone: the response after it is another message.
+        if side != self._side or kind == COMPACTION_ITEM or self._alone:
             self.close()
             self._side = side
+        self._alone = kind == COMPACTION_ITEM
         if not self._blocks:
             self._first_id = nonempty_str(item.get("id")) or nonempty_str(item.get("call_id"))
             self._first_at = when

@@ -31,6 +31,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from compaction.http_deadline import Deadline
+from compaction.transcripts.responses import NO_REPLY
 from sessions_app import steps
 from sessions_app.api.proxy import body as proxy_body
 from sessions_app.api.proxy import headers as proxy_headers
@@ -346,6 +347,7 @@ class _Exchange:
     session: AgentSession | None = None  # when the request may go upstream as its compacted context
     conversation: str = ""  # the conversation's key (the session's external id, unless it moved on since)
     gap: str = ""  # where the conversation's requests forwarded unrecorded are counted
+    keeps_reply: bool = True  # False: the answer is no turn of the conversation (a client compacting it)
     finished: bool = False
 
     def __post_init__(self) -> None:
@@ -357,7 +359,7 @@ class _Exchange:
         if self.finished:
             return
         self.finished = True
-        RECORDER.submit(self.session_id, partial(self._record, reply))
+        RECORDER.submit(self.session_id, partial(self._record, reply if self.keeps_reply else None))
 
     def _record(self, reply: Callable[[], tuple[dict[str, Any] | None, bool]] | None) -> None:
         try:
@@ -402,8 +404,12 @@ def _prepare(
     )
     conversation = session.external_id or conversation  # the agent's main conversation is keyed by its id
     sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0
-    if wire is None or not proxy_upstream.compacts_upstream(session, body):
-        exchange = _Exchange(session.pk, sent, pending=body, conversation=conversation, gap=gap)
+    keeps_reply = not body.get(NO_REPLY)
+    if wire is None or not keeps_reply or not proxy_upstream.compacts_upstream(session, body):
+        # A client compacting its conversation itself goes as it came.
+        exchange = _Exchange(
+            session.pk, sent, pending=body, conversation=conversation, gap=gap, keeps_reply=keeps_reply
+        )
         return exchange, proxy_upstream.Upstream(None)
     RECORDER.caught_up(session.pk)  # the reply and usage of the request before this one come first
     done = steps.proxy_request_record(session=session, body=body, key=conversation)

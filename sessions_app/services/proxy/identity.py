@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from compaction.injected import typed_text
+from compaction.transcripts.responses import holds_a_compaction, is_compact_summary
 from sessions_app.services import agent_sessions
 from sessions_app.services.proxy.messages import as_list, canonical, encodes, identity
 
@@ -66,8 +67,11 @@ _CONTINUED = "This session is being continued from a previous conversation"
 
 
 def continues_after_compaction(messages: list[Any]) -> bool:
-    """The history starts with the summary a client compacted its conversation into (Claude Code's
-    words open it), not with the conversation's first message."""
+    """The history starts over after the client compacted its conversation: it opens with the summary
+    (Claude Code's words open it), or holds Codex's summary or a provider's compaction item after
+    the user's messages Codex keeps."""
+    if any(isinstance(m, dict) and (is_compact_summary(m) or holds_a_compaction(m)) for m in messages):
+        return True
     first = messages[0] if messages else None
     if not isinstance(first, dict) or first.get("role") != "user":
         return False

@@ -23,6 +23,7 @@ from django.db import transaction
 from compaction.messages import MessageError, NormalizedMessage, normalize_message
 from compaction.reversible import message_text
 from compaction.tokens import DEFAULT_FRAMING
+from compaction.transcripts.responses import holds_a_compaction, is_compact_summary
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import (
     AgentSession,
@@ -37,9 +38,7 @@ from sessions_app.services import (
     recorded,
 )
 from sessions_app.services.proxy import gaps as proxy_gaps
-from sessions_app.services.proxy.identity import (
-    continues_after_compaction,
-)
+from sessions_app.services.proxy.identity import continues_after_compaction
 from sessions_app.services.proxy.messages import (
     REPLY_PREFIX,
     as_dict,
@@ -123,8 +122,9 @@ def _append_new(placed: Placed, messages: list[Any], reply: NormalizedMessage | 
     # A reply that carried a provider's compaction and was not recorded from its response (ctxweb was
     # down then) arrives here, with the agent's history; a history the client compacted, here too.
     provider_compactions(result.session, result.messages)
-    if start == 0 and base and batch and batch[0].metadata.get(IS_COMPACT_SUMMARY):
-        _client_compaction(result.session, batch[0])
+    summary = next((m for m in batch if m.metadata.get(IS_COMPACT_SUMMARY)), None) if start == 0 and base else None
+    if summary is not None:
+        _client_compaction(result.session, summary)
     stored_reply = result.messages[-1] if with_reply else None
     return Recorded(result.session, result.created - (stored_reply is not None), reply=stored_reply)
 
@@ -142,6 +142,8 @@ def _place(session: AgentSession, messages: list[Any], key: str, body: dict[str,
     stored history is the request's; else the conversation's current session (it may have moved on to
     a fresh one since this was looked up), if that one's is; else a fresh session continuing it.
     None when even the fresh one holds another history (two rewrites at once)."""
+    if session.status == SessionStatus.ACTIVE and _starts_over(session, messages):
+        return _rebased(session, messages)
     if session.status == SessionStatus.ACTIVE and (placed := _new_from(session, messages)) is not None:
         return placed
     current = conversation_session(session.project, key)
@@ -176,6 +178,19 @@ def _behind_a_compaction(session: AgentSession, messages: list[Any]) -> Placed |
     return None
 
 
+def _starts_over(session: AgentSession, messages: list[Any]) -> bool:
+    """Codex compacted its history and the request is the first to start over from it: it holds the
+    summary (or the provider's compaction item) after the user's messages Codex keeps, and the
+    session holds something else in that place. (Those kept messages are the conversation's first
+    ones again: where they meet the stored ones, the request would pass for one behind them.)"""
+    marked = next((n for n, m in enumerate(messages) if isinstance(m, dict) and codex_marker(m)), None)
+    base = _base(session)
+    if marked is None or session.last_seq <= base:
+        return False
+    stored = Message.objects.filter(session=session, seq=base + marked + 1).values_list("client_id", flat=True).first()
+    return stored != client_id(base + marked, messages[marked])
+
+
 def _rebased(session: AgentSession, messages: list[Any]) -> Placed | None:
     """The client compacted its own history (Claude Code's ``/compact``, or its own automatic one): the
     request starts with its summary. The conversation goes on in the same session, as a compact
@@ -184,8 +199,8 @@ def _rebased(session: AgentSession, messages: list[Any]) -> Placed | None:
     (``_client_compaction``)."""
     with transaction.atomic():
         locked = ingest.lock_open_session(session)
-        if (placed := _new_from(locked, messages)) is not None:  # another request of it did this first
-            return placed
+        if not _starts_over(locked, messages) and (placed := _new_from(locked, messages)) is not None:
+            return placed  # another request of it did this first
         locked.metadata = {**locked.metadata, BASE: locked.last_seq}
         AgentSession.objects.filter(pk=locked.pk).update(metadata=locked.metadata)
     return Placed(locked, 0, {}, locked.last_seq)
@@ -198,12 +213,18 @@ def _client_compaction(session: AgentSession, summary: NormalizedMessage) -> Non
 
 
 def _normalized_at(raw: Any, index: int, base: int) -> NormalizedMessage:
-    """The request's ``index``-th message, identified by its place in the session; the first after a
-    client's own compaction flagged as its summary (what a transcript flags ``isCompactSummary``)."""
+    """The request's ``index``-th message, identified by its place in the session; after a client's own
+    compaction, its summary flagged (what a transcript flags ``isCompactSummary``): Claude Code's opens
+    the history, Codex's follows the user's messages it keeps."""
     message = normalized(raw, base + index)
-    if index == 0 and base and continues_after_compaction([raw]):
+    codex = isinstance(raw, dict) and is_compact_summary(raw)
+    if base and ((index == 0 and continues_after_compaction([raw])) or codex):
         return dataclasses.replace(message, metadata={**message.metadata, IS_COMPACT_SUMMARY: True})
     return message
+
+
+def codex_marker(message: dict[str, Any]) -> bool:
+    return is_compact_summary(message) or holds_a_compaction(message)
 
 
 def _base(session: AgentSession) -> int:
