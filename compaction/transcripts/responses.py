@@ -32,6 +32,9 @@ CODEX_SUMMARY = "Another language model started to solve this problem"
 COMPACTION_ITEM = "compaction"
 # In what is recorded of a request: its answer is no turn of the conversation (the client compacting it).
 NO_REPLY = "ctxweb_no_reply"
+# In what is recorded of a request: the response it continues (``previous_response_id``): the provider
+# holds the history before its input, so it goes upstream as it came.
+CONTINUES = "ctxweb_continues"
 _CALLS = {"function_call", CUSTOM}
 _OUTPUTS = {"function_call_output", "custom_tool_call_output"}
 _PROMPT_ROLES = ("developer", "system")
@@ -51,7 +54,10 @@ def request_as_anthropic(obj: dict[str, Any]) -> dict[str, Any] | None:
     if compacting:
         raw = raw[:-1]
     conv = items_as_conversation(raw, instructions=obj.get("instructions"), tools=obj.get("tools"))
-    return ({NO_REPLY: True} if compacting else {}) | {
+    flags: dict[str, Any] = {NO_REPLY: True} if compacting else {}
+    if nonempty_str(obj.get("previous_response_id")):
+        flags[CONTINUES] = obj["previous_response_id"]
+    return flags | {
         "model": nonempty_str(obj.get("model")),
         "system": conv.system_prompt,
         "tools": conv.tools,

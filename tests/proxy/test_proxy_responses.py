@@ -189,3 +189,27 @@ def test_a_stream_cut_short_keeps_the_items_that_arrived_and_the_text_so_far():
     call, said = seen.message["content"]
     assert call["type"] == "tool_use" and call["input"] == {"cmd": "ls"}
     assert said["type"] == "text" and "Listed and patched.".startswith(said["text"]) and said["text"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_continuing_a_stored_response_is_recorded_after_the_history_it_stands_on(
+    proxy_openai_sdk, team, raw, settings
+):
+    settings.CTX_PROXY_RECORDERS = 0  # each exchange recorded before the next request is read
+    client: openai.OpenAI = proxy_openai_sdk({"ctxweb-api-key": team.bob.key}, api_key=CALLER_KEY)
+    raw.json(response(1, [REASONING, CALL]))
+    raw.json(response(2, [SAID]))
+    raw.json(response(3, [SAID]))
+    first = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "List it."}]}]
+    client.responses.create(model=MODEL, input=first, tools=TOOLS, store=True)
+    output = [{"type": "function_call_output", "call_id": "call_1", "output": "a.txt"}]
+    client.responses.create(model=MODEL, input=output, tools=TOOLS, previous_response_id="resp_1")
+    assert raw.requests[1]["body"]["input"] == output  # the provider holds the rest: it went as it came
+    session = stored_session(team)
+    expected = request_as_anthropic({"model": MODEL, "input": [*first, REASONING, CALL, *output, SAID]})
+    assert [(m.role, m.content) for m in session.messages.order_by("seq")] == [
+        (m["role"], m["content"]) for m in expected["messages"]
+    ]
+    # A response ctxweb never saw: the new input is all it can record, as a conversation of its own.
+    client.responses.create(model=MODEL, input="And now?", previous_response_id="resp_unknown")
+    assert AgentSession.objects.filter(project=team.project).count() == 2

@@ -19,8 +19,7 @@ import itertools
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -31,16 +30,17 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from compaction.http_deadline import Deadline
-from compaction.transcripts.responses import NO_REPLY
+from compaction.transcripts.responses import CONTINUES, NO_REPLY
 from sessions_app import steps
 from sessions_app.api.proxy import body as proxy_body
 from sessions_app.api.proxy import headers as proxy_headers
 from sessions_app.api.proxy import limits as proxy_limits
 from sessions_app.api.proxy.dialects import ANTHROPIC, OPENAI, RESPONSES, Dialect, error_type
+from sessions_app.api.proxy.exchange import Exchange, Relay
 from sessions_app.api.proxy.headers import KEY_HEADER, PROJECT_HEADER, SESSION_HEADER, agent_session_header
 from sessions_app.api.proxy.recorder import RECORDER
 from sessions_app.errors import ServiceError
-from sessions_app.models import AgentSession, Project, Role
+from sessions_app.models import Project, Role
 from sessions_app.selectors import access
 from sessions_app.services import keys, projects, proxy
 from sessions_app.services.proxy import gaps as proxy_gaps
@@ -120,7 +120,8 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
             extra["ctxweb-session"] = str(noted)
     kept = dialect.recorded(body) if record and isinstance(body, dict) else None
     if kept is not None and isinstance(body, dict):
-        exchange, recorded, sent, refusal = _record_start(request, user, kept, body, dialect)
+        kept, key = _continuing(request, user, kept)
+        exchange, recorded, sent, refusal = _record_start(request, user, kept, body, dialect, key)
         if refusal is not None:
             return refusal
         if sent.body is not None:
@@ -143,7 +144,7 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     response: HttpResponse | StreamingHttpResponse
     if streamed:
-        response = StreamingHttpResponse(_Relay(answer, exchange, dialect, deadline), status=answer.status_code)
+        response = StreamingHttpResponse(Relay(answer, exchange, dialect, deadline), status=answer.status_code)
     else:
         chunks = answer.iter_bytes()  # decoded, as the caller gets it
         try:
@@ -154,7 +155,7 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
             _finish(exchange, None)
             return _unreachable(exc, dialect, deadline)
         if not whole:  # too large to hold: the rest is relayed as it comes, and not recorded
-            relay = _Relay(answer, exchange, dialect, deadline, itertools.chain([content], chunks))
+            relay = Relay(answer, exchange, dialect, deadline, itertools.chain([content], chunks))
             response = StreamingHttpResponse(relay, status=answer.status_code)
         else:
             deadline.stop()  # before the connection goes back to the pool
@@ -168,13 +169,37 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
     return response
 
 
+def _continuing(request: HttpRequest, user: Any, kept: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """A request that continues from a response the provider stored (``previous_response_id``) sends
+    only its new input: when ctxweb recorded that response, what is recorded of the request is the
+    history up to it and then the input, in that response's session (its external id); else the
+    input alone, as it came."""
+    response_id = kept.get(CONTINUES)
+    if user is None or not isinstance(response_id, str):
+        return kept, None
+    try:
+        found = proxy.proxy_continued(_project(request, user), response_id)
+    except (ServiceError, DatabaseError):  # told, or forwarded unrecorded, where the request is recorded
+        return kept, None
+    if found is None or not found[0].external_id:
+        return kept, None
+    session, history = found
+    return {**kept, "messages": [*history, *kept["messages"]]}, session.external_id
+
+
 def _record_start(
-    request: HttpRequest, user: Any, body: dict[str, Any], sent: dict[str, Any], dialect: Dialect
-) -> tuple[_Exchange | None, bool, proxy_upstream.Upstream, HttpResponse | None]:
+    request: HttpRequest,
+    user: Any,
+    body: dict[str, Any],
+    sent: dict[str, Any],
+    dialect: Dialect,
+    key: str | None = None,
+) -> tuple[Exchange | None, bool, proxy_upstream.Upstream, HttpResponse | None]:
     """The exchange to record of ``body`` (what is recorded of the request ``sent``; None when ctxweb
     can't record it now: the request goes upstream all the same and is counted as a gap), whether it
-    is recorded, what goes upstream, or a refusal."""
-    header = request.headers.get(SESSION_HEADER, "").strip() or None
+    is recorded, what goes upstream, or a refusal. ``key``: the conversation, when the request names
+    it otherwise than its ``ctxweb-session`` header (the response it continues)."""
+    header = key or request.headers.get(SESSION_HEADER, "").strip() or None
     conversation = proxy_identity.conversation_key(body, header, agent_session_header(request))
     # Where this request is counted if it goes upstream unrecorded (services.proxy.gap_key).
     gap = proxy_gaps.gap_key(proxy_headers.ctxweb_key(request), conversation)
@@ -182,7 +207,7 @@ def _record_start(
         proxy_gaps.proxy_gap_note(gap)
         return None, False, proxy_upstream.Upstream(None), None
     try:
-        exchange, upstream = _prepare(request, user, body, sent, conversation, gap, wire=dialect.wire)
+        exchange, upstream = _prepare(request, user, body, sent, conversation, gap, wire=dialect.wire, key=key)
         return exchange, True, upstream, None
     except ServiceError as exc:  # no project to record in, or no right to: the caller is told
         refusal = dialect.refuse(exc.status, error_type(exc.status), exc.detail)
@@ -201,7 +226,7 @@ def _answer(
     path: str,
     raw: bytes,
     body: Any,
-    exchange: _Exchange | None,
+    exchange: Exchange | None,
     extra: dict[str, str],
     api_key: str | None,
     deadline: Deadline,
@@ -241,7 +266,7 @@ def _whole(dialect: Dialect, content: bytes) -> tuple[dict[str, Any] | None, boo
     return dialect.reply_of(content), True
 
 
-def _finish(exchange: _Exchange | None, reply: Callable[[], tuple[dict[str, Any] | None, bool]] | None) -> None:
+def _finish(exchange: Exchange | None, reply: Callable[[], tuple[dict[str, Any] | None, bool]] | None) -> None:
     if exchange is not None:
         exchange.finish(reply)
 
@@ -335,51 +360,6 @@ def _caller(request: HttpRequest, dialect: Dialect) -> tuple[Any, HttpResponse |
     return key.user, None
 
 
-@dataclass
-class _Exchange:
-    """What a request leaves to record once its answer is there: the request's messages, when they
-    were not recorded before it was forwarded, and the reply, right after them. Recorded on the
-    session's lane of the process's recorder (``proxy_recorder``), so the connection is free at once."""
-
-    session_id: int
-    after_seq: int  # the request's last message: the reply goes right after it
-    pending: dict[str, Any] | None = None  # the request's body, when its messages wait to be recorded
-    session: AgentSession | None = None  # when the request may go upstream as its compacted context
-    conversation: str = ""  # the conversation's key (the session's external id, unless it moved on since)
-    gap: str = ""  # where the conversation's requests forwarded unrecorded are counted
-    keeps_reply: bool = True  # False: the answer is no turn of the conversation (a client compacting it)
-    finished: bool = False
-
-    def __post_init__(self) -> None:
-        RECORDER.begin(self.session_id)
-
-    def finish(self, reply: Callable[[], tuple[dict[str, Any] | None, bool]] | None) -> None:
-        """Record the exchange (in the recorder); ``reply`` reads the answer: the model's message, if
-        it is one, and whether it came whole."""
-        if self.finished:
-            return
-        self.finished = True
-        RECORDER.submit(self.session_id, partial(self._record, reply if self.keeps_reply else None))
-
-    def _record(self, reply: Callable[[], tuple[dict[str, Any] | None, bool]] | None) -> None:
-        try:
-            message, complete = reply() if reply is not None else (None, True)
-            steps.proxy_exchange_record(
-                session_id=self.session_id,
-                after_seq=self.after_seq,
-                pending=self.pending,
-                message=message,
-                complete=complete,
-                key=self.conversation,
-                gap=self.gap,
-            )
-        except DatabaseError as exc:  # the caller has its answer already; the next request brings it all
-            log.warning("proxy: session %s: not recorded: %s", self.session_id, type(exc).__name__)
-            proxy_gaps.proxy_gap_note(self.gap)
-        except Exception:  # a bug here must not cut the caller's stream short
-            log.exception("proxy: session %s: not recorded", self.session_id)
-
-
 def _prepare(
     request: HttpRequest,
     user: Any,
@@ -389,14 +369,15 @@ def _prepare(
     gap: str,
     *,
     wire: Wire | None,
-) -> tuple[_Exchange, proxy_upstream.Upstream]:
+    key: str | None = None,
+) -> tuple[Exchange, proxy_upstream.Upstream]:
     """The session the request belongs to, and what goes upstream (``body`` is what is recorded of the
     request ``sent_body``). The request's messages are recorded before it is forwarded only when the
     session's context may replace them (the project's ``proxy_compaction``, in an API with a ``wire``);
     otherwise with the reply, once the answer is out, so the caller's first byte waits for nothing but
     finding the session."""
     project = _project(request, user)
-    header = request.headers.get(SESSION_HEADER, "").strip() or None
+    header = key or request.headers.get(SESSION_HEADER, "").strip() or None
     agent = proxy_identity.agent_conversation(body, header, agent_session_header(request))
     long_context = proxy.long_context_beta(request.headers.get("anthropic-beta", ""))
     session = proxy.proxy_session_for(
@@ -405,11 +386,10 @@ def _prepare(
     conversation = session.external_id or conversation  # the agent's main conversation is keyed by its id
     sent = len(body["messages"]) if isinstance(body.get("messages"), list) else 0
     keeps_reply = not body.get(NO_REPLY)
-    if wire is None or not keeps_reply or not proxy_upstream.compacts_upstream(session, body):
-        # A client compacting its conversation itself goes as it came.
-        exchange = _Exchange(
-            session.pk, sent, pending=body, conversation=conversation, gap=gap, keeps_reply=keeps_reply
-        )
+    as_it_came = not keeps_reply or CONTINUES in body
+    if wire is None or as_it_came or not proxy_upstream.compacts_upstream(session, body):
+        # A client compacting its conversation itself goes as it came; so does one the provider holds.
+        exchange = Exchange(session.pk, sent, pending=body, conversation=conversation, gap=gap, keeps_reply=keeps_reply)
         return exchange, proxy_upstream.Upstream(None)
     RECORDER.caught_up(session.pk)  # the reply and usage of the request before this one come first
     done = steps.proxy_request_record(session=session, body=body, key=conversation)
@@ -417,66 +397,4 @@ def _prepare(
         done.session.refresh_from_db()
     upstream = proxy_upstream.proxy_upstream_request(session=done.session, body=sent_body, render=wire.render)
     # Begun last: an exchange begun is finished by whoever answers (the recorder waits for it).
-    return _Exchange(done.session.pk, sent, session=done.session, conversation=conversation, gap=gap), upstream
-
-
-class _Relay:
-    """The upstream's stream, passed on as it arrives, a copy kept on its way through. What there is
-    to record is recorded when the response is closed: after its last byte went out (the server
-    closes it then, so the caller does not wait for ctxweb's writes), or when the caller went away
-    (the reply cut short). The copy is read there too, in the recorder, not between the events."""
-
-    READ_AHEAD = 1024 * 1024  # a stream longer than this is read as it passes (memory stays bounded)
-
-    def __init__(
-        self,
-        answer: httpx2.Response,
-        exchange: _Exchange | None,
-        dialect: Dialect,
-        deadline: Deadline,
-        whole: Iterator[bytes] | None = None,
-    ) -> None:
-        """``whole``: a whole answer too large to hold, relayed (its reply is recorded as a note); else
-        a stream, whose content is kept up to ``CTX_PROXY_RECORD_MAX_BYTES``."""
-        self.answer, self.exchange, self.dialect, self.deadline = answer, exchange, dialect, deadline
-        self.whole = whole
-        self.seen = dialect.accumulator(settings.CTX_PROXY_RECORD_MAX_BYTES)
-        self.kept: list[bytes] = []
-        self.kept_bytes = 0
-
-    def __iter__(self) -> Iterator[bytes]:
-        try:
-            for chunk in self.whole if self.whole is not None else self.answer.iter_raw():
-                if self.exchange is not None and self.whole is None:
-                    self.kept.append(chunk)
-                    self.kept_bytes += len(chunk)
-                    if self.kept_bytes > self.READ_AHEAD:
-                        self._read_kept()
-                yield chunk
-        except httpx2.RequestError as exc:
-            # The upstream's stream broke off: the caller is told as the API tells a failure mid-stream
-            # (an error event), whichever server runs ctxweb (one may end a broken response as if whole).
-            log.warning("proxy: the upstream's stream broke off: %s", type(exc).__name__)
-            why = type(exc).__name__
-            if self.deadline.passed:
-                why = f"it did not end within CTX_PROXY_TIMEOUT, {self.deadline.seconds:g} s"
-            yield self.dialect.broke_off(why)
-
-    def _read_kept(self) -> None:
-        self.seen.feed(b"".join(self.kept))
-        self.kept, self.kept_bytes = [], 0
-
-    def _reply(self) -> tuple[dict[str, Any] | None, bool]:
-        if self.whole is not None:
-            return proxy_limits.too_large_reply() if self.answer.status_code == 200 else (None, True)
-        self._read_kept()
-        reply = self.seen.message if self.seen.message and self.answer.status_code == 200 else None
-        if reply is not None and self.seen.truncated:
-            reply = proxy_limits.truncated(reply)
-        return reply, self.seen.complete and self.seen.error is None
-
-    def close(self) -> None:
-        self.deadline.stop()  # before the connection goes back to the pool
-        self.answer.close()
-        if self.exchange is not None:
-            self.exchange.finish(self._reply)
+    return Exchange(done.session.pk, sent, session=done.session, conversation=conversation, gap=gap), upstream

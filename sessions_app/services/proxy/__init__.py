@@ -8,6 +8,7 @@ what of it is the conversation; ``messages``, what an exchange's messages are. T
 from sessions_app.services.proxy.recording import (
     BASE,
     Recorded,
+    proxy_continued,
     proxy_record_exchange,
     proxy_record_request,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "SIDECHAIN_OF",
     "Recorded",
     "long_context_beta",
+    "proxy_continued",
     "proxy_record_exchange",
     "proxy_record_request",
     "proxy_session",

@@ -29,6 +29,7 @@ from sessions_app.models import (
     AgentSession,
     IngestRejection,
     Message,
+    Project,
     SessionStatus,
 )
 from sessions_app.services import (
@@ -221,6 +222,21 @@ def _normalized_at(raw: Any, index: int, base: int) -> NormalizedMessage:
     if base and ((index == 0 and continues_after_compaction([raw])) or codex):
         return dataclasses.replace(message, metadata={**message.metadata, IS_COMPACT_SUMMARY: True})
     return message
+
+
+def proxy_continued(project: Project, response_id: str) -> tuple[AgentSession, list[dict[str, Any]]] | None:
+    """The session holding the reply the provider gave as ``response_id`` in ``project``, and the
+    history up to it (what a request continuing from that response stands on: the provider keeps it,
+    the request sends only its new input); None when ctxweb recorded no such response."""
+    if not response_id or len(response_id) > 150:
+        return None
+    replies = Message.objects.filter(session__project=project, role="assistant", client_id__startswith=REPLY_PREFIX)
+    reply = replies.filter(client_id__endswith=f"-{response_id}").order_by("-session_id", "-seq").first()
+    session = proxy_session(reply.session_id) if reply is not None else None
+    if reply is None or session is None:
+        return None
+    rows = Message.objects.filter(session=session, seq__gt=_base(session), seq__lte=reply.seq).order_by("seq")
+    return session, [{"role": role, "content": content} for role, content in rows.values_list("role", "content")]
 
 
 def codex_marker(message: dict[str, Any]) -> bool:
