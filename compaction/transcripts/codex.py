@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import jsonvalues
 from .base import Conversation, Message, Transcript, UsagePoint, iso_or_none, nonempty_str
-from .responses import ItemReader, is_compact_summary
+from .responses import ItemReader, holds_a_compaction, is_compact_summary
 
 FORMAT = "codex"
 _TURN_ENDS = ("task_complete", "turn_aborted")
@@ -168,7 +168,8 @@ class CodexReader:
         user's messages, then the summary it asked its model for, or the provider's opaque compaction
         item), read as the proxy reads such a request. The summary message, flagged
         ``is_compact_summary``, is the compaction's boundary: what came before it leaves the context
-        behind a checkpoint of its text (``services.boundaries``); an opaque item changes no context."""
+        behind a checkpoint of its text (``services.boundaries``); an opaque item, a provider's
+        compaction whose summary only it can read, the same with a note saying so."""
         history = payload.get("replacement_history")
         if not isinstance(history, list):
             self.skipped["compacted_without_history"] += 1
@@ -183,6 +184,7 @@ class CodexReader:
             message = self.conv.messages[index]
             if is_compact_summary(message):
                 message["metadata"]["is_compact_summary"] = True
+            if is_compact_summary(message) or holds_a_compaction(message):
                 self.conv.segment_starts.append(index)
                 self.conv.boundary_facts[index] = {"trigger": "codex"}
                 break

@@ -54,6 +54,21 @@ PROVIDER = "provider"  # a compaction the model's provider made (the proxy recor
 OBJECTIVE_CHARS = 2_000  # the first request is copied verbatim up to this; a pasted file is not an objective
 
 
+# The checkpoint of a provider's compaction whose summary only that provider can read (OpenAI's
+# ``compaction`` item: ``encrypted_content``, no text).
+OPAQUE_NARRATIVE = (
+    "(The model's provider compacted the conversation here: its summary is encrypted, readable by that "
+    "provider only. The messages it stands for are kept: revert this compaction to put them back.)"
+)
+
+
+def opaque_compaction(content: Any) -> bool:
+    """Content holding a provider's compaction item with no readable summary."""
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "compaction" and not isinstance(b.get("content"), str) for b in content
+    )
+
+
 @dataclass(frozen=True)
 class Boundary:
     """A compaction the transcript records: its summary message and what the marker said."""
@@ -62,6 +77,7 @@ class Boundary:
     narrative: str  # its text
     trigger: str | None = None  # Claude Code's: auto or manual
     pre_tokens: int | None = None  # Claude's own count of the context it compacted
+    provider: bool = False  # the summary is a provider's opaque compaction item, in the model's message
 
 
 def boundaries_of(conversation: Conversation, messages: list[NormalizedMessage | None]) -> dict[int, Boundary]:
@@ -70,6 +86,9 @@ def boundaries_of(conversation: Conversation, messages: list[NormalizedMessage |
     found = {}
     for index in conversation.segment_starts:
         message = messages[index] if index < len(messages) else None
+        if message is not None and message.role == "assistant" and opaque_compaction(message.content):
+            found[index] = Boundary(message, OPAQUE_NARRATIVE, provider=True)
+            continue
         if message is None or message.role != "user" or message.metadata.get("is_compact_summary") is not True:
             continue
         narrative = message_text(message.content).strip()
@@ -84,7 +103,17 @@ def boundary_apply(*, session: AgentSession, boundary: Boundary) -> Compaction |
     """Take every context message up to the boundary's stored summary message out of the context,
     behind a checkpoint holding its text. None, changing nothing, when the summary message is not
     stored as it came or is no longer in the context (its boundary was applied before: a file
-    imported, then synced)."""
+    imported, then synced). A provider's opaque compaction item is applied as the proxy applies it
+    (``provider_compaction_apply``): the messages before the one holding it leave the context."""
+    if boundary.provider:
+        with transaction.atomic():
+            locked = ingest.lock_open_session(session)
+            said = Message.objects.filter(session=locked, role="assistant", state__in=CONTEXT_STATES)
+            summary = boundary.summary
+            row = (said.filter(client_id=summary.client_id) if summary.client_id else said.order_by("-seq")).first()
+            if row is None or row.content != summary.content:
+                return None
+            return provider_compaction_apply(session=locked, reply_seq=row.seq, narrative=boundary.narrative)
     with transaction.atomic():
         locked = ingest.lock_open_session(session)
         row = _stored_summary(locked, boundary.summary)

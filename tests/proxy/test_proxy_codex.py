@@ -93,5 +93,8 @@ def test_a_codex_run_through_the_proxy_is_one_session_equal_to_its_import(live_s
     )
     compactions = [(c.trigger, c.status) for c in Compaction.objects.filter(session=proxied)]
     assert compactions == [(c.trigger, c.status) for c in Compaction.objects.filter(session=imported)]
-    if run == "compacted":  # Codex's summary is the boundary: what came before it left the context
-        assert compactions == [("transcript", "succeeded")]
+    # Codex's summary is the boundary, the provider's opaque item a provider compaction: what came
+    # before either left the context, revertibly.
+    assert compactions == {"plain": [], "compacted": [("transcript", "succeeded")],
+                           "compacted_remote": [("provider", "succeeded")]}[run]  # fmt: skip
+    assert [m.state for m in proxied.messages.order_by("seq")] == [m.state for m in imported.messages.order_by("seq")]

@@ -129,8 +129,9 @@ def reply_message(
 
 
 def provider_compactions(session: AgentSession, rows: list[Message]) -> None:
-    """Each stored reply holding a provider's ``compaction`` block with a summary becomes a compaction
-    of the session, its summary the checkpoint (once: what came before is out of the context after)."""
+    """Each stored model message holding a provider's ``compaction`` block becomes a compaction of the
+    session, its summary the checkpoint (an encrypted one: a note saying so), once: what came before
+    is out of the context after."""
     for row in rows:
         if row.role != "assistant" or not isinstance(row.content, list):
             continue
@@ -141,6 +142,10 @@ def provider_compactions(session: AgentSession, rows: list[Message]) -> None:
         ]
         if summaries and summaries[-1].strip():
             boundaries.provider_compaction_apply(session=session, reply_seq=row.seq, narrative=summaries[-1])
+        elif boundaries.opaque_compaction(row.content):  # OpenAI's: its summary is encrypted
+            boundaries.provider_compaction_apply(
+                session=session, reply_seq=row.seq, narrative=boundaries.OPAQUE_NARRATIVE
+            )
 
 
 def exact_from_usage(session: AgentSession, reported: dict[str, Any], *, reply_seq: int, raw_request: int) -> None:
