@@ -763,9 +763,9 @@ def test_openai_rejects_what_is_not_a_transcript(data: str, needle: str) -> None
 
 
 def test_unknown_format_is_an_error() -> None:
-    with pytest.raises(TranscriptError, match="claude-code, openai, anthropic"):
+    with pytest.raises(TranscriptError, match="claude-code, openai, anthropic, codex"):
         read_transcript("[]", "gemini")
-    assert FORMATS == ("claude-code", "openai", "anthropic")
+    assert FORMATS == ("claude-code", "openai", "anthropic", "codex")
 
 
 # ----------------------------------------------------------------------------- Anthropic

@@ -176,7 +176,7 @@ def test_a_request_refused_as_too_long_is_compacted_and_sent_once_more(
     assert headers["ctxweb-compacted"] == str(session.compactions.get().pk)
     assert session.compactions.get().status == "succeeded"
     # The window the refusal named; else, the most it can be: the request's size by ctxweb's count.
-    assert session.context_window_override == window or (window is None and session.context_window_override < 6_000)
+    assert session.context_window_learnt == window or (window is None and session.context_window_learnt < 6_000)
 
 
 @pytest.mark.parametrize(
@@ -197,4 +197,4 @@ def test_any_other_error_reaches_the_caller_and_changes_nothing(proxy_openai_sdk
     assert raised.value.status_code == status and raised.value.body["message"] == message
     assert len(fake.requests) == 1  # not retried
     session = AgentSession.objects.get(external_id="other-error")
-    assert not session.compactions.exists() and session.context_window_override is None
+    assert not session.compactions.exists() and session.context_window_learnt is None
