@@ -52,7 +52,10 @@ def agent(proxy_openai_sdk: Any, team: Any, session: str) -> openai.OpenAI:
 
 
 def ask(client: openai.OpenAI, *, stream: bool, **kwargs: Any) -> tuple[dict[str, Any], Any]:
-    """The model's message as an agent keeps it in its history, and the answer's headers."""
+    """The model's message as an agent keeps it in its history, and the answer's headers. The history
+    goes as the request's body (``extra_body``): the SDK walks typed ``messages`` one by one, which
+    costs more than the whole exchange once it holds hundreds of them."""
+    kwargs = {**kwargs, "messages": [], "extra_body": {"messages": kwargs["messages"]}}
     if not stream:
         raw = client.chat.completions.with_raw_response.create(**kwargs)
         message = raw.parse().choices[0].message

@@ -48,7 +48,10 @@ def small_window(team: Any) -> None:
 
 
 def ask(client: openai.OpenAI, *, stream: bool, **kwargs: Any) -> tuple[list[dict[str, Any]], Any]:
-    """The response's output items as the agent keeps them, and the answer's headers."""
+    """The response's output items as the agent keeps them, and the answer's headers. The history goes
+    as the request's body (``extra_body``): the SDK walks a typed ``input`` item by item, which costs
+    more than the whole exchange once it holds hundreds of items."""
+    kwargs = {**kwargs, "input": [], "extra_body": {"input": kwargs["input"]}}
     if stream:
         raw = client.responses.with_raw_response.create(**kwargs, stream=True)
         done = [e.response for e in raw.parse() if e.type == "response.completed"]
