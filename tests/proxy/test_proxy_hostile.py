@@ -114,3 +114,78 @@ def openai_upstream(settings: Any) -> Any:
     with FakeOpenAI() as server:
         settings.CTX_PROXY_OPENAI_URL = server.base_url
         yield server
+
+
+_roles = hj.sometimes(st.sampled_from(["user", "assistant", "developer", "system"]), hj.HOSTILE_STR, 10)
+_parts = st.lists(
+    st.one_of(
+        st.fixed_dictionaries({"type": st.sampled_from(["input_text", "output_text"]), "text": hj.text()}),
+        st.fixed_dictionaries({"type": st.just("input_image"), "image_url": hj.text()}),
+        hj.JSON_ANY,
+    ),
+    max_size=3,
+)
+response_items = st.one_of(
+    st.fixed_dictionaries(
+        {"type": st.just("message"), "role": _roles, "content": st.one_of(hj.text(), _parts)},
+        optional={"id": hj.text()},
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(["function_call", "custom_tool_call"]),
+            "call_id": hj.tool_ids,
+            "name": hj.tool_names,
+            "arguments": hj.text(),
+            "input": hj.text(),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(["function_call_output", "custom_tool_call_output"]),
+            "call_id": hj.tool_ids,
+            "output": st.one_of(hj.text(), _parts),
+        }
+    ),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["reasoning", "compaction", "web_search_call", "compaction_trigger"])},
+        optional={"id": hj.text(), "summary": hj.JSON_ANY, "encrypted_content": hj.text()},
+    ),
+    hj.JSON_ANY,
+)
+responses_requests = st.one_of(
+    hj.mutated(
+        st.fixed_dictionaries(
+            {
+                "model": st.sampled_from(["gpt-5.5", "o3"]),
+                "input": st.one_of(hj.text(), st.lists(response_items, max_size=6)),
+            },
+            optional={
+                "instructions": hj.text(),
+                "stream": st.booleans(),
+                "store": st.booleans(),
+                "previous_response_id": hj.text(),
+                "tools": st.lists(hj.JSON_ANY, max_size=2),
+            },
+        )
+    ),
+    hj.JSON_ANY,
+)
+
+
+@settings(SERVER, max_examples=2 * SERVER.max_examples, suppress_health_check=list(HealthCheck))
+@given(bodies=st.lists(responses_requests, min_size=1, max_size=3), codex=st.booleans())
+def test_responses_bodies_no_server_error_and_every_recorded_session_reads_back(
+    team, openai_upstream, client, api_as, proxy_failures, bodies, codex
+):
+    api = api_as(team.bob)
+    proxy_failures.clear()
+    headers = {"HTTP_SESSION_ID": "codex-thread"} if codex else {}
+    for body in bodies:
+        response, answer = sent(
+            client, "/proxy/openai/v1/responses", body, team, HTTP_AUTHORIZATION="Bearer sk-x", **headers
+        )
+        assert response.status_code < 500 or response.has_header("x-request-id"), answer[:500]
+        if response.status_code >= 400:
+            assert json.loads(answer)["error"]["message"], answer[:500]
+    assert [r.getMessage() for r in proxy_failures if r.exc_info] == []
+    assert_sessions_read_back(team, api, client)
