@@ -58,7 +58,7 @@ def sent(client: Any, path: str, body: Any, team: Any, **headers: str) -> tuple[
     return response, b"".join(response.streaming_content) if response.streaming else response.content
 
 
-@settings(SERVER, max_examples=4 * SERVER.max_examples, suppress_health_check=list(HealthCheck))
+@settings(SERVER, max_examples=2 * SERVER.max_examples, suppress_health_check=list(HealthCheck))
 @given(bodies=st.lists(requests, min_size=1, max_size=3), resend=st.booleans())
 def test_no_server_error_and_every_recorded_session_reads_back(
     team, upstream, client, api_as, proxy_failures, bodies, resend
