@@ -45,12 +45,7 @@ def count_tokens_for(body: Mapping[str, Any]) -> int:
 class FakeOpenAI:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._replies: list[dict[str, Any]] = []
-        self._errors: list[tuple[int, str, str | None]] = []
-        self._cuts: list[int] = []
-        self.requests: list[dict[str, Any]] = []
-        self.responses = openai_responses.ResponsesAPI()  # POST …/v1/responses (tests/fakes/openai_responses.py)
-        self.context_window: int | None = None
+        self.reset()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -66,6 +61,16 @@ class FakeOpenAI:
     def __exit__(self, *exc_info: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def reset(self) -> None:
+        """Nothing queued, nothing recorded, no window: as new (a server shared by several tests)."""
+        with self._lock:
+            self._replies: list[dict[str, Any]] = []
+            self._errors: list[tuple[int, str, str | None]] = []
+            self._cuts: list[int] = []
+            self.requests: list[dict[str, Any]] = []
+            self.responses = openai_responses.ResponsesAPI()  # POST …/v1/responses (tests/fakes/openai_responses.py)
+            self.context_window: int | None = None
 
     def queue_reply(self, text: str) -> None:
         self.queue_message(text)
