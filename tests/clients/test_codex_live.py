@@ -70,6 +70,7 @@ def test_codex_thread_is_one_session_equal_to_its_rollout(live: Live, tmp_path, 
     assert len(proxied) == 1, [(s.name, s.external_id, s.metadata) for s in proxied]
     (session,) = proxied
     assert session.external_id == thread and session.parent_id is None
+    assert session.name.startswith(PROMPT[:40]), session.name  # the user's words, not Codex's environment
     assert len(imported) == 1
     assert said(session) == said(imported[0]), first_difference(said(session), said(imported[0]))
     assert session.rejections == 0 and imported[0].rejections == 0 and session.unrecorded == 0
