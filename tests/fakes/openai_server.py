@@ -16,6 +16,7 @@ what the reply says. ``queue_error(status)`` answers an error in OpenAI's format
 ``queue_stream_cut(n)`` drops the next stream's connection after n events; with
 ``set_context_window(n)``, a request whose ``prompt_tokens`` would pass n is refused as the API
 refuses it (400, ``context_length_exceeded``, "This model's maximum context length is n tokens. …").
+``reset()`` makes it as new (one server shared by several tests, ``tests/clients/conftest.py``).
 """
 
 from __future__ import annotations
