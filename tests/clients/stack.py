@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 
 from bench._server import ROOT, gunicorn_on_postgres
+from sessions_app.services.proxy.messages import identity
 from tests.conftest import start_worker, stop_worker
 
 WORKERS = 2
@@ -37,7 +38,7 @@ class Stack:
 
 @contextmanager
 def ctxweb_stack(name: str, upstream_url: str, tmp: Path, extra_env: dict[str, str] | None = None) -> Iterator[Stack]:
-    pg = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+    pg, own = os.environ["DATABASE_URL"].rsplit("/", 1)
     prefix = f"ctx-client-{name}-{os.getpid()}-"
     env = {
         "CTX_PROXY_UPSTREAM_URL": upstream_url,
@@ -48,7 +49,7 @@ def ctxweb_stack(name: str, upstream_url: str, tmp: Path, extra_env: dict[str, s
     }
     log = tmp / "access.log"
     args = ["--worker-class", "gthread", "--threads", "4", "--access-logfile", str(log)]
-    with gunicorn_on_postgres(f"ctxweb_client_{name}", workers=WORKERS, extra_env=env, pg=pg, extra_args=args) as (
+    with gunicorn_on_postgres(f"{own}_client_{name}", workers=WORKERS, extra_env=env, pg=pg, extra_args=args) as (
         hostport,
         app_env,
     ):
@@ -69,17 +70,19 @@ class StoredSession:
     metadata: dict[str, Any]
     messages: tuple[tuple[str, Any, dict[str, Any]], ...]  # (role, content, metadata) in seq order
     rejections: int
+    unrecorded: int  # requests forwarded while the database was down (the proxy's gaps)
 
 
 def project_sessions(database_url: str, project: str) -> list[StoredSession]:
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
-            "SELECT s.id, s.name, s.external_id, s.parent_id, s.status, s.metadata FROM sessions_app_agentsession s"
+            "SELECT s.id, s.name, s.external_id, s.parent_id, s.status, s.metadata, s.unrecorded_requests"
+            " FROM sessions_app_agentsession s"
             " JOIN sessions_app_project p ON p.id = s.project_id WHERE p.name = %s ORDER BY s.id",
             (project,),
         ).fetchall()
         out = []
-        for sid, name, external_id, parent_id, status, metadata in rows:
+        for sid, name, external_id, parent_id, status, metadata, unrecorded in rows:
             messages = conn.execute(
                 "SELECT role, content, metadata FROM sessions_app_message WHERE session_id = %s ORDER BY seq", (sid,)
             ).fetchall()
@@ -96,6 +99,7 @@ def project_sessions(database_url: str, project: str) -> list[StoredSession]:
                     metadata,
                     tuple(messages),
                     rejected[0] if rejected else 0,
+                    unrecorded,
                 )
             )
     return out
@@ -117,14 +121,31 @@ def settled(database_url: str, project: str, *, seconds: float = 30) -> list[Sto
 _ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) [^"]*" (?P<status>\d{3}) ')
 
 
-def access_log(path: Path) -> list[tuple[str, str, int]]:
-    lines = path.read_text().splitlines() if path.exists() else []
+def log_size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def access_log(path: Path, since: int = 0) -> list[tuple[str, str, int]]:
+    """(method, path, status) of each request logged, from byte ``since`` on."""
+    lines = path.read_bytes()[since:].decode().splitlines() if path.exists() else []
     return [(m["method"], m["path"], int(m["status"])) for m in map(_ACCESS.search, lines) if m]
 
 
-def ctx_import(env: dict[str, str], transcript: Path, project: str) -> None:
+def ctx_import(env: dict[str, str], transcript: Path, project: str, format: str = "claude-code") -> None:
     subprocess.run(
-        [sys.executable, "manage.py", "ctx", "import", str(transcript), "--format", "claude-code",
+        [sys.executable, "manage.py", "ctx", "import", str(transcript), "--format", format,
          "--project", project, "--json"],
         cwd=ROOT, env=env, check=True, capture_output=True, text=True,
     )  # fmt: skip
+
+
+def said(session: StoredSession) -> list[tuple[str, object]]:
+    """A session's messages as what they say (``cache_control`` and the string/blocks form aside)."""
+    return [(role, identity(content)) for role, content, _ in session.messages]
+
+
+def first_difference(proxied: list, imported: list) -> str:
+    for n, (a, b) in enumerate(zip(proxied, imported, strict=False)):
+        if a != b:
+            return f"message {n + 1}: proxy {str(a)[:300]!r} / import {str(b)[:300]!r}"
+    return f"proxy {len(proxied)} messages, import {len(imported)}"

@@ -12,10 +12,10 @@ import pytest
 
 from bench._server import ROOT, Client, make_key
 from tests.clients.claude_code import CONTENT, installed, run_claude
-from tests.clients.stack import ctxweb_stack, settled
+from tests.clients.conftest import Live
+from tests.clients.stack import settled
 from tests.clients.test_claude_code_live import assert_equal_to_its_import
 from tests.conftest import need
-from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.scripted_model import ScriptedModel, file_writing_task
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -24,12 +24,12 @@ PROJECT = "claude code"
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "Stop", "SessionEnd")
 
 
-def hook_settings(home: Path, url: str, key: str) -> Path:
+def hook_settings(home: Path, url: str, key: str, project: str) -> Path:
     """Claude Code's settings.json with ctxweb's hook on every event, as the hook's README shows."""
     command = f"{sys.executable} {ROOT / 'integrations' / 'claude_code' / 'hook.py'}"
     entry = [{"hooks": [{"type": "command", "command": command}]}]
     settings = {
-        "env": {"CTX_URL": url, "CTX_API_KEY": key, "CTX_PROJECT": PROJECT, "CTX_STATE_DIR": str(home / "ctx-state")},
+        "env": {"CTX_URL": url, "CTX_API_KEY": key, "CTX_PROJECT": project, "CTX_STATE_DIR": str(home / "ctx-state")},
         "hooks": {event: [{**entry[0], "matcher": "*"}] if event == "PostToolUse" else entry for event in HOOK_EVENTS},
     }
     path = home / ".claude" / "settings.json"
@@ -38,27 +38,27 @@ def hook_settings(home: Path, url: str, key: str) -> Path:
     return path
 
 
-def test_proxy_and_hook_together_one_session(tmp_path):
+def test_proxy_and_hook_together_one_session(live: Live, tmp_path):
     need(installed(), "node or the pinned Claude Code CLI is missing (make clients)")
     workdir, home = tmp_path / "project", tmp_path / "home"
     workdir.mkdir()
     home.mkdir()
-    with FakeAnthropic() as upstream, ctxweb_stack("claude_code_hook", upstream.base_url, tmp_path) as stack:
-        upstream.set_message_function(ScriptedModel(file_writing_task(str(workdir), content=CONTENT)))
-        key = make_key(stack.env, "claude")
-        assert Client(stack.hostport, key).call("POST", "/api/v1/projects/", {"name": PROJECT})[0] == 201
-        hook_settings(home, f"http://{stack.hostport}", key)
-        run = run_claude(f"http://{stack.hostport}/proxy/anthropic", "sk-upstream", workdir, home, ctxweb_key=key)
-        assert run.returncode == 0, run.stderr[-2000:]
-        assert (workdir / "result.txt").read_text() == CONTENT
-        sessions = settled(stack.database_url, PROJECT)
-        log = home / "ctx-state" / "hook.log"
-        assert not log.exists() or not log.read_text().strip(), log.read_text()  # the hook never failed
-        (transcript,) = run.transcripts()
-        assert len(sessions) == 1, [(s.name, s.external_id, s.metadata) for s in sessions]
-        (session,) = sessions
-        # the hook uploaded the whole transcript into that session, which took no message from it
-        cursor = session.metadata.get("transcript", {})
-        assert cursor.get("offset") == transcript.stat().st_size, cursor
-        assert session.metadata["source"] == "proxy" and session.rejections == 0
-        assert_equal_to_its_import(stack, session, transcript, "import")
+    stack, project = live.stack, live.project(PROJECT)
+    live.anthropic.set_message_function(ScriptedModel(file_writing_task(str(workdir), content=CONTENT)))
+    key = make_key(stack.env, "claude")
+    assert Client(stack.hostport, key).call("POST", "/api/v1/projects/", {"name": project})[0] == 201
+    hook_settings(home, f"http://{stack.hostport}", key, project)
+    run = run_claude(f"{live.proxy}/anthropic", "sk-upstream", workdir, home, ctxweb_key=key)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (workdir / "result.txt").read_text() == CONTENT
+    sessions = settled(stack.database_url, project)
+    log = home / "ctx-state" / "hook.log"
+    assert not log.exists() or not log.read_text().strip(), log.read_text()  # the hook never failed
+    (transcript,) = run.transcripts()
+    assert len(sessions) == 1, [(s.name, s.external_id, s.metadata) for s in sessions]
+    (session,) = sessions
+    # the hook uploaded the whole transcript into that session, which took no message from it
+    cursor = session.metadata.get("transcript", {})
+    assert cursor.get("offset") == transcript.stat().st_size, cursor
+    assert session.metadata["source"] == "proxy" and session.rejections == 0
+    assert_equal_to_its_import(stack, session, transcript, live.project("import"))

@@ -1,9 +1,9 @@
-"""The real Claude Code CLI through ctxweb's proxy (``tests.clients.stack``: gunicorn, two workers ×
-two recorder threads, a real Celery worker, Postgres), playing a scripted coding task of 20+ requests
-with thinking, parallel tool calls, failing commands, large outputs, deferred tools, tasks and a
-subagent, then compacting its own context (``/compact``) and going on. One conversation must be one
-session, equal to ``ctx import`` of the transcript the CLI wrote, before and after its compaction;
-its subagent a linked session; its STATUS the upstream's own count."""
+"""The real Claude Code CLI through ctxweb's proxy (the shared stack of ``tests/clients/conftest.py``:
+gunicorn, two workers × two recorder threads, a real Celery worker, Postgres), playing a scripted
+coding task of 20+ requests with thinking, parallel tool calls, failing commands, large outputs,
+deferred tools, tasks and a subagent, then compacting its own context (``/compact``) and going on.
+One conversation must be one session, equal to ``ctx import`` of the transcript the CLI wrote,
+before and after its compaction; its subagent a linked session; its STATUS the upstream's own count."""
 
 from __future__ import annotations
 
@@ -13,29 +13,16 @@ from pathlib import Path
 import pytest
 
 from bench._server import Client, make_key
-from sessions_app.services.proxy.messages import identity
 from tests.clients.claude_code import installed, run_claude
-from tests.clients.stack import Stack, StoredSession, access_log, ctx_import, ctxweb_stack, settled
+from tests.clients.conftest import Live
+from tests.clients.stack import Stack, StoredSession, ctx_import, first_difference, said, settled
 from tests.conftest import need
-from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.coding_task import AFTER_COMPACT, COMPACT_SUMMARY, PROMPT, SUBAGENT_PROMPT, coding_task
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 PROJECT = "claude code"
 USAGE_KINDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
-
-
-def said(session: StoredSession) -> list[tuple[str, object]]:
-    """A session's messages as what they say (``cache_control`` and the string/blocks form aside)."""
-    return [(role, identity(content)) for role, content, _ in session.messages]
-
-
-def first_difference(proxied: list, imported: list) -> str:
-    for n, (a, b) in enumerate(zip(proxied, imported, strict=False)):
-        if a != b:
-            return f"message {n + 1}: proxy {str(a)[:300]!r} / import {str(b)[:300]!r}"
-    return f"proxy {len(proxied)} messages, import {len(imported)}"
 
 
 def main_and_linked(proxied: list[StoredSession]) -> tuple[StoredSession, list[StoredSession]]:
@@ -69,46 +56,46 @@ def checkpoint_after_compaction(api: Client, session_id: int) -> dict:
     return checkpoints["results"][0]["data"] if isinstance(checkpoints, dict) else checkpoints[0]["data"]
 
 
-def test_claude_code_is_one_session_equal_to_its_transcript_before_and_after_it_compacts(tmp_path, capsys):
+def test_claude_code_is_one_session_equal_to_its_transcript_before_and_after_it_compacts(live: Live, tmp_path, capsys):
     need(installed(), "node or the pinned Claude Code CLI is missing (make clients)")
     workdir, home = tmp_path / "project", tmp_path / "home"
     workdir.mkdir()
     home.mkdir()
     started = time.monotonic()
     task = coding_task(str(workdir))
-    with FakeAnthropic() as upstream, ctxweb_stack("claude_code", upstream.base_url, tmp_path) as stack:
-        upstream.set_message_function(task)
-        key = make_key(stack.env, "claude")
-        api = Client(stack.hostport, key)
-        assert api.call("POST", "/api/v1/projects/", {"name": PROJECT})[0] == 201
-        base_url = f"http://{stack.hostport}/proxy/anthropic"
+    project, upstream, stack = live.project(PROJECT), live.anthropic, live.stack
+    upstream.set_message_function(task)
+    key = make_key(stack.env, "claude")
+    api = Client(stack.hostport, key)
+    assert api.call("POST", "/api/v1/projects/", {"name": project})[0] == 201
+    base_url = f"{live.proxy}/anthropic"
 
-        run = run_claude(base_url, "sk-upstream", workdir, home, ctxweb_key=key, prompt=PROMPT, timeout=300)
-        assert run.returncode == 0, run.stderr[-2000:]
-        assert run.result().get("subtype") == "success" and run.result().get("is_error") is False
-        assert (workdir / "squares.txt").read_text().split() == ["1", "1", "2", "4", "3", "9", "4", "16", "5", "25"]
-        proxied = settled(stack.database_url, PROJECT)
-        requests = upstream.requests_for("messages")
-        main, linked = main_and_linked(proxied)
-        transcripts = run.transcripts()
-        assert len(transcripts) == 1, transcripts
-        assert_equal_to_its_import(stack, main, transcripts[0], "import before")
-        code, status = Client(stack.hostport, key).call("GET", f"/api/v1/sessions/{main.id}/status/")
-        checkpoint = checkpoint_after_compaction(Client(stack.hostport, key), main.id)
+    run = run_claude(base_url, "sk-upstream", workdir, home, ctxweb_key=key, prompt=PROMPT, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.result().get("subtype") == "success" and run.result().get("is_error") is False
+    assert (workdir / "squares.txt").read_text().split() == ["1", "1", "2", "4", "3", "9", "4", "16", "5", "25"]
+    proxied = settled(stack.database_url, project)
+    requests = upstream.requests_for("messages")
+    main, linked = main_and_linked(proxied)
+    transcripts = run.transcripts()
+    assert len(transcripts) == 1, transcripts
+    assert_equal_to_its_import(stack, main, transcripts[0], live.project("import before"))
+    code, status = Client(stack.hostport, key).call("GET", f"/api/v1/sessions/{main.id}/status/")
+    checkpoint = checkpoint_after_compaction(Client(stack.hostport, key), main.id)
 
-        # Claude Code compacts its context itself, then goes on: the same session, still its import
-        for prompt in ("/compact", AFTER_COMPACT):
-            more = run_claude(base_url, "sk-upstream", workdir, home, ctxweb_key=key, prompt=prompt, resume=True)
-            assert more.returncode == 0, more.stderr[-2000:]
-        assert task.summaries >= 1
-        after = settled(stack.database_url, PROJECT)
-        main_after, linked_after = main_and_linked(after)
-        assert main_after.id == main.id and len(main_after.messages) > len(main.messages)
-        assert run.transcripts() == transcripts
-        assert_equal_to_its_import(stack, main_after, transcripts[0], "import after")
-        summary = [m for m in main_after.messages if m[2].get("is_compact_summary")]
-        assert len(summary) == 1 and COMPACT_SUMMARY in str(summary[0][1])
-        hits = access_log(stack.access_log)
+    # Claude Code compacts its context itself, then goes on: the same session, still its import
+    for prompt in ("/compact", AFTER_COMPACT):
+        more = run_claude(base_url, "sk-upstream", workdir, home, ctxweb_key=key, prompt=prompt, resume=True)
+        assert more.returncode == 0, more.stderr[-2000:]
+    assert task.summaries >= 1
+    after = settled(stack.database_url, project)
+    main_after, linked_after = main_and_linked(after)
+    assert main_after.id == main.id and len(main_after.messages) > len(main.messages)
+    assert run.transcripts() == transcripts
+    assert_equal_to_its_import(stack, main_after, transcripts[0], live.project("import after"))
+    summary = [m for m in main_after.messages if m[2].get("is_compact_summary")]
+    assert len(summary) == 1 and COMPACT_SUMMARY in str(summary[0][1])
+    hits = live.hits()
     elapsed = time.monotonic() - started
 
     with capsys.disabled():

@@ -1,8 +1,9 @@
-"""The real OpenCode CLI through ctxweb's proxy (``tests.clients.stack``: gunicorn, two workers × two
-recorder threads, a real Celery worker, Postgres), playing a scripted coding task of 12 requests with
-parallel tool calls, failing tools and a large output. OpenCode must finish its task; its conversation
-must be one session, keyed by OpenCode's session id, holding every message it sent and the last
-answer, with STATUS exact; its title request a session linked to it (docs/PROXY.md, "OpenCode")."""
+"""The real OpenCode CLI through ctxweb's proxy (the shared stack of ``tests/clients/conftest.py``:
+gunicorn, two workers × two recorder threads, a real Celery worker, Postgres), playing a scripted
+coding task of 12 requests with parallel tool calls, failing tools and a large output. OpenCode must
+finish its task; its conversation must be one session, keyed by OpenCode's session id, holding every
+message it sent and the last answer, with STATUS exact; its title request a session linked to it
+(docs/PROXY.md, "OpenCode")."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import pytest
 
 from bench._server import Client, make_key
 from sessions_app.services.proxy.messages import identity
+from tests.clients.conftest import Live
 from tests.clients.opencode import CONTENT, installed, run_opencode
-from tests.clients.stack import access_log, ctxweb_stack, settled
+from tests.clients.stack import settled
 from tests.conftest import need
-from tests.fakes.anthropic_server import FakeAnthropic, default_count_tokens
+from tests.fakes.anthropic_server import default_count_tokens
 from tests.fakes.scripted_model import FINAL_REPLY, SIDE_REPLY, ScriptedModel, text
 from tests.fakes.scripted_opencode import coding_task, is_opencode_main
 
@@ -25,23 +27,23 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 PROJECT = "opencode"
 
 
-def test_opencode_finishes_its_task_through_the_proxy_as_one_session(tmp_path, capsys):
+def test_opencode_finishes_its_task_through_the_proxy_as_one_session(live: Live, tmp_path, capsys):
     need(installed(), "the pinned OpenCode CLI is missing (make clients)")
     workdir, home = tmp_path / "project", tmp_path / "home"
     workdir.mkdir()
     home.mkdir()
     started = time.monotonic()
     model = ScriptedModel(coding_task(str(workdir), content=CONTENT), is_main=is_opencode_main)
-    with FakeAnthropic() as upstream, ctxweb_stack("opencode", upstream.base_url, tmp_path) as stack:
-        upstream.set_message_function(model)
-        key = make_key(stack.env, "opencode")
-        assert Client(stack.hostport, key).call("POST", "/api/v1/projects/", {"name": PROJECT})[0] == 201
-        run = run_opencode(f"http://{stack.hostport}/proxy/anthropic", "sk-upstream", workdir, home, ctxweb_key=key)
-        assert run.returncode == 0, run.stderr[-2000:]
-        proxied = settled(stack.database_url, PROJECT)
-        api = Client(stack.hostport, key)  # (the first connection idled past gunicorn's keep-alive)
-        statuses = {s.id: api.call("GET", f"/api/v1/sessions/{s.id}/status/") for s in proxied}
-        hits = access_log(stack.access_log)
+    upstream, stack, project = live.anthropic, live.stack, live.project(PROJECT)
+    upstream.set_message_function(model)
+    key = make_key(stack.env, "opencode")
+    assert Client(stack.hostport, key).call("POST", "/api/v1/projects/", {"name": project})[0] == 201
+    run = run_opencode(f"{live.proxy}/anthropic", "sk-upstream", workdir, home, ctxweb_key=key)
+    assert run.returncode == 0, run.stderr[-2000:]
+    proxied = settled(stack.database_url, project)
+    api = Client(stack.hostport, key)  # (the first connection idled past gunicorn's keep-alive)
+    statuses = {s.id: api.call("GET", f"/api/v1/sessions/{s.id}/status/") for s in proxied}
+    hits = live.hits()
     elapsed = time.monotonic() - started
 
     # OpenCode did its task: every step ended, the last with the model's answer

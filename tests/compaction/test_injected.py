@@ -68,6 +68,12 @@ def said(*contents: str | list[dict[str, Any]]) -> list[str]:
         "This session is being continued from a previous conversation that ran out of context. The summary below",
         [text("Base directory for this skill: /home/u/.claude/skills/x\n\n# Search docs")],
         "<system-reminder>cut off by a size limit",
+        [
+            text(
+                "<environment_context>\n  <cwd>/work/project</cwd>\n  <shell>bash</shell>\n"
+                "  <current_date>2026-11-27</current_date>\n  <timezone>Etc/UTC</timezone>\n</environment_context>"
+            )
+        ],
     ],
 )
 def test_what_the_harness_injects_is_not_the_users_words(injected):

@@ -17,7 +17,8 @@ instructions, input and tools), ``cached_tokens`` the part of it the last reques
 ``encrypted_content`` is ``compaction_summary`` (base64); so does, with the item alone, a request
 whose input ends with ``{"type": "compaction_trigger"}`` (Codex's remote compaction v2). ``compactions``
 counts both.
-Requests are recorded by the server (``FakeOpenAI.requests``: path, headers, body).
+Requests are recorded by the server (``FakeOpenAI.requests``: path, headers, body); the ``response``
+objects answered in ``answered``.
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ class ResponsesAPI:
         self.context_window: int | None = None
         self.compaction_summary = COMPACTION_SUMMARY
         self.compactions = 0
+        self.answered: list[Item] = []  # every ``response`` object answered, in order
 
     def queue_reply(self, items: Sequence[Mapping[str, Any]]) -> None:
         with self._lock:
@@ -173,7 +175,7 @@ class ResponsesAPI:
         prompt, cached = count_input_tokens(body), self._cached_tokens(body)
         thought = sum(_tokens(_said(i)) for i in output if i["type"] == "reasoning")
         said = max(1, sum(math.ceil(len(_said(i).encode()) / 4) for i in output))
-        return 200, {
+        response = {
             "id": _id("resp"), "object": "response", "created_at": int(time.time()), "status": "completed",
             "model": body["model"], "output": output, "error": None, "incomplete_details": None,
             "instructions": body.get("instructions"), "tools": body.get("tools") or [],
@@ -186,6 +188,9 @@ class ResponsesAPI:
                 "total_tokens": prompt + said,
             },
         }  # fmt: skip
+        with self._lock:
+            self.answered.append(response)
+        return 200, response
 
     def compact(self, body: Mapping[str, Any]) -> tuple[int, Item]:
         """``POST /v1/responses/compact``: the user's messages kept, the rest one opaque compaction item."""

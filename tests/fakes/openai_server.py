@@ -16,6 +16,7 @@ what the reply says. ``queue_error(status)`` answers an error in OpenAI's format
 ``queue_stream_cut(n)`` drops the next stream's connection after n events; with
 ``set_context_window(n)``, a request whose ``prompt_tokens`` would pass n is refused as the API
 refuses it (400, ``context_length_exceeded``, "This model's maximum context length is n tokens. …").
+``reset()`` makes it as new (one server shared by several tests, ``tests/clients/conftest.py``).
 """
 
 from __future__ import annotations
@@ -45,12 +46,7 @@ def count_tokens_for(body: Mapping[str, Any]) -> int:
 class FakeOpenAI:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._replies: list[dict[str, Any]] = []
-        self._errors: list[tuple[int, str, str | None]] = []
-        self._cuts: list[int] = []
-        self.requests: list[dict[str, Any]] = []
-        self.responses = openai_responses.ResponsesAPI()  # POST …/v1/responses (tests/fakes/openai_responses.py)
-        self.context_window: int | None = None
+        self.reset()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -66,6 +62,16 @@ class FakeOpenAI:
     def __exit__(self, *exc_info: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def reset(self) -> None:
+        """Nothing queued, nothing recorded, no window: as new (a server shared by several tests)."""
+        with self._lock:
+            self._replies: list[dict[str, Any]] = []
+            self._errors: list[tuple[int, str, str | None]] = []
+            self._cuts: list[int] = []
+            self.requests: list[dict[str, Any]] = []
+            self.responses = openai_responses.ResponsesAPI()  # POST …/v1/responses (tests/fakes/openai_responses.py)
+            self.context_window: int | None = None
 
     def queue_reply(self, text: str) -> None:
         self.queue_message(text)

@@ -168,6 +168,19 @@ def test_it_records_every_request_with_its_headers(fake):
     assert fake.requests[1]["body"]["stream"] is True and fake.requests[1]["body"]["input"] == "Again"
 
 
+def test_it_keeps_what_it_answered_until_reset(fake):
+    fake.responses.set_responder(lambda body: [message("Scripted.")])
+    fake.responses.context_window = 10_000
+    response = client(fake).responses.create(model="gpt-5.5", input="Hi")
+    (answered,) = fake.responses.answered
+    assert answered["id"] == response.id and response.usage is not None
+    assert answered["usage"]["input_tokens"] == response.usage.input_tokens
+    fake.reset()  # as new: nothing recorded, no responder, no window
+    assert fake.requests == [] and fake.responses.answered == []
+    assert client(fake).responses.create(model="gpt-5.5", input="x" * 50_000).output_text == DEFAULT_REPLY
+    assert len(fake.requests) == 1 and len(fake.responses.answered) == 1
+
+
 text_st = st.text(max_size=60)
 
 
