@@ -256,6 +256,24 @@ class UniqueToolIds:
         return message
 
 
+def jsonl_event(raw: str | bytes, cleaned: Counter[str]) -> dict[str, Any] | tuple[str, str] | None:
+    """One line of a JSON Lines transcript: its event (an object, made storable: ``cleaned`` counts
+    what changed), None for a blank line, or ``(kind, why)`` when it holds no event."""
+    if isinstance(raw, bytes | bytearray):
+        raw = raw.decode("utf-8", errors="replace")
+    line = raw.strip().removeprefix("\ufeff").strip()
+    if not line:
+        return None
+    try:
+        event = jsonvalues.loads(line, allow_nan=True)
+    except ValueError as exc:
+        return "invalid_json", f"not JSON ({exc})"
+    if not isinstance(event, dict):
+        return "not_an_object", "a JSON value that is not an object"
+    cleaned_event: dict[str, Any] = jsonvalues.clean(event, cleaned)
+    return cleaned_event
+
+
 def load_json(text: str, fmt: str) -> Any:
     if not text.strip():
         raise TranscriptError(f"The file is empty; an {fmt} transcript is JSON.")

@@ -58,8 +58,17 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from .. import jsonvalues
-from .base import Conversation, Message, Transcript, UniqueToolIds, UsagePoint, content_of, iso_or_none, nonempty_str
+from .base import (
+    Conversation,
+    Message,
+    Transcript,
+    UniqueToolIds,
+    UsagePoint,
+    content_of,
+    iso_or_none,
+    jsonl_event,
+    nonempty_str,
+)
 from .claude_code_lines import (
     BLOB,
     REQUEST,
@@ -192,20 +201,12 @@ class ClaudeCodeReader:
 
     def _line(self, raw: str | bytes, out: list[tuple[str, Message]]) -> None:
         self.lines_read += 1
-        if isinstance(raw, bytes | bytearray):
-            raw = raw.decode("utf-8", errors="replace")
-        line = raw.strip().removeprefix("\ufeff").strip()
-        if not line:
+        event = jsonl_event(raw, self.cleaned)
+        if isinstance(event, tuple):
+            self._unreadable(*event)
             return
-        try:
-            event = jsonvalues.loads(line, allow_nan=True)
-        except ValueError as exc:
-            self._unreadable("invalid_json", f"not JSON ({exc})")
+        if event is None:
             return
-        if not isinstance(event, dict):
-            self._unreadable("not_an_object", "a JSON value that is not an object")
-            return
-        event = jsonvalues.clean(event, self.cleaned)
         kind = event.get("type")
         following, self._after_blob = self._after_blob, None  # the blobs of one request are consecutive lines
         if kind == LINE_TOO_LONG:

@@ -25,8 +25,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from .. import jsonvalues
-from .base import Conversation, Message, Transcript, UsagePoint, iso_or_none, nonempty_str
+from .base import Conversation, Message, Transcript, UsagePoint, iso_or_none, jsonl_event, nonempty_str
 from .responses import ItemReader, holds_a_compaction, is_compact_summary
 
 FORMAT = "codex"
@@ -95,20 +94,12 @@ class CodexReader:
 
     def _line(self, raw: str | bytes) -> None:
         self.lines_read += 1
-        if isinstance(raw, bytes | bytearray):
-            raw = raw.decode("utf-8", errors="replace")
-        line = raw.strip().removeprefix("\ufeff").strip()
-        if not line:
+        event = jsonl_event(raw, self.cleaned)
+        if isinstance(event, tuple):
+            self._unreadable(*event)
             return
-        try:
-            event = jsonvalues.loads(line, allow_nan=True)
-        except ValueError as exc:
-            self._unreadable("invalid_json", f"not JSON ({exc})")
+        if event is None:
             return
-        if not isinstance(event, dict):
-            self._unreadable("not_an_object", "a JSON value that is not an object")
-            return
-        event = jsonvalues.clean(event, self.cleaned)
         kind, payload = event.get("type"), event.get("payload")
         if not isinstance(payload, dict):
             self.skipped[kind if isinstance(kind, str) and kind else "no_payload"] += 1

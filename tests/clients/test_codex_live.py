@@ -13,7 +13,7 @@ import time
 import pytest
 
 from bench._server import Client, make_key
-from tests.clients.codex import installed, run_codex
+from tests.clients.codex import COMPACTING, installed, run_codex
 from tests.clients.conftest import Live
 from tests.clients.stack import ctx_import, first_difference, said, settled
 from tests.conftest import need
@@ -24,7 +24,13 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 RESPONSES = "/proxy/openai/v1/responses"
 
 
-def test_codex_thread_is_one_session_equal_to_its_rollout(live: Live, tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("settings", "remote"), [(None, False), (COMPACTING, False), (COMPACTING, True)],
+    ids=["plain", "compacting", "compacting-remotely"],
+)  # fmt: skip
+def test_codex_thread_is_one_session_equal_to_its_rollout(live: Live, tmp_path, capsys, settings, remote):
+    """With a small window Codex compacts its history itself once (locally, or by the provider: its
+    provider named OpenAI): the thread is still one session equal to its rollout's import."""
     need(installed(), "node or the pinned Codex CLI is missing (make clients)")
     workdir, home = tmp_path / "project", tmp_path / "home"
     workdir.mkdir()
@@ -37,7 +43,7 @@ def test_codex_thread_is_one_session_equal_to_its_rollout(live: Live, tmp_path, 
     headers = {"ctxweb-api-key": key, "ctxweb-project": project}
     for prompt, resume in ((PROMPT, False), (FOLLOW_UP, True)):
         run = run_codex(f"{live.proxy}/openai", workdir, home, prompt, resume=resume, headers=headers,
-                        api_key="sk-upstream")  # fmt: skip
+                        api_key="sk-upstream", settings=settings, remote_compaction=remote)  # fmt: skip
         assert run.returncode == 0, run.stderr[-3000:]
     proxied = settled(live.stack.database_url, project)
     status_code, status = Client(live.stack.hostport, key).call("GET", f"/api/v1/sessions/{proxied[0].id}/status/")
@@ -56,7 +62,9 @@ def test_codex_thread_is_one_session_equal_to_its_rollout(live: Live, tmp_path, 
     assert (workdir / "greet.py").read_text() == "print('hello from codex')\n"
     assert (workdir / "test_greet.py").exists() and run.stdout.strip().endswith(FINAL_FOLLOW_UP)
     steps = sum(len(s) for s in turns().values())
-    assert len(requests) == len(answered) == steps + 2 and script.side_requests == 0 and script.summaries == 0
+    compacted = int(settings is not None)  # one request more: the compaction's
+    assert len(requests) == len(answered) == steps + 2 + compacted and script.side_requests == 0
+    assert script.summaries == compacted
     assert all(r["path"] == "/v1/responses" for r in requests)
     assert all(r["headers"]["authorization"] == "Bearer sk-upstream" for r in requests)
     assert "ctxweb-api-key" not in {k for r in requests for k in r["headers"]}

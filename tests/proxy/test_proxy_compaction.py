@@ -13,7 +13,6 @@ import pytest
 
 from sessions_app.models import AgentSession, ModelProfile
 from sessions_app.selectors import usage
-from sessions_app.services import projects
 from tests.fakes.anthropic_server import FakeAnthropic
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,15 +27,6 @@ def fake(settings: Any) -> Any:
     with FakeAnthropic() as server:
         settings.CTX_PROXY_UPSTREAM_URL = server.base_url
         yield server
-
-
-@pytest.fixture
-def small_window(team: Any) -> None:
-    ModelProfile.objects.create(name=MODEL, context_window=WINDOW, max_output_tokens=1_000)
-    usage.forget_model_profiles()
-    policy = projects.policy_ensure(project=team.project)
-    policy.proxy_compaction = True
-    policy.save()
 
 
 def agent(proxy_sdk: Any, team: Any, session: str) -> anthropic.Anthropic:

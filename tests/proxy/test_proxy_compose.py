@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from sessions_app.models import ModelProfile
 from sessions_app.selectors import usage
-from sessions_app.services import projects
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.scripted_model import text, thinking, tool_use
 from tests.hypothesis_budget import SERVER
@@ -37,15 +36,6 @@ def fake(settings: Any) -> Any:
     with FakeAnthropic() as server:
         settings.CTX_PROXY_UPSTREAM_URL = server.base_url
         yield server
-
-
-@pytest.fixture
-def small_window(team: Any) -> None:
-    ModelProfile.objects.create(name=MODEL, context_window=WINDOW, max_output_tokens=1_000)
-    usage.forget_model_profiles()
-    policy = projects.policy_ensure(project=team.project)
-    policy.proxy_compaction = True
-    policy.save()
 
 
 clear_thinking = st.one_of(

@@ -16,7 +16,6 @@ import pytest
 from compaction.context import SUMMARY_OPEN
 from sessions_app.models import AgentSession, ModelProfile
 from sessions_app.selectors import usage
-from sessions_app.services import projects
 from tests.fakes.openai_server import FakeOpenAI, count_tokens_for
 from tests.proxy.test_proxy_wire import assert_chat_valid
 
@@ -36,15 +35,6 @@ def fake(settings: Any) -> Any:
     with FakeOpenAI() as server:
         settings.CTX_PROXY_OPENAI_URL = server.base_url
         yield server
-
-
-@pytest.fixture
-def small_window(team: Any) -> None:
-    ModelProfile.objects.create(name=MODEL, context_window=WINDOW, max_output_tokens=1_000)
-    usage.forget_model_profiles()
-    policy = projects.policy_ensure(project=team.project)
-    policy.proxy_compaction = True
-    policy.save()
 
 
 def agent(proxy_openai_sdk: Any, team: Any, session: str) -> openai.OpenAI:

@@ -14,9 +14,7 @@ import openai
 import pytest
 
 from compaction.context import SUMMARY_OPEN
-from sessions_app.models import Compaction, ModelProfile
-from sessions_app.selectors import usage
-from sessions_app.services import projects
+from sessions_app.models import Compaction
 from tests.fakes.openai_responses import count_input_tokens, function_call, message, reasoning
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -36,15 +34,6 @@ def fake(settings: Any) -> Any:
     with FakeOpenAI() as server:
         settings.CTX_PROXY_OPENAI_URL = server.base_url
         yield server
-
-
-@pytest.fixture
-def small_window(team: Any) -> None:
-    ModelProfile.objects.create(name=MODEL, context_window=WINDOW, max_output_tokens=1_000)
-    usage.forget_model_profiles()
-    policy = projects.policy_ensure(project=team.project)
-    policy.proxy_compaction = True
-    policy.save()
 
 
 def ask(client: openai.OpenAI, *, stream: bool, **kwargs: Any) -> tuple[list[dict[str, Any]], Any]:
