@@ -88,9 +88,16 @@ def is_compact_summary(message: dict[str, Any]) -> bool:
 
 
 def holds_a_compaction(message: dict[str, Any]) -> bool:
-    """A message holding a provider's opaque ``compaction`` item (the history starts over there)."""
+    """A message that is a provider's opaque ``compaction`` item alone (OpenAI's: its summary is
+    encrypted; the history starts over there). Anthropic's compaction block, which holds its summary
+    as text at the start of a reply, is not one."""
     content = message.get("content")
-    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == COMPACTION_ITEM for b in content)
+    if message.get("role") != "assistant" or not isinstance(content, list) or len(content) != 1:
+        return False
+    block = content[0]
+    return (
+        isinstance(block, dict) and block.get("type") == COMPACTION_ITEM and not isinstance(block.get("content"), str)
+    )
 
 
 def response_as_message(response: Any) -> dict[str, Any] | None:

@@ -26,7 +26,9 @@ pytestmark = [pytest.mark.django_db]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
 TURN = st.lists(
-    st.sampled_from(["reasoning", "call", "calls", "patch", "say", "bad_line", "end"]), min_size=1, max_size=8
+    st.sampled_from(["reasoning", "call", "calls", "patch", "say", "bad_line", "end", "compact", "compact_remote"]),
+    min_size=1,
+    max_size=8,
 )
 
 
@@ -105,10 +107,41 @@ class Rollout:
                 }
             )
             self.usage()
+        elif what in ("compact", "compact_remote"):
+            self.compacted(remote=what == "compact_remote")
         elif what == "bad_line":
             self.lines.append("{not json\n")
         else:
             self.line("event_msg", {"type": "task_complete", "turn_id": "t"})
+
+    def compacted(self, *, remote: bool) -> None:
+        """Codex compacting its history: the summary's response (local), then the history it starts over
+        from: the skills message, the user's messages, the summary or the provider's opaque item."""
+        n = self.n
+        if not remote:
+            said = {"type": "message", "id": f"msg_s{n}", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": f"Summary {n}.", "annotations": []}]}  # fmt: skip
+            self.lines.append(
+                json.dumps({"type": "response_item", "payload": said, "metadata": {"compaction_output": True}}) + "\n"
+            )
+        users = [
+            json.loads(line)["payload"] for line in self.lines if '"role": "user"' in line and "response_item" in line
+        ]
+        kept = [u for u in users if not any(p.get("text", "").startswith("Another language") for p in u["content"])]
+        summary = f"Another language model started to solve this problem… Summary {n}."
+        last = (
+            {"type": "compaction", "id": f"cmp_{n}", "encrypted_content": f"opaque {n}"}
+            if remote
+            else {"type": "message", "role": "user", "content": [{"type": "input_text", "text": summary}]}
+        )
+        developer = {
+            "type": "message",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": "<skills>…</skills>"}],
+        }
+        self.line(
+            "compacted", {"message": "" if remote else f"Summary {n}.", "replacement_history": [developer, *kept, last]}
+        )
 
     def usage(self) -> None:
         self.line(
