@@ -25,10 +25,10 @@ RESPONSES = "/proxy/openai/v1/responses"
 
 
 @pytest.mark.parametrize(
-    ("settings", "remote"), [(None, False), (COMPACTING, False), (COMPACTING, True)],
+    ("codex_config", "remote"), [(None, False), (COMPACTING, False), (COMPACTING, True)],
     ids=["plain", "compacting", "compacting-remotely"],
 )  # fmt: skip
-def test_codex_thread_is_one_session_equal_to_its_rollout(live: Live, tmp_path, capsys, settings, remote):
+def test_codex_thread_is_one_session_equal_to_its_rollout(live: Live, tmp_path, capsys, codex_config, remote):
     """With a small window Codex compacts its history itself once (locally, or by the provider: its
     provider named OpenAI): the thread is still one session equal to its rollout's import."""
     need(installed(), "node or the pinned Codex CLI is missing (make clients)")
@@ -43,7 +43,7 @@ def test_codex_thread_is_one_session_equal_to_its_rollout(live: Live, tmp_path, 
     headers = {"ctxweb-api-key": key, "ctxweb-project": project}
     for prompt, resume in ((PROMPT, False), (FOLLOW_UP, True)):
         run = run_codex(f"{live.proxy}/openai", workdir, home, prompt, resume=resume, headers=headers,
-                        api_key="sk-upstream", settings=settings, remote_compaction=remote)  # fmt: skip
+                        api_key="sk-upstream", settings=codex_config, remote_compaction=remote)  # fmt: skip
         assert run.returncode == 0, run.stderr[-3000:]
     proxied = settled(live.stack.database_url, project)
     status_code, status = Client(live.stack.hostport, key).call("GET", f"/api/v1/sessions/{proxied[0].id}/status/")
@@ -62,7 +62,7 @@ def test_codex_thread_is_one_session_equal_to_its_rollout(live: Live, tmp_path, 
     assert (workdir / "greet.py").read_text() == "print('hello from codex')\n"
     assert (workdir / "test_greet.py").exists() and run.stdout.strip().endswith(FINAL_FOLLOW_UP)
     steps = sum(len(s) for s in turns().values())
-    compacted = int(settings is not None)  # one request more: the compaction's
+    compacted = int(codex_config is not None)  # one request more: the compaction's
     assert len(requests) == len(answered) == steps + 2 + compacted and script.side_requests == 0
     assert script.summaries == compacted
     assert all(r["path"] == "/v1/responses" for r in requests)
