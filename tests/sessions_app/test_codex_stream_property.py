@@ -129,7 +129,7 @@ class Rollout:
         ]
         kept = [u for u in users if not any(p.get("text", "").startswith("Another language") for p in u["content"])]
         summary = f"Another language model started to solve this problem… Summary {n}."
-        last = (
+        last: dict[str, Any] = (
             {"type": "compaction", "id": f"cmp_{n}", "encrypted_content": f"opaque {n}"}
             if remote
             else {"type": "message", "role": "user", "content": [{"type": "input_text", "text": summary}]}
