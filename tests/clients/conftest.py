@@ -45,6 +45,11 @@ class Live:
         """A project name no other test on this stack uses."""
         return f"{name} {self.tag}"
 
+    def user(self, name: str) -> str:
+        """A user of this test alone: a member of the projects it makes, and of no other test's (an
+        agent sending no ``ctxweb-project`` header records in its user's only project)."""
+        return f"{name}-{self.tag}"
+
     def hits(self) -> list[tuple[str, str, int]]:
         """(method, path, status) of the requests logged since the test began."""
         return access_log(self.stack.access_log, self.log_from)

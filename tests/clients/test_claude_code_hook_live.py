@@ -45,7 +45,7 @@ def test_proxy_and_hook_together_one_session(live: Live, tmp_path):
     home.mkdir()
     stack, project = live.stack, live.project(PROJECT)
     live.anthropic.set_message_function(ScriptedModel(file_writing_task(str(workdir), content=CONTENT)))
-    key = make_key(stack.env, "claude")
+    key = make_key(stack.env, live.user("claude"))
     assert Client(stack.hostport, key).call("POST", "/api/v1/projects/", {"name": project})[0] == 201
     hook_settings(home, f"http://{stack.hostport}", key, project)
     run = run_claude(f"{live.proxy}/anthropic", "sk-upstream", workdir, home, ctxweb_key=key)

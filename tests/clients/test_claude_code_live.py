@@ -65,13 +65,13 @@ def test_claude_code_is_one_session_equal_to_its_transcript_before_and_after_it_
     task = coding_task(str(workdir))
     project, upstream, stack = live.project(PROJECT), live.anthropic, live.stack
     upstream.set_message_function(task)
-    key = make_key(stack.env, "claude")
+    key = make_key(stack.env, live.user("claude"))
     api = Client(stack.hostport, key)
     assert api.call("POST", "/api/v1/projects/", {"name": project})[0] == 201
     base_url = f"{live.proxy}/anthropic"
 
     run = run_claude(base_url, "sk-upstream", workdir, home, ctxweb_key=key, prompt=PROMPT, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.returncode == 0, (run.stderr[-2000:], [str(e)[:1500] for e in run.events[-3:]])
     assert run.result().get("subtype") == "success" and run.result().get("is_error") is False
     assert (workdir / "squares.txt").read_text().split() == ["1", "1", "2", "4", "3", "9", "4", "16", "5", "25"]
     proxied = settled(stack.database_url, project)

@@ -38,7 +38,7 @@ def test_codex_thread_is_one_session_equal_to_its_rollout(live: Live, tmp_path, 
     started = time.monotonic()
     script = ScriptedCodex()
     live.openai.responses.set_responder(script)
-    key = make_key(live.stack.env, "codex")
+    key = make_key(live.stack.env, live.user("codex"))
     assert Client(live.stack.hostport, key).call("POST", "/api/v1/projects/", {"name": project})[0] == 201
     headers = {"ctxweb-api-key": key, "ctxweb-project": project}
     for prompt, resume in ((PROMPT, False), (FOLLOW_UP, True)):

@@ -36,7 +36,7 @@ def test_opencode_finishes_its_task_through_the_proxy_as_one_session(live: Live,
     model = ScriptedModel(coding_task(str(workdir), content=CONTENT), is_main=is_opencode_main)
     upstream, stack, project = live.anthropic, live.stack, live.project(PROJECT)
     upstream.set_message_function(model)
-    key = make_key(stack.env, "opencode")
+    key = make_key(stack.env, live.user("opencode"))
     assert Client(stack.hostport, key).call("POST", "/api/v1/projects/", {"name": project})[0] == 201
     run = run_opencode(f"{live.proxy}/anthropic", "sk-upstream", workdir, home, ctxweb_key=key)
     assert run.returncode == 0, run.stderr[-2000:]
