@@ -385,7 +385,8 @@ def render_facts(facts: dict[str, Any]) -> str:
     work = str(facts.get("current_work") or "")
     if work and not quotes(prose, work):
         lines += ["Current work (the newest assistant text):", work]
-    lines += render_prose(prose, label="Last said before this summary")
+    quoted = [str(facts.get("first_request") or ""), *messages]
+    lines += render_prose(prose, label="Last said before this summary", quoted=quoted)
     return "\n".join(lines)
 
 

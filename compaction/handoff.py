@@ -84,7 +84,8 @@ def _sections(checkpoint: dict[str, Any], ctx: HandoffContext) -> dict[str, list
     if work and not quotes(prose, work):
         context.append(f"Current work (the newest assistant text): {work}")
     # The last things said, word for word, on lines of their own: what the agent goes on from.
-    context += render_prose(prose, label="Last said before this handoff")
+    quoted = [str(facts.get("first_request") or ""), *(facts.get("user_messages") or [])]
+    context += render_prose(prose, label="Last said before this handoff", quoted=quoted)
     if checkpoint.get("last_user_request"):
         context.append(f"Last user request (verbatim): {checkpoint['last_user_request']}")
     context.append(

@@ -102,11 +102,15 @@ def quotes(pieces: Sequence[Any], text: str) -> bool:
     return any(isinstance(p, dict) and str(p.get("text", "")).startswith(start) for p in pieces)
 
 
-def render_prose(pieces: Sequence[Prose], *, label: str) -> list[str]:
-    """Lines quoting ``pieces`` word for word, each after its speaker's tag on a line of its own."""
+def render_prose(pieces: Sequence[Prose], *, label: str, quoted: Iterable[str] = ()) -> list[str]:
+    """Lines quoting ``pieces`` word for word, each after its speaker's tag on a line of its own. A
+    user's piece among ``quoted`` (the user's messages the same text quotes whole) is not repeated."""
+    pieces = [p for p in pieces if isinstance(p, dict)]
     if not pieces:
         return []
+    above = {text.strip() for text in quoted if isinstance(text, str)}
     lines = [f"{label} (verbatim, oldest first):"]
     for piece in pieces:
-        lines += [f"[{piece.get('role') or 'said'}]", str(piece.get("text", ""))]
+        role, said = piece.get("role") or "said", str(piece.get("text", ""))
+        lines += [f"[{role}] (quoted above)"] if role == "user" and said in above else [f"[{role}]", said]
     return lines
