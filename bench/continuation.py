@@ -1,6 +1,7 @@
 """Continuation probes (issue 14): after every compaction, can the agent carry on from its context?
 
-    .venv/bin/python bench/continuation.py [--summarizer offline|fake|both] [--files F …] [--json OUT] [--check]
+    .venv/bin/python bench/continuation.py [--summarizer offline|fake|both] [--window search|third] [--files F …]
+                                           [--json OUT] [--check]
 
 Replays every shared transcript — the main conversation of each Claude Code file, the SWE-agent
 trajectory, and each tau-bench episode as a session of its own — one message at a time through the
@@ -8,7 +9,7 @@ service (``recorded.append`` then ``tasks.followup_send``: auto-compaction on, t
 tasks in-process, a throw-away SQLite database; ``bench/_replay.py``), with no system prompt and no
 tool definitions, as ``bench/churn.py`` does. Just before an append sets a run off (the session at
 its compact level or above) it reads the context the agent would receive (``GET …/context``, both
-formats); after every run that succeeded it reads it again and asks the seven probes of
+formats); after every run that succeeded it reads it again and asks the eight probes of
 ``bench/probes.py`` of it, against the messages the bench itself sent up to that point.
 
 Side by side, at the same points and on the same history, three published rules
@@ -33,6 +34,9 @@ the largest window known to lack room. At most five replays; of those with room 
 one with the most summaries (up to two), then the smallest window, is reported — if none had room,
 one at the *floor*, the window with room after every message of the session. A session with fewer
 than two summaries even so is listed as such; its compactions are probed all the same.
+
+``--window third`` replays each session once, at a third of its calibrated size, with no search
+(issue 30's measure): what a window too small for the newest turns does to the probes shows as it is.
 
 ``--summarizer fake`` starts the fake Anthropic server of ``tests/fakes/anthropic_server.py``
 in-process and points the settings at it (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``): every
@@ -382,6 +386,16 @@ def baseline_scores(
     return out
 
 
+def replay_at_third(source: Source, user: User, tag: str, with_baselines: bool) -> Replay:
+    """One replay at a third of the session's calibrated size, whether or not it has room."""
+    size = calibrated_size(source.candidates, source.model)
+    replay = replay_once(source, max(1, size // 3), user, tag, with_baselines)
+    replay.size, replay.windows = size, [(replay.window, replay.summaries, replay.need <= replay.window)]
+    if replay.need > replay.window:
+        replay.note = (replay.note + "; " if replay.note else "") + f"room for what must stay from {replay.need:,}"
+    return replay
+
+
 def replay_session(source: Source, user: User, tag: str, with_baselines: bool, start: int = 0) -> Replay:
     """Replays at the windows of the window rule (module docstring) until one has two summaries and
     room at every compaction point for what must stay. ``start``: another mode's window, tried first
@@ -447,12 +461,18 @@ def summarizer(mode: str) -> Iterator[FakeAnthropic | None]:
 
 
 def run_mode(
-    mode: str, found: Sequence[Source], user: User, with_baselines: bool, windows: dict[str, int]
+    mode: str, found: Sequence[Source], user: User, with_baselines: bool, windows: dict[str, int], *, third: bool
 ) -> tuple[list[Replay], str]:
     """The mode's replays, and what its summarizer did (the fake's requests). ``windows``: where to
-    start each session (by name), when another mode chose its window already."""
+    start each session (by name), when another mode chose its window already; ``third``: one replay
+    at a third of each session's size instead of the window search."""
     with summarizer(mode) as server:
-        replays = [replay_session(source, user, mode, with_baselines, windows.get(source.name, 0)) for source in found]
+        replays = [
+            replay_at_third(source, user, mode, with_baselines)
+            if third
+            else replay_session(source, user, mode, with_baselines, windows.get(source.name, 0))
+            for source in found
+        ]
         said = "" if server is None else f"; the fake model answered {len(server.requests_for('messages'))} requests"
     return replays, said
 
@@ -497,7 +517,7 @@ def format_gaps(replays: Sequence[Replay], method: str) -> list[str]:
 
 def print_sessions(mode: str, replays: Sequence[Replay], said: str) -> None:
     print(f"\n## {LABELS[mode]}: {len(replays)} sessions, {sum(r.seconds for r in replays):.0f} s{said}")
-    header = " ".join(f"{n:>4}" for n in range(1, 8))
+    header = " ".join(f"{n:>4}" for n in range(1, len(probes.PROBES) + 1))
     print(f"  {'session':<44} {'size':>8} {'floor':>7} {'window':>7} {'sum':>3} {'runs':>9} {'pts':>3}  {header}")
     for r in replays:
         shares = pooled([r], "ctxweb")
@@ -522,6 +542,7 @@ def print_table(rows: Sequence[tuple[str, Sequence[Replay], str]]) -> None:
         "5 last three",
         "6 error lines",
         "7 overflow",
+        "8 last prose",
     )
     width = 18
     print(f"\n{'method':<36}" + "".join(f"{n:>{width}}" for n in names))
@@ -578,6 +599,9 @@ def as_json(replays: Sequence[Replay]) -> list[dict[str, Any]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--summarizer", choices=("offline", "fake", "both"), default="offline")
+    parser.add_argument(
+        "--window", choices=("search", "third"), default="search", help="the window rule, or a third of each size"
+    )
     parser.add_argument("--files", nargs="+", type=Path, help="transcripts to replay (default: all shared ones)")
     parser.add_argument("--json", type=Path, help="write every session's points and scores here")
     parser.add_argument("--check", action="store_true", help="exit 1 when ctxweb misses a target")
@@ -592,10 +616,11 @@ def main() -> int:
     ran: dict[str, tuple[list[Replay], str]] = {}
     for mode in modes:
         chosen = {r.name: r.window for replays, _ in ran.values() for r in replays}
-        ran[mode] = run_mode(mode, found, user, not ran, chosen)
+        ran[mode] = run_mode(mode, found, user, not ran, chosen, third=args.window == "third")
     results = {mode: replays for mode, (replays, _) in ran.items()}
+    window_rule = "a third of each session's size" if args.window == "third" else "the window rule"
     print(
-        f"{len(found)} sessions from {len(paths)} files, policy '{PRESET}', "
+        f"{len(found)} sessions from {len(paths)} files, policy '{PRESET}', {window_rule}, "
         f"{time.perf_counter() - started:.0f} s; probe shares per session are ctxweb's, both formats pooled"
     )
     for mode, (replays, said) in ran.items():

@@ -1,6 +1,7 @@
 """Continuation probes: can an agent carry on from the context it receives after a compaction?
 
-Pure Python, standard library only, so every probe is unit-tested without a database
+Pure Python (the standard library, and the engine's rules for what a harness injects into a user's
+text, ``compaction/injected.py``), so every probe is unit-tested without a database
 (tests/bench/test_probes.py). The ground truth is what the benchmark itself sent — the canonical
 messages (``{"role", "content", "metadata"?}``, Anthropic-style blocks) of a transcript up to the
 compaction point — never what the service says it kept. A probe is scored as ``Score(passed,
@@ -19,6 +20,7 @@ yet, no unresolved failure…) and is left out of every share.
    its blocks need only appear as one contiguous run of an after-turn's blocks).
 6. ``error_lines``: the error lines of the newest failing run that no later run fixed are there.
 7. ``no_overflow``: usage after the run is at most the policy's ``target_after``.
+8. ``last_prose``: the last three pieces of prose before the run are there verbatim (one item each).
 
 Definitions:
 
@@ -47,6 +49,11 @@ Definitions:
   *fixed* by a later run with the same key that did not fail. Its *error lines*: its non-empty lines
   matching ``error|fail|exception|traceback|fatal|panic``, the last 10 of them, or its first line when
   none match; each must be a substring of the context's whole text (tool results and inputs too).
+- A *piece of prose* is a text block (or string content) of an assistant message, outer whitespace
+  stripped, or the words a person typed in a text block of a user message that is not flagged as
+  injected (``INJECTED_FLAGS``): the block without what the agent's harness writes there
+  (``compaction.injected.typed_part``: ``<system-reminder>`` spans, command markup, hook output…);
+  never tool output, a tool call or a ctxweb placeholder. "There verbatim" as for human messages.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from compaction.injected import typed_part
 
 Message = dict[str, Any]
 
@@ -67,6 +76,7 @@ PROBES: tuple[str, ...] = (
     "last_three",
     "error_lines",
     "no_overflow",
+    "last_prose",
 )
 # Targets of issue 14: the least share of a probe's items that must pass.
 TARGETS: dict[str, float] = {
@@ -77,6 +87,7 @@ TARGETS: dict[str, float] = {
     "last_three": 1.0,
     "error_lines": 0.90,
     "no_overflow": 1.0,
+    "last_prose": 1.0,
 }
 
 # Lines Claude Code writes into the user's turn on its own (no person typed them).
@@ -166,6 +177,27 @@ def is_human(message: Message) -> bool:
         return False
     text = text_of(message)
     return bool(text) and not text.startswith(INJECTED_PREFIXES)
+
+
+def prose(message: Message) -> list[str]:
+    """The pieces of prose of one message, in order."""
+    role = message.get("role")
+    metadata = message.get("metadata") or {}
+    if role not in ("user", "assistant") or (role == "user" and any(metadata.get(f) for f in INJECTED_FLAGS)):
+        return []
+    texts = (str(b.get("text", "")) for b in _blocks(message.get("content")) if b.get("type") == "text")
+    pieces = (typed_part(text) if role == "user" else text.strip() for text in texts)
+    return [piece for piece in pieces if piece and not piece.startswith("[ctxweb:")]
+
+
+def last_prose(history: Sequence[Message], n: int = 3) -> list[str]:
+    """The last ``n`` pieces of prose of the history, oldest first."""
+    found: list[str] = []
+    for message in reversed(history):
+        found[:0] = prose(message)
+        if len(found) >= n:
+            break
+    return found[-n:]
 
 
 def tool_calls(history: Sequence[Message]) -> list[tuple[int, dict[str, Any]]]:
@@ -445,6 +477,7 @@ class Facts:
     todos: list[TodoItem] | None
     files: list[str]
     errors: list[str]
+    prose: list[str] = field(default_factory=list)
 
 
 def facts_of(history: Sequence[Message]) -> Facts:
@@ -454,6 +487,7 @@ def facts_of(history: Sequence[Message]) -> Facts:
         todos=todo_list(history),
         files=files_modified(history),
         errors=error_lines(failure) if failure is not None else [],
+        prose=last_prose(history),
     )
 
 
@@ -497,7 +531,7 @@ def score(
     usage: float | None,
     target: float,
 ) -> dict[str, Score]:
-    """The seven probes for one context after a compaction. ``before``: the context (same format)
+    """The eight probes for one context after a compaction. ``before``: the context (same format)
     just before the run, None when unknown; ``usage``: used ÷ window after the run, None when unknown."""
     scores = {
         "first_request": _check(facts.humans[0] in after.texts) if facts.humans else NOT_APPLICABLE,
@@ -510,5 +544,6 @@ def score(
         "last_three": kept_unchanged(before, after.messages) if before is not None else NOT_APPLICABLE,
         "error_lines": _share(line in after.everything for line in facts.errors),
         "no_overflow": _check(usage <= target + 1e-9) if usage is not None else NOT_APPLICABLE,
+        "last_prose": _share(text in after.texts for text in facts.prose),
     }
     return scores

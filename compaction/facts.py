@@ -12,7 +12,9 @@ What an agent needs to go on after a compaction, and what summaries (a model's o
 - ``commands``: each command run, with the outcome of its last run;
 - ``errors``: the error lines of failing runs that no later run of the same command fixed;
 - ``decisions``: lines under an explicit marker (``## Decision:``, ``ADR-n``) only;
-- ``current_work``: the newest assistant text.
+- ``current_work``: the newest assistant text;
+- ``recent_prose``: the newest three pieces of prose, the user's or the assistant's, word for word
+  (``compaction.prose``); a budget never cuts them.
 
 A run fails when its result says so structurally (``is_error``, a non-zero exit code, a traceback, a
 test runner's failure summary, a result starting with "Error"); a line is never an error because it
@@ -29,6 +31,7 @@ from typing import Any
 
 from .injected import typed_text
 from .numbers import whole_number
+from .prose import fold_prose, quotes, render_prose
 from .reversible import MARK, is_human_prompt, message_text, result_text
 from .tokens import Tokenizer
 from .types import Msg
@@ -89,6 +92,7 @@ def empty_facts() -> dict[str, Any]:
         "errors": [],
         "decisions": [],
         "current_work": "",
+        "recent_prose": [],
     }
 
 
@@ -210,8 +214,11 @@ class _Facts:
         self.decisions: list[dict[str, str]] = [dict(d) for d in prev["decisions"] if isinstance(d, dict)]
         self.current_work: str = str(prev["current_work"] or "")
         self.calls: dict[str, tuple[str, Any]] = {}  # tool_use id → (name, input), for the results
+        earlier = prev["recent_prose"]
+        self.prose = fold_prose(earlier if isinstance(earlier, list) else [], [])
 
     def add(self, msg: Msg) -> None:
+        self.prose = fold_prose(self.prose, [msg])
         if is_person(msg):
             text = person_text(msg)
             if not self.first_request:
@@ -323,6 +330,7 @@ class _Facts:
             "errors": list(self.errors.values())[-MAX_ERRORS:],
             "decisions": self.decisions,
             "current_work": self.current_work,
+            "recent_prose": self.prose,
         }
 
 
@@ -373,8 +381,12 @@ def render_facts(facts: dict[str, Any]) -> str:
             f"- {d['decision']}" + (f" (why: {d['rationale']})" if d.get("rationale") else "")
             for d in facts["decisions"]
         ]
-    if facts.get("current_work"):
-        lines += ["Current work (the newest assistant text):", facts["current_work"]]
+    prose = facts.get("recent_prose") or []
+    work = str(facts.get("current_work") or "")
+    if work and not quotes(prose, work):
+        lines += ["Current work (the newest assistant text):", work]
+    quoted = [str(facts.get("first_request") or ""), *messages]
+    lines += render_prose(prose, label="Last said before this summary", quoted=quoted)
     return "\n".join(lines)
 
 

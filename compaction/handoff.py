@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .prose import quotes, render_prose
+
 RULE = "=" * 40
 SECTIONS = (
     "CURRENT TASK",
@@ -77,8 +79,13 @@ def _sections(checkpoint: dict[str, Any], ctx: HandoffContext) -> dict[str, list
     said += [*([f"({cut} older messages omitted)"] if cut else []), *(facts.get("user_messages") or [])]
     todos = [f"[{t.get('status', 'pending')}] {t.get('content', '')}" for t in facts.get("todos") or []]
     context = []
-    if facts.get("current_work"):
-        context.append(f"Current work (the newest assistant text): {facts['current_work']}")
+    prose = facts.get("recent_prose") or []
+    work = str(facts.get("current_work") or "")
+    if work and not quotes(prose, work):
+        context.append(f"Current work (the newest assistant text): {work}")
+    # The last things said, word for word, on lines of their own: what the agent goes on from.
+    quoted = [str(facts.get("first_request") or ""), *(facts.get("user_messages") or [])]
+    context += render_prose(prose, label="Last said before this handoff", quoted=quoted)
     if checkpoint.get("last_user_request"):
         context.append(f"Last user request (verbatim): {checkpoint['last_user_request']}")
     context.append(

@@ -14,7 +14,8 @@ Three strategies, each reporting tokens before and after per message:
 What is never touched: the newest ``policy.protected_count`` messages (the three newest turns at
 least), the newest
 ``keep_recent_turns`` user turns and everything after them, the newest ``protected_tool_tokens``
-of tool output, and the last message a person typed. Lines
+of tool output, the last message a person typed, and the newest three pieces of prose (text blocks
+the user or the assistant wrote, ``compaction.prose``; a call beside one may be condensed). Lines
 matching a preserve pattern survive every strategy verbatim.
 """
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from .identifiers import ERROR_RE, file_paths
 from .policy import NESTED_QUANTIFIER, Policy
+from .prose import prose_blocks
 from .tokens import Tokenizer
 from .types import Msg
 
@@ -229,6 +231,7 @@ class _Planner:
         self.tokenizer = tokenizer
         self.patterns = compile_patterns(policy.preserve_patterns)
         self.protected_seqs = self._protected_messages()
+        self.prose = prose_blocks(messages)  # (seq, block index): the newest prose, word for word
         self.protected_blocks = self._protected_tool_blocks(policy.protected_tool_tokens(context_window))
         self.tool_names = {
             b["id"]: b.get("name", "tool")
@@ -299,7 +302,8 @@ class _Planner:
         if isinstance(msg.content, str):
             earlier = self._remember(msg.content, msg.seq)
             # What a person wrote stays verbatim: the user's words are what an agent goes on from.
-            new = self._text(msg.content, earlier, saved, touchable and msg.role != "user", "message")
+            said = (msg.seq, 0) in self.prose
+            new = self._text(msg.content, earlier, saved, touchable and msg.role != "user" and not said, "message")
             content: str | list[dict[str, Any]] = new if new is not None else msg.content
         else:
             blocks = []
@@ -367,7 +371,8 @@ class _Planner:
         if kind == "text":
             text = str(block.get("text", ""))
             earlier = self._remember(text, msg.seq)
-            shorter = self._text(text, earlier, saved, touchable and msg.role != "user", "text")
+            said = (msg.seq, index) in self.prose
+            shorter = self._text(text, earlier, saved, touchable and msg.role != "user" and not said, "text")
             return {**block, "text": shorter} if shorter is not None else block
         if kind == "tool_use" and touchable:
             changed = self._tool_input(block.get("input"), saved)

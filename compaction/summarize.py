@@ -196,9 +196,13 @@ def plan_summarize(
     # changed them is in the kept tail: a list updated piece by piece (TaskUpdate) would otherwise be
     # half in the checkpoint, half in the tail, and an error fixed in the tail is no longer open. (So
     # the head's facts are never larger than the room counted for them above.)
+    # The newest prose stays verbatim: the pieces the tail holds are there in place, the others are
+    # carried word for word (compaction/prose.py).
+    kept = {m.seq for m in tail}
     facts = {
         **facts_update(earlier_facts, head_originals),
         **{name: everything[name] for name in ("todos", "errors", "current_work")},
+        "recent_prose": [p for p in everything["recent_prose"] if p["seq"] not in kept],
     }
     facts = fit_facts(facts, tokenizer, facts_room)
     stamps = sorted(m.created_at for m in head if m.created_at)

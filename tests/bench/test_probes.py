@@ -300,3 +300,41 @@ def test_probes_5_and_7_do_not_apply_without_what_they_compare():
     assert not result_["no_overflow"].applicable
     assert scores([user("hi")], context("hi"), usage=0.5)["no_overflow"] == Score(1, 1)
     assert scores([user("hi")], context("hi"), usage=0.51)["no_overflow"] == Score(0, 1)
+
+
+# ----------------------------------------------------------------------------- the last prose (probe 8)
+
+
+def test_the_last_three_pieces_of_prose_are_what_the_user_or_the_assistant_wrote():
+    reminder = "<system-reminder>\nCLAUDE.md: run make lint.\n</system-reminder>"
+    history = [
+        user("Fix the parser"),
+        {"role": "assistant", "content": [{"type": "text", "text": " The root cause is the BOM. "}]},
+        call("t1", "Bash", command="make test"),
+        result("t1", "Exit code 1"),
+        user("Caveat: injected", is_meta=True),
+        {"role": "user", "content": [{"type": "text", "text": reminder}, {"type": "text", "text": "Keep the API."}]},
+        user(reminder),
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Next I'll add a test."},
+                {"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "make"}},
+            ],
+        },
+        result("t2", "ok"),
+        user("[ctxweb: 3 messages elided]"),
+    ]
+    assert probes.facts_of(history).prose == ["The root cause is the BOM.", "Keep the API.", "Next I'll add a test."]
+    assert probes.last_prose(history[:3]) == ["Fix the parser", "The root cause is the BOM."]
+
+
+def test_a_piece_of_prose_summarized_away_lowers_probe_8_in_either_format():
+    history = [user("Fix the parser"), {"role": "assistant", "content": "It is the BOM."}, user("Go on")]
+    for fmt in ("anthropic", "openai"):
+        kept = scores(history, context("Fix the parser", "It is the BOM.", "Go on", fmt=fmt))
+        assert kept["last_prose"] == Score(3, 3)
+        summarized = scores(history, context("<context_summary>Fixed the BOM.</context_summary>", fmt=fmt))
+        assert summarized["last_prose"] == Score(0, 3)
+        quoted = context("<context_summary>[assistant]\nIt is the BOM.</context_summary>", "ok", "Go on", fmt=fmt)
+        assert scores(history, quoted)["last_prose"] == Score(2, 3)

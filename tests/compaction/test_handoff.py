@@ -211,3 +211,22 @@ def test_the_facts_a_checkpoint_carries_are_in_the_document():
     assert "- importer/bom.py (Write)" in files and sum("importer/csv.py" in f for f in files) == 1
     assert "UnicodeDecodeError: byte 0xef" in "\n".join(section_lines(text, "BLOCKING ISSUES"))
     assert "Switching the reader to utf-8-sig." in "\n".join(section_lines(text, "CONTEXT FOR CONTINUATION"))
+
+
+def test_the_last_three_pieces_of_prose_are_in_the_document_word_for_word():
+    explanation = "The root cause is the BOM.\n  Next I'll switch the reader to utf-8-sig."
+    facts = {
+        "first_request": "Fix the importer.",
+        "user_messages": ["Keep the API."],
+        "current_work": explanation,
+        "recent_prose": [
+            {"seq": 3, "block": 0, "role": "user", "text": "Keep the API."},
+            {"seq": 4, "block": 0, "role": "assistant", "text": "Looking at the reader."},
+            {"seq": 9, "block": 1, "role": "assistant", "text": explanation},
+        ],
+    }
+    handoff = render_handoff({**CHECKPOINT, "facts": facts}, CTX)
+    for rendered in (handoff.text, handoff.markdown):
+        assert explanation in rendered and "Looking at the reader." in rendered
+        assert rendered.count(explanation) == 1, "the newest assistant text is not repeated as current work"
+        assert rendered.count("Keep the API.") == 1 and "[user] (quoted above)" in rendered

@@ -119,7 +119,9 @@ def test_a_first_request_is_kept_whole_in_a_small_budget():
 
 def test_a_first_request_larger_than_all_its_room_keeps_its_start_and_end():
     words = "START " + "spec line\n" * 3_000 + "Now implement section 4."
-    facts = facts_update(None, [Msg(1, "user", words, 9_000)])
+    # Three pieces of prose after it: the newest three are kept whole, whatever their size.
+    said = [Msg(i, "assistant", f"Reading part {i}.", 5) for i in (2, 3, 4)]
+    facts = facts_update(None, [Msg(1, "user", words, 9_000), *said])
     fitted = fit_facts(facts, TOK, 1_000)
     kept = fitted["first_request"]
     assert kept.startswith("START ") and kept.endswith("Now implement section 4.")
