@@ -1,6 +1,6 @@
 """Reversible compaction: deterministic strategies that shrink old content without summarizing it.
 
-Three strategies, each reporting tokens before and after per message:
+Four strategies, each reporting tokens before and after per message:
 
 - ``tool_output``: the content of an older ``tool_result`` becomes a placeholder naming the tool,
   the original size and that a revert restores it, and keeping the file paths and error lines the
@@ -10,6 +10,8 @@ Three strategies, each reporting tokens before and after per message:
   one becomes a reference to the earlier seq.
 - ``verbose``: long diffs, logs, stack traces and JSON keep their head, their tail and every line
   that matches a preserve pattern.
+- ``pasted_output``: output pasted into a user's text (``compaction.pasted``) is cleared as a tool's
+  output is; the words around it stay verbatim.
 
 What is never touched: the newest ``policy.protected_count`` messages (the three newest turns at
 least), the newest
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .identifiers import ERROR_RE, file_paths
+from .pasted import pasted_spans, replace_spans
 from .policy import NESTED_QUANTIFIER, Policy
 from .tokens import Tokenizer
 from .types import Msg
@@ -298,8 +301,12 @@ class _Planner:
         saved: dict[str, int] = {}
         if isinstance(msg.content, str):
             earlier = self._remember(msg.content, msg.seq)
-            # What a person wrote stays verbatim: the user's words are what an agent goes on from.
-            new = self._text(msg.content, earlier, saved, touchable and msg.role != "user", "message")
+            # What a person wrote stays verbatim: the user's words are what an agent goes on from;
+            # only the output they pasted may be condensed.
+            if msg.role == "user":
+                new = self._pasted(msg.content, saved) if touchable else None
+            else:
+                new = self._text(msg.content, earlier, saved, touchable, "message")
             content: str | list[dict[str, Any]] = new if new is not None else msg.content
         else:
             blocks = []
@@ -331,6 +338,20 @@ class _Planner:
                     self.shrunk.add(_fingerprint(text))
                     return condensed
         return None
+
+    def _pasted(self, text: str, saved: dict[str, int]) -> str | None:
+        """A user's text with the output pasted into it cleared as a tool's output is (its paths and
+        error lines kept), every other character as it was; None to keep it whole."""
+
+        def shorter(part: str) -> str | None:
+            if any(line.lstrip().startswith(MARK) for line in part.splitlines()):
+                return None  # condensed by an earlier compaction
+            tokens = self.tokenizer.count_text(part)
+            if tokens < MIN_VERBOSE_TOKENS:
+                return None
+            return self._record(saved, "pasted_output", tokens, cleared("pasted output ", part, tokens, self.patterns))
+
+        return replace_spans(text, pasted_spans(text), shorter)
 
     def _reference(self, earlier: int, what: str, text: str) -> str:
         self.references.add(earlier)
@@ -367,7 +388,10 @@ class _Planner:
         if kind == "text":
             text = str(block.get("text", ""))
             earlier = self._remember(text, msg.seq)
-            shorter = self._text(text, earlier, saved, touchable and msg.role != "user", "text")
+            if msg.role == "user":
+                shorter = self._pasted(text, saved) if touchable else None
+            else:
+                shorter = self._text(text, earlier, saved, touchable, "text")
             return {**block, "text": shorter} if shorter is not None else block
         if kind == "tool_use" and touchable:
             changed = self._tool_input(block.get("input"), saved)
