@@ -76,9 +76,9 @@ def _output_like(line: str) -> bool:
 
 
 def _prose(line: str) -> bool:
-    """A line a person wrote: three words or more, a letter first, closing like a sentence."""
-    words = line.split()
-    return len(words) >= 3 and words[0][0].isalpha() and line.rstrip().endswith(SENTENCE_END) and not _output_like(line)
+    """A line a person wrote: a letter first, closing like a sentence ("Thanks!", "Why does it stop?")."""
+    stripped = line.strip()
+    return stripped[:1].isalpha() and stripped.endswith(SENTENCE_END) and not _output_like(line)
 
 
 def _boundary(line: str) -> bool:
