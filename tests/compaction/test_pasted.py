@@ -15,7 +15,7 @@ from compaction.policy import Policy
 from compaction.reversible import MARK, Change, plan_compact
 from compaction.tokens import OfflineTokenizer
 from compaction.types import Msg
-from tests.hypothesis_budget import ENGINE, LARGE
+from tests.hypothesis_budget import ENGINE
 
 TOK = OfflineTokenizer()
 WINDOW = 200_000
@@ -166,9 +166,12 @@ PROSE = st.lists(
 ).map(lambda words: " ".join(words).capitalize() + ".")
 LOG_LINE = st.integers(0, 10_000).map(lambda i: f"2024-05-01 10:00:{i % 60:02d} INFO step {i}: wrote out/{i}.json")
 ERROR_LINE = st.integers(0, 99).map(lambda i: f"ERROR step {i}: failed on src/mod_{i}.py")
-OUTPUT = st.lists(st.one_of(LOG_LINE, ERROR_LINE), min_size=1, max_size=80).map("\n".join)
+OUTPUT = st.lists(st.one_of(LOG_LINE, LOG_LINE, ERROR_LINE), min_size=1, max_size=90).map("\n".join)
+LONG_OUTPUT = st.lists(LOG_LINE, min_size=40, max_size=90).map("\n".join)
 PASTED = st.one_of(
     OUTPUT,
+    LONG_OUTPUT,
+    LONG_OUTPUT.map(lambda out: f"Bash output:\n{out}"),
     OUTPUT.map(lambda out: f"Bash output:\n{out}"),
     OUTPUT.map(lambda out: f"```\n{out}\n```"),
     OUTPUT.map(lambda out: f"<bash-stdout>{out}</bash-stdout>"),
@@ -180,7 +183,8 @@ def user_texts(draw: st.DrawFn) -> tuple[str, list[str]]:
     """A text a person wrote around output they pasted, and the lines they typed themselves."""
     typed: list[str] = []
     chunks: list[str] = []
-    for kind in draw(st.lists(st.sampled_from(["typed", "pasted"]), min_size=1, max_size=6)):
+    kinds = draw(st.lists(st.sampled_from(["typed", "pasted"]), min_size=1, max_size=6))
+    for kind in [*kinds, "pasted"] if "pasted" not in kinds else kinds:
         if kind == "typed":
             line = draw(PROSE)
             typed.append(line)
@@ -208,7 +212,7 @@ def test_spans_are_ordered_apart_and_replacing_them_changes_nothing_else(text):
     assert new is not None and new.split("\x00") == outside(text, spans)
 
 
-@LARGE
+@ENGINE
 @given(user_texts())
 def test_condensing_a_user_text_keeps_every_line_typed_and_nothing_outside_the_pasted_parts_changes(made):
     text, typed = made
