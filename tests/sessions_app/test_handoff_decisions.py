@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from sessions_app.models import Checkpoint
 from sessions_app.services import handoffs
+from sessions_app.web.pages import checkpoint_sections
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.sessions_app.compaction_helpers import append
 
@@ -80,3 +82,21 @@ def test_ctx_handoff_prints_a_marked_decision_under_decisions_made(session_of, s
     call_command("ctx", "handoff", "ext-bom", stdout=out)
     made = decisions_made(out.getvalue())
     assert len(made) == 1 and "utf-8-sig" in made[0] and made[0].endswith("exports from Excel carry a BOM")
+
+
+def test_the_session_page_lists_a_marked_decision_beside_the_summarizers_once():
+    data = {
+        "objective": "Fix the BOM crash",
+        "decisions": [{"decision": "Keep the legacy loader", "rationale": ""}],
+        "facts": {
+            "decisions": [
+                {"decision": "keep the legacy loader.", "rationale": "two customers use it"},
+                {"decision": "read CSV files with utf-8-sig", "rationale": "exports from Excel carry a BOM"},
+            ]
+        },
+    }
+    sections = dict(checkpoint_sections(Checkpoint(data=data)))
+    assert sections["Decisions"] == [
+        "Keep the legacy loader — two customers use it",
+        "read CSV files with utf-8-sig — exports from Excel carry a BOM",
+    ]
