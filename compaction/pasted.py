@@ -9,7 +9,8 @@ part is found four ways, each a span of whole lines (or a tag's body) inside the
 - a fenced block (```` ``` ```` or ``~~~``) right under a label line, or whose body reads as a log or a
   stack trace; code and prose in a fence stay;
 - the lines under a label line ("Bash output:", "Here is the log:", "Stack trace:"), up to a blank line
-  followed by prose, a fence or another label; prose lines closing the part stay;
+  followed by prose, a fence or another label, unless the first of them is prose; prose lines closing
+  the part stay;
 - an unlabelled run of log lines (a time, a level, a ``path:line``…) or a Python traceback, long
   enough that nobody typed it.
 
@@ -23,7 +24,7 @@ import re
 from collections.abc import Callable
 
 OUTPUT_TAGS = ("bash-stdout", "bash-stderr", "local-command-stdout", "local-command-stderr")
-TAG_BODY = re.compile(r"<(" + "|".join(OUTPUT_TAGS) + r")>(.*?)</\1>", re.DOTALL)
+TAG_OPEN = re.compile(r"<(" + "|".join(OUTPUT_TAGS) + r")>")
 # A line that says output follows: "Bash output:", "Here's the log:", "SIMULATION OUTPUT:", "Stack trace:".
 LABEL = re.compile(
     r"^[^\S\n]*(?:[\w'’ ().,/-]{0,60}?\s)?(?:output|stdout|stderr|logs?|stack ?trace|traceback|console)"
@@ -114,9 +115,11 @@ def _labelled_end(lines: _Lines, first: int) -> int:
         if j > first and _boundary(line):
             return j
         if _blank(line):
-            following = next((k for k in range(j + 1, len(lines)) if not _blank(lines.text[k])), None)
-            if following is None or _boundary(lines.text[following]) or _prose(lines.text[following]):
+            following = next((k for k in range(j + 1, len(lines)) if not _blank(lines.text[k])), len(lines))
+            if following == len(lines) or _boundary(lines.text[following]) or _prose(lines.text[following]):
                 return j
+            j = following  # the blank lines between are the part's
+            continue
         j += 1
     return j
 
@@ -175,9 +178,11 @@ def _line_spans(text: str) -> list[tuple[int, int]]:
                 continue
             end = _labelled_end(lines, i + 1)
             part = _trim(lines, i + 1, end - 1)
-            if part:
+            if part and not _prose(lines.text[part[0]]):
                 spans.append(lines.span(*part))
-            i = max(end, i + 1)
+                i = max(end, i + 1)
+            else:  # output does not open with a sentence: the person's words, read line by line
+                i += 1
         elif _output_like(line):
             last, after = _run(lines, i)
             if _reads_as_output(lines, i, last):
@@ -190,9 +195,28 @@ def _line_spans(text: str) -> list[tuple[int, int]]:
 
 def pasted_spans(text: str) -> list[tuple[int, int]]:
     """The character ranges of ``text`` that hold pasted output, in order, none overlapping."""
-    tags = [(m.start(2), m.end(2)) for m in TAG_BODY.finditer(text) if m.group(2).strip()]
+    tags = _tag_bodies(text)
     lines = [(s, e) for s, e in _line_spans(text) if not any(s < t_end and t_start < e for t_start, t_end in tags)]
     return sorted([*tags, *lines])
+
+
+def _tag_bodies(text: str) -> list[tuple[int, int]]:
+    """The non-blank bodies of the harness's output tags. A tag nobody closes has none, and once a
+    closing tag is missing after one opening, it is after every later one too (linear, not quadratic)."""
+    bodies: list[tuple[int, int]] = []
+    unclosed: set[str] = set()
+    at = 0
+    while (opening := TAG_OPEN.search(text, at)) is not None:
+        name = opening.group(1)
+        close = -1 if name in unclosed else text.find(f"</{name}>", opening.end())
+        if close < 0:
+            unclosed.add(name)
+            at = opening.end()
+            continue
+        if text[opening.end() : close].strip():
+            bodies.append((opening.end(), close))
+        at = close + len(name) + 3
+    return bodies
 
 
 def replace_spans(text: str, spans: list[tuple[int, int]], replace: Callable[[str], str | None]) -> str | None:

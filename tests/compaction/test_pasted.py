@@ -229,3 +229,8 @@ def test_condensing_a_user_text_keeps_every_line_typed_and_nothing_outside_the_p
         for i, (piece, (s, e)) in enumerate(zip(outside(text, spans), [*spans, (0, 0)], strict=True))
     )
     assert re.fullmatch(pattern, change.content, re.DOTALL)
+
+
+def test_a_label_followed_by_a_sentence_introduces_the_persons_own_words():
+    text = "SIMULATION OUTPUT:\nThe agent produced an 8-file manifest including:\n" + log(50)
+    assert parts(text) == [log(50)]
