@@ -217,7 +217,7 @@ def render_summary_text(checkpoint: dict[str, Any]) -> str:
         "Decisions",
         [
             f"{d['decision']}" + (f" (why: {d['rationale']})" if d.get("rationale") else "")
-            for d in _decisions(checkpoint)
+            for d in checkpoint_decisions(checkpoint)
         ],
     )
     section(
@@ -226,8 +226,10 @@ def render_summary_text(checkpoint: dict[str, Any]) -> str:
     )
     section("Details kept verbatim", checkpoint.get("important_details") or [])
     facts = checkpoint.get("facts")
-    if has_facts(facts):
-        lines += ["Recorded from the session, verbatim:", render_facts(facts)]  # type: ignore[arg-type]
+    # The facts' decisions are under "Decisions" above, beside the summarizer's: each said once.
+    rest = {**facts, "decisions": []} if isinstance(facts, dict) else None
+    if has_facts(rest):
+        lines += ["Recorded from the session, verbatim:", render_facts(rest)]  # type: ignore[arg-type]
     request = checkpoint.get("last_user_request")
     if request and not (has_facts(facts) and _quoted(request, facts)):  # type: ignore[arg-type]
         lines.append(f"Last user request: {request}")
@@ -240,5 +242,36 @@ def _quoted(text: str, facts: dict[str, Any]) -> bool:
     return any(text.strip() == str(q).strip() for q in quoted)
 
 
-def _decisions(checkpoint: dict[str, Any]) -> list[dict[str, str]]:
-    return [_decision(d) for d in checkpoint.get("decisions") or []]
+def checkpoint_decisions(checkpoint: dict[str, Any]) -> list[dict[str, str]]:
+    """The decisions a checkpoint records: the summarizer's, then those the facts read under an explicit
+    marker (``## Decision:``, ``ADR-n``) that the summarizer did not state already, each once. A
+    summarizer's decision without a rationale takes the one the session wrote beside it."""
+    out = [_decision(d) for d in checkpoint.get("decisions") or []]
+    out = [d for d in out if d["decision"]]
+    facts = checkpoint.get("facts")
+    marked = facts.get("decisions") if isinstance(facts, dict) else None
+    for raw in marked if isinstance(marked, list) else []:
+        entry = _decision(raw)
+        if not entry["decision"]:
+            continue
+        keys = _decision_keys(entry)
+        same = next((d for d in out if keys & _decision_keys(d)), None)
+        if same is None:
+            out.append(entry)
+        elif not same["rationale"] and entry["rationale"]:
+            same["rationale"] = entry["rationale"]
+    return out
+
+
+def _decision_keys(entry: dict[str, str]) -> set[str]:
+    """What two statements of one decision share: its words, alone or with the reason, in any case and
+    spacing, without the marker or a closing full stop."""
+
+    def norm(text: str) -> str:
+        text = " ".join(text.split()).casefold().removeprefix("## decision:").strip()
+        return text.rstrip(" .;")
+
+    keys = {norm(entry["decision"])}
+    if entry["rationale"]:
+        keys.add(norm(f"{entry['decision']} because {entry['rationale']}"))
+    return keys - {""}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .checkpoint import checkpoint_decisions
 from .prose import quotes, render_prose
 
 RULE = "=" * 40
@@ -53,9 +54,10 @@ def _progress(checkpoint: dict[str, Any]) -> int:
 def _sections(checkpoint: dict[str, Any], ctx: HandoffContext) -> dict[str, list[str]]:
     """Section title → its lines, shared by the text and Markdown renderings."""
     objective = checkpoint.get("objective") or "(not recorded)"
+    # The summarizer's decisions and those marked in the session (the facts), each once.
     decisions = [
-        f"{d.get('decision', '')}: {d['rationale']}" if d.get("rationale") else str(d.get("decision", ""))
-        for d in checkpoint.get("decisions") or []
+        f"{d['decision']}: {d['rationale']}" if d["rationale"] else d["decision"]
+        for d in checkpoint_decisions(checkpoint)
     ]
     files = [
         f"{f.get('path', '')}: {f['what']}" if f.get("what") else str(f.get("path", ""))

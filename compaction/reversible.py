@@ -1,6 +1,6 @@
 """Reversible compaction: deterministic strategies that shrink old content without summarizing it.
 
-Three strategies, each reporting tokens before and after per message:
+Four strategies, each reporting tokens before and after per message:
 
 - ``tool_output``: the content of an older ``tool_result`` becomes a placeholder naming the tool,
   the original size and that a revert restores it, and keeping the file paths and error lines the
@@ -10,6 +10,8 @@ Three strategies, each reporting tokens before and after per message:
   one becomes a reference to the earlier seq.
 - ``verbose``: long diffs, logs, stack traces and JSON keep their head, their tail and every line
   that matches a preserve pattern.
+- ``pasted_output``: output pasted into a user's text (``compaction.pasted``) is cleared as a tool's
+  output is; the words around it stay verbatim.
 
 What is never touched: the newest ``policy.protected_count`` messages (the three newest turns at
 least), the newest
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .identifiers import ERROR_RE, file_paths
+from .pasted import pasted_spans, replace_spans
 from .policy import NESTED_QUANTIFIER, Policy
 from .prose import prose_blocks
 from .tokens import Tokenizer
@@ -301,9 +304,13 @@ class _Planner:
         saved: dict[str, int] = {}
         if isinstance(msg.content, str):
             earlier = self._remember(msg.content, msg.seq)
-            # What a person wrote stays verbatim: the user's words are what an agent goes on from.
+            # What a person wrote stays verbatim: the user's words are what an agent goes on from; only
+            # the output they pasted may be condensed. The newest prose stays whole (``prose``).
             said = (msg.seq, 0) in self.prose
-            new = self._text(msg.content, earlier, saved, touchable and msg.role != "user" and not said, "message")
+            if msg.role == "user":
+                new = self._pasted(msg.content, saved) if touchable and not said else None
+            else:
+                new = self._text(msg.content, earlier, saved, touchable and not said, "message")
             content: str | list[dict[str, Any]] = new if new is not None else msg.content
         else:
             blocks = []
@@ -335,6 +342,20 @@ class _Planner:
                     self.shrunk.add(_fingerprint(text))
                     return condensed
         return None
+
+    def _pasted(self, text: str, saved: dict[str, int]) -> str | None:
+        """A user's text with the output pasted into it cleared as a tool's output is (its paths and
+        error lines kept), every other character as it was; None to keep it whole."""
+
+        def shorter(part: str) -> str | None:
+            if any(line.lstrip().startswith(MARK) for line in part.splitlines()):
+                return None  # condensed by an earlier compaction
+            tokens = self.tokenizer.count_text(part)
+            if tokens < MIN_VERBOSE_TOKENS:
+                return None
+            return self._record(saved, "pasted_output", tokens, cleared("pasted output ", part, tokens, self.patterns))
+
+        return replace_spans(text, pasted_spans(text), shorter)
 
     def _reference(self, earlier: int, what: str, text: str) -> str:
         self.references.add(earlier)
@@ -372,7 +393,10 @@ class _Planner:
             text = str(block.get("text", ""))
             earlier = self._remember(text, msg.seq)
             said = (msg.seq, index) in self.prose
-            shorter = self._text(text, earlier, saved, touchable and msg.role != "user" and not said, "text")
+            if msg.role == "user":
+                shorter = self._pasted(text, saved) if touchable and not said else None
+            else:
+                shorter = self._text(text, earlier, saved, touchable and not said, "text")
             return {**block, "text": shorter} if shorter is not None else block
         if kind == "tool_use" and touchable:
             changed = self._tool_input(block.get("input"), saved)

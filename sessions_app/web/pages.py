@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.db.models import Q
 
+from compaction.checkpoint import checkpoint_decisions
 from compaction.reversible import MARK, result_text
 from compaction.status import Status
 from compaction.tokens import calibrate
@@ -303,10 +304,7 @@ def message_original(message: Message) -> list[Block] | None:
 
 def checkpoint_sections(checkpoint: Checkpoint) -> list[tuple[str, list[str]]]:
     data = checkpoint.data or {}
-    decisions = [
-        d.get("decision", "") + (f" — {d['rationale']}" if d.get("rationale") else "")
-        for d in data.get("decisions", [])
-    ]
+    decisions = [d["decision"] + (f" — {d['rationale']}" if d["rationale"] else "") for d in checkpoint_decisions(data)]
     files = [f.get("path", "") + (f": {f['what']}" if f.get("what") else "") for f in data.get("files_modified", [])]
     facts: dict[str, Any] = data["facts"] if isinstance(data.get("facts"), dict) else {}
     cut = int(facts.get("user_messages_cut") or 0)

@@ -12,6 +12,7 @@ from compaction.checkpoint import (
     CHECKPOINT_FIELDS,
     MAX_ITEMS,
     CheckpointError,
+    checkpoint_decisions,
     merge_checkpoint,
     parse_json_object,
     render_summary_text,
@@ -299,3 +300,27 @@ def test_running_totals_are_what_the_summary_counts():
     first = merge_checkpoint(None, FULL, messages_compacted=40, oldest=None, newest=None, compacted_at="t1")
     second = merge_checkpoint(first, FULL, messages_compacted=25, oldest=None, newest=None, compacted_at="t2")
     assert render_summary_text(second).startswith("Summary of 65 earlier messages")
+
+
+def test_the_checkpoint_states_the_facts_decisions_beside_the_summarizers_once():
+    facts = {
+        "first_request": "Ship it",
+        "decisions": [
+            {"decision": "Batches of 500", "rationale": "larger ones hit the lock timeout"},
+            {"decision": "Use utf-8-sig", "rationale": "files carry a BOM"},
+        ],
+    }
+    checkpoint = merge_checkpoint(
+        None, FULL, messages_compacted=3, oldest=None, newest=None, compacted_at="t", facts=facts
+    )
+    assert checkpoint_decisions(checkpoint) == [
+        {"decision": "Batches of 500", "rationale": "larger ones hit the lock timeout"},
+        {"decision": "Use utf-8-sig", "rationale": "files carry a BOM"},
+    ]
+    text = render_summary_text(checkpoint)
+    assert text.count("Batches of 500") == 1 and text.count("Use utf-8-sig") == 1
+    lines = text.splitlines()
+    assert lines[lines.index("Decisions:") + 2] == "- Use utf-8-sig (why: files carry a BOM)"
+    assert "Recorded from the session, verbatim:" in text  # the other facts still are
+    only_decisions = {**checkpoint, "facts": {"decisions": facts["decisions"]}}
+    assert "Recorded from the session" not in render_summary_text(only_decisions)

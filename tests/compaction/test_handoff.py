@@ -230,3 +230,32 @@ def test_the_last_three_pieces_of_prose_are_in_the_document_word_for_word():
         assert explanation in rendered and "Looking at the reader." in rendered
         assert rendered.count(explanation) == 1, "the newest assistant text is not repeated as current work"
         assert rendered.count("Keep the API.") == 1 and "[user] (quoted above)" in rendered
+
+
+def facts_with_decisions(*decisions: dict[str, str]) -> dict[str, object]:
+    return {"first_request": "Build the importer.", "decisions": list(decisions)}
+
+
+def test_decisions_marked_in_the_session_are_decisions_made_without_a_summarizers():
+    checkpoint = {
+        **CHECKPOINT,
+        "decisions": [],
+        "facts": facts_with_decisions({"decision": "Use utf-8-sig", "rationale": "BOMs"}),
+    }
+    assert section_lines(render_handoff(checkpoint, CTX).text, "DECISIONS MADE") == ["- Use utf-8-sig: BOMs"]
+    assert "- Use utf-8-sig: BOMs" in render_handoff(checkpoint, CTX).markdown
+    assert render_handoff(checkpoint, CTX).data["sections"]["DECISIONS MADE"] == ["Use utf-8-sig: BOMs"]
+
+
+def test_a_decision_the_summarizer_and_the_facts_both_state_is_made_once():
+    facts = facts_with_decisions(
+        {"decision": "batches of 500", "rationale": "larger ones hit the lock timeout"},
+        {"decision": "Keep  SQLite for dev.", "rationale": "no server on laptops"},
+        {"decision": "ADR-7 use Celery", "rationale": ""},
+    )
+    made = section_lines(render_handoff({**CHECKPOINT, "facts": facts}, CTX).text, "DECISIONS MADE")
+    assert made == [
+        "- Batches of 500: larger ones hit the lock timeout",
+        "- Keep SQLite for dev: no server on laptops",  # the summarizer's words, the session's reason
+        "- ADR-7 use Celery",
+    ]

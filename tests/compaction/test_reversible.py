@@ -539,7 +539,7 @@ def test_property_pruning_keeps_protected_content_preserved_lines_and_tool_pairs
         old = by_seq[change.seq]
         assert change.tokens_before == old.tokens
         assert change.tokens_after == TOK.count_message(old.role, change.content) < change.tokens_before
-        assert change.strategy in ("tool_output", "duplicate", "verbose")
+        assert change.strategy in ("tool_output", "duplicate", "verbose", "pasted_output")
         if isinstance(old.content, list):
             kept = [(b["type"], b.get("id"), b.get("tool_use_id"), b.get("name")) for b in change.content]
             assert kept == [(b["type"], b.get("id"), b.get("tool_use_id"), b.get("name")) for b in old.content]
@@ -560,7 +560,7 @@ def test_property_pruning_keeps_protected_content_preserved_lines_and_tool_pairs
     assert paired_ids(after_request) == paired_ids(before_request) == all_ids
 
 
-def test_what_a_person_wrote_is_never_condensed_or_made_a_reference():
+def test_what_a_person_wrote_stays_and_only_the_log_they_pasted_is_cleared_never_made_a_reference():
     pasted = "Here is the log:\n" + "\n".join(log_lines(80))
     messages = [
         msg(1, "user", pasted),
@@ -572,5 +572,7 @@ def test_what_a_person_wrote_is_never_condensed_or_made_a_reference():
         msg(7, "user", "No."),
     ]
     changes = plan(messages, keep_recent_turns=0)
-    assert 1 not in changes and 3 not in changes, "the user's words stay verbatim"
+    assert changes[1].content.startswith(f"Here is the log:\n{MARK} pasted output cleared (")
+    assert changes[3].content[0]["text"] == changes[1].content
+    assert {changes[1].strategy, changes[3].strategy} == {"pasted_output"} and not changes[3].refers_to
     assert 4 in changes, "an assistant's long log is still condensed"

@@ -181,9 +181,8 @@ def _session_created(body: dict[str, Any], **fields: Any) -> AgentSession:
     with no name, a prompt with a NUL) rather than no session."""
     given: dict[str, Any] = {"system_prompt": system_text(body.get("system")), "tools": as_list(body.get("tools"))}
     while True:
-        try:
-            with transaction.atomic():
-                return agent_sessions.session_create(**fields, **given)
+        try:  # refused before anything is written; no transaction of its own: the session is committed at once
+            return agent_sessions.session_create(**fields, **given)
         except InvalidInput as exc:
             if not given:
                 raise
