@@ -71,7 +71,9 @@ def test_the_handoff_service_lists_a_marked_decision(session_of, summarizer):
         assert decisions_made(document.text) == [MADE]
     assert "(none)" not in decisions_made(document.text)
     assert document.checkpoint.data["facts"]["decisions"]  # the checkpoint carries it too
-    assert document.checkpoint.data["summary_text"].count("utf-8-sig because") == 0  # said once, as a decision
+    # The marked line is said once as written: among the newest prose kept verbatim (its decision reads
+    # "…: reason" under Decisions), not again in a facts block.
+    assert document.checkpoint.data["summary_text"].count("utf-8-sig because") == 1
     assert "exports from Excel carry a BOM" in document.checkpoint.data["summary_text"]
 
 
