@@ -77,6 +77,7 @@ from django.test.utils import override_settings
 
 from bench import probes
 from bench.baselines import anthropic_clear_tool_uses, claude_code_compact, opencode_compact
+from bench.probes import FACTLESS_CHECKPOINT as FAKE_CHECKPOINT
 from bench.probes import Message, Score
 from compaction import context as engine_context
 from compaction.checkpoint import render_summary_text
@@ -105,18 +106,6 @@ LABELS = {
 MAX_REPLAYS = 5
 SHRINK = 0.6
 WANTED_SUMMARIES = 2
-# The fake model's checkpoint: valid, and silent on every fact the probes look for.
-FAKE_CHECKPOINT = {
-    "objective": "Carry on with the task the user gave.",
-    "completed": ["Worked through the earlier part of the session."],
-    "in_progress": [],
-    "pending": [],
-    "blockers": [],
-    "decisions": [],
-    "files_modified": [],
-    "important_details": [],
-    "last_user_request": "",
-}
 
 
 # ----------------------------------------------------------------------------- sessions

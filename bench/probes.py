@@ -66,6 +66,20 @@ from typing import Any
 
 from compaction.injected import typed_part
 
+# A model's checkpoint that is valid and names no fact the probes look for: the fake model of the runs
+# "with a model" (what ctxweb keeps of a session must not depend on the summarizer naming it).
+FACTLESS_CHECKPOINT: dict[str, Any] = {
+    "objective": "Carry on with the task the user gave.",
+    "completed": ["Worked through the earlier part of the session."],
+    "in_progress": [],
+    "pending": [],
+    "blockers": [],
+    "decisions": [],
+    "files_modified": [],
+    "important_details": [],
+    "last_user_request": "",
+}
+
 Message = dict[str, Any]
 
 PROBES: tuple[str, ...] = (

@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.probes import FACTLESS_CHECKPOINT as FACTLESS
 from compaction.checkpoint import render_summary_text
 from compaction.extractive import ExtractiveSummarizer
 from compaction.facts import facts_update, fit_facts, render_facts
@@ -24,18 +25,6 @@ from tests.hypothesis_budget import ENGINE
 TOK = OfflineTokenizer()
 NOW = "2026-11-27T00:00:00+00:00"
 REMINDER = "<system-reminder>\nThe date is 2026-11-27. CLAUDE.md says: run make lint.\n</system-reminder>"
-# A model's checkpoint that names no fact at all.
-FACTLESS = {
-    "objective": "Carry on with the task the user gave.",
-    "completed": ["Worked through the earlier part of the session."],
-    "in_progress": [],
-    "pending": [],
-    "blockers": [],
-    "decisions": [],
-    "files_modified": [],
-    "important_details": [],
-    "last_user_request": "",
-}
 
 
 class Factless:

@@ -19,6 +19,7 @@ from django.test.utils import override_settings
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from bench.probes import FACTLESS_CHECKPOINT as FACTLESS
 from bench.probes import last_prose, view
 from compaction.policy import PRESETS
 from sessions_app.models import AgentSession, Message, SessionStatus
@@ -32,18 +33,6 @@ from tests.shared_data import SHARED_DATA
 pytestmark = pytest.mark.django_db
 
 REMINDER = "<system-reminder>\nThe date is 2026-11-27. Run make lint before committing.\n</system-reminder>"
-# The model's checkpoint: valid, and silent on every fact.
-FACTLESS = {
-    "objective": "Carry on with the task the user gave.",
-    "completed": ["Worked through the earlier part of the session."],
-    "in_progress": [],
-    "pending": [],
-    "blockers": [],
-    "decisions": [],
-    "files_modified": [],
-    "important_details": [],
-    "last_user_request": "",
-}
 
 
 @pytest.fixture(scope="module")
