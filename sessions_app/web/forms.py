@@ -87,29 +87,28 @@ class ApiKeyForm(forms.Form):
     name = forms.CharField(required=False, max_length=100, help_text="What the key is for, e.g. the agent's host.")
 
 
-class UpstreamKeyForm(forms.Form):
-    api_key = forms.CharField(
-        label="Anthropic API key",
+def _sealed_key_field(provider: str, used_for: str) -> forms.CharField:
+    """A provider's API key a project keeps sealed: typed once, never shown again but its end."""
+    return forms.CharField(
+        label=f"{provider} API key",
         required=False,
         max_length=500,
         strip=True,
         widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
-        help_text="Sent upstream for the proxy's requests that come without a key of their own, and used for "
-        "summaries when the policy's summarizer provider is Anthropic. Stored encrypted; "
-        "only its last characters are shown. Empty: remove it.",
+        help_text=f"{used_for} Stored encrypted; only its last characters are shown. Empty: remove it.",
+    )
+
+
+class UpstreamKeyForm(forms.Form):
+    api_key = _sealed_key_field(
+        "Anthropic",
+        "Sent upstream for the proxy's requests that come without a key of their own, and used for summaries "
+        "when the policy's summarizer provider is Anthropic.",
     )
 
 
 class OpenAIKeyForm(forms.Form):
-    api_key = forms.CharField(
-        label="OpenAI API key",
-        required=False,
-        max_length=500,
-        strip=True,
-        widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
-        help_text="Used for summaries when the policy's summarizer provider is OpenAI. Stored encrypted; "
-        "only its last characters are shown. Empty: remove it.",
-    )
+    api_key = _sealed_key_field("OpenAI", "Used for summaries when the policy's summarizer provider is OpenAI.")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("auto_id", "id_openai_%s")  # the page's Anthropic key form has id_api_key
