@@ -233,13 +233,17 @@ def render_summary_text(checkpoint: dict[str, Any]) -> str:
     request = checkpoint.get("last_user_request")
     if request and not (has_facts(facts) and _quoted(request, facts)):  # type: ignore[arg-type]
         lines.append(f"Last user request: {request}")
+    cuts = [str(cut) for cut in checkpoint.get("cuts") or [] if cut]
+    if cuts:
+        lines.append("Left out to fit the context window: " + "; ".join(cuts) + ".")
     return "\n".join(lines)
 
 
 def _quoted(text: str, facts: dict[str, Any]) -> bool:
     """Whether the facts already quote ``text`` (the latest request, say), so it need not be repeated."""
-    quoted = [facts.get("first_request") or "", *(facts.get("user_messages") or [])]
-    return any(text.strip() == str(q).strip() for q in quoted)
+    prose = [p.get("text") for p in facts.get("recent_prose") or [] if isinstance(p, dict)]
+    quoted = [facts.get("first_request") or "", *(facts.get("user_messages") or []), *prose]
+    return any(text.strip() == str(q).strip() for q in quoted if q)
 
 
 def checkpoint_decisions(checkpoint: dict[str, Any]) -> list[dict[str, str]]:

@@ -18,6 +18,9 @@ from .types import Level, Thresholds
 
 # The smallest summary worth writing: the header, an objective and the latest request, shortened.
 MIN_SUMMARY_TOKENS = 100
+# What a summarizer is asked to write at most: its narrative and lists. The rest of a checkpoint's
+# budget is for the facts the session itself gives (the user's words, the todo list, files, errors).
+SUMMARIZER_TOKENS = 1_000
 DEFAULT_PRESERVE_PATTERNS: tuple[str, ...] = (r"^## Decision:", r"^ADR-\d+", r"error|fail|critical")
 # The newest turns no strategy touches, whatever keep_recent_messages says: the work of the last
 # minute (the latest call, its results, what the agent said of it) is what an agent goes on from.
@@ -52,7 +55,8 @@ class Policy:
     # the window (`kai`: 30 %). The newest keep_recent_messages are never touched by any strategy.
     tail_fraction: float = 0.50
     keep_recent_messages: int = 2
-    summary_budget: int = 1_000
+    # The whole checkpoint as the model reads it, facts included (STATUS's "summary" stays under it).
+    summary_budget: int = 10_000
     min_saving_tokens: int = 500
     revert_hours: int = 24
     prune_days: int = 30
@@ -77,9 +81,13 @@ class Policy:
         return min(self.protect_tool_tokens, int(context_window * 0.20))
 
     def summary_tokens(self, context_window: int) -> int:
-        """The summary budget: the policy's figure, capped at 10 % of the window so that the summary
-        leaves room under the target for the verbatim tail."""
-        return max(MIN_SUMMARY_TOKENS, min(self.summary_budget, int(context_window * 0.10)))
+        """What the summarizer may write: ``SUMMARIZER_TOKENS`` within the budget, capped at 10 % of
+        the window so that the summary leaves room under the target for the verbatim tail."""
+        return max(MIN_SUMMARY_TOKENS, min(SUMMARIZER_TOKENS, self.summary_budget, int(context_window * 0.10)))
+
+    def checkpoint_tokens(self) -> int:
+        """The budget of the whole checkpoint, facts included (``compaction.room``)."""
+        return max(MIN_SUMMARY_TOKENS, self.summary_budget)
 
     def facts_tokens(self, context_window: int) -> int:
         """Room for the checkpoint's facts (the user's words, the todo list, files, open errors)."""
@@ -245,7 +253,7 @@ def validate(values: dict[str, Any]) -> dict[str, str]:
             "The kept tail must be smaller than the summarize threshold, or summarizing frees nothing."
         )
     for name, low, high in (
-        ("summary_budget", MIN_SUMMARY_TOKENS, 20_000),
+        ("summary_budget", MIN_SUMMARY_TOKENS, 200_000),
         ("keep_recent_messages", 0, 1_000),
         ("keep_recent_turns", 0, 100),
         ("protect_tool_tokens", 0, 1_000_000),

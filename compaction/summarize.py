@@ -33,10 +33,11 @@ from .checkpoint import (
 from .context import summary_message
 from .errors import EngineError
 from .extractive import ExtractiveSummarizer, fit_to_budget
-from .facts import facts_update, fit_facts, render_facts
+from .facts import facts_update
 from .messages import tool_result_ids, tool_use_ids
 from .policy import MIN_SUMMARY_TOKENS, Policy
 from .reversible import result_text
+from .room import checkpoint_tokens, fit_checkpoint
 from .tokens import Tokenizer
 from .types import Msg
 
@@ -160,42 +161,107 @@ def plan_summarize(
     ``target_after`` of the window); the tail keeps what fits under it next to ``fixed_tokens``
     (system prompt, tools) and the summary. ``force`` (a person asked): when what must go is no
     larger than a summary, keep only the minimal tail."""
-    budget = policy.summary_tokens(context_window)
+    part = policy.summary_tokens(context_window)  # the summarizer's
     target = policy.target_after * context_window if target_tokens is None else target_tokens
     unpruned = {m.seq: m for m in originals}
     earlier_facts = previous.get("facts") if previous else None
-    # Room for the facts: what all the messages would give is about what the head will (the
-    # head's own are cut to it below, so the total stays under the target).
+    # Room is planned (compaction/room.py): the checkpoint's essentials (the user's words, the newest
+    # prose, the todo list, open errors, files, decisions) may take the window's room, before the
+    # protected newest messages do; the rest of it only what the target leaves beside them.
     everything = facts_update(earlier_facts, [unpruned.get(m.seq, m) for m in messages])
-    # The facts may take all the room under the target that the protected newest turns leave: the
-    # user's words go before older verbatim messages do, and never past the target.
-    protected = sum(
-        m.tokens for m in messages[split_tail(messages, policy, context_window=context_window, minimal=True) :]
+    protected_start = split_tail(messages, policy, context_window=context_window, minimal=True)
+    protected = sum(m.tokens for m in messages[protected_start:])
+    window_room = int((1 - policy.output_reserve) * context_window - fixed_tokens)
+    target_room = int(target - fixed_tokens)
+    cap = max(MIN_SUMMARY_TOKENS, min(policy.checkpoint_tokens(), window_room))
+    in_tail = {m.seq for m in messages[protected_start:]}
+    facts_all = {**everything, "recent_prose": [p for p in everything["recent_prose"] if p["seq"] not in in_tail]}
+    estimate = _planned_tokens(facts_all, tokenizer, part, room=target_room - protected, cap=cap)
+    start = split_tail(
+        messages,
+        policy,
+        context_window=context_window,
+        limit=target_room - estimate,
+        hard_limit=window_room - estimate,
     )
-    facts_budget = max(MIN_SUMMARY_TOKENS, int(target - fixed_tokens - budget - protected))
-    fitted = fit_facts(everything, tokenizer, facts_budget)
-    facts_room = tokenizer.count_text(render_facts(fitted)) + 4  # the facts' label and line breaks
-    limit = target - budget - facts_room - fixed_tokens
-    hard = (1 - policy.output_reserve) * context_window - budget - facts_room - fixed_tokens
-    start = split_tail(messages, policy, context_window=context_window, limit=limit, hard_limit=hard)
-    if force and sum(m.tokens for m in messages[:start]) <= budget:
+    if force and sum(m.tokens for m in messages[:start]) <= part:
         # A person asked for a summary though (almost) nothing must go: the checkpoint covers all but
         # the protected messages, rather than a head too small to be worth summarizing.
-        start = split_tail(messages, policy, context_window=context_window, minimal=True, limit=limit, hard_limit=hard)
-    head, tail = list(messages[:start]), list(messages[start:])
-    if not head:
+        start = split_tail(
+            messages,
+            policy,
+            context_window=context_window,
+            minimal=True,
+            limit=target_room - estimate,
+            hard_limit=window_room - estimate,
+        )
+    room = _Room(
+        messages=messages,
+        policy=policy,
+        tokenizer=tokenizer,
+        summarizer=summarizer,
+        previous=previous,
+        instructions=instructions,
+        now=now,
+        unpruned=unpruned,
+        everything=everything,
+        part=part,
+        cap=cap,
+        target_room=target_room,
+        window_room=window_room,
+    )
+    if start == 0:
         raise EngineError(
             "Nothing to summarize: every message is in the tail that stays verbatim.",
             permanent=True,
             code="nothing_to_summarize",
         )
-    head_originals = [unpruned.get(m.seq, m) for m in head]
-    fields = summarizer.summarize(head_originals, previous=previous, budget=budget, instructions=instructions)
-    fields = {**fields, "files_modified": files_touched(fields.get("files_modified") or [], everything)}
+    plan = _summary_at(start, room)
+    if fixed_tokens + plan.kept_tokens + plan.summary_tokens > target:
+        # The checkpoint came out larger than planned (what is never cut past the budget): the tail
+        # gives back what the target has no room for, and the checkpoint is made again once.
+        again = split_tail(
+            messages,
+            policy,
+            context_window=context_window,
+            limit=target_room - plan.summary_tokens,
+            hard_limit=window_room - plan.summary_tokens,
+        )
+        if again > start:
+            plan = _summary_at(again, room)
+    return plan
+
+
+@dataclass
+class _Room:
+    """What one summary plan is made of, whichever message its tail starts at."""
+
+    messages: Sequence[Msg]
+    policy: Policy
+    tokenizer: Tokenizer
+    summarizer: Summarizer
+    previous: dict[str, Any] | None
+    instructions: str
+    now: str
+    unpruned: dict[int, Msg]
+    everything: dict[str, Any]
+    part: int  # the summarizer's share
+    cap: int  # the whole checkpoint, at most
+    target_room: int  # under the target, beside the system prompt and tools
+    window_room: int  # in the window, beside them and the reply's reserve
+
+
+def _summary_at(start: int, room: _Room) -> SummaryPlan:
+    """The checkpoint of ``room.messages[:start]``, the tail from ``start`` kept verbatim."""
+    messages, tokenizer, previous = room.messages, room.tokenizer, room.previous
+    everything = room.everything
+    earlier_facts = previous.get("facts") if previous else None
+    head, tail = list(messages[:start]), list(messages[start:])
+    head_originals = [room.unpruned.get(m.seq, m) for m in head]
+    kept_tokens = sum(m.tokens for m in tail)
     # The todo list, the open errors and the current work as they stand now, even when what last
     # changed them is in the kept tail: a list updated piece by piece (TaskUpdate) would otherwise be
-    # half in the checkpoint, half in the tail, and an error fixed in the tail is no longer open. (So
-    # the head's facts are never larger than the room counted for them above.)
+    # half in the checkpoint, half in the tail, and an error fixed in the tail is no longer open.
     # The newest prose stays verbatim: the pieces the tail holds are there in place, the others are
     # carried word for word (compaction/prose.py).
     kept = {m.seq for m in tail}
@@ -204,7 +270,12 @@ def plan_summarize(
         **{name: everything[name] for name in ("todos", "errors", "current_work")},
         "recent_prose": [p for p in everything["recent_prose"] if p["seq"] not in kept],
     }
-    facts = fit_facts(facts, tokenizer, facts_room)
+    room_now = max(MIN_SUMMARY_TOKENS, min(room.cap, room.target_room - kept_tokens))
+    cap_now = max(room_now, min(room.cap, room.window_room - kept_tokens))
+    essentials = checkpoint_tokens(fit_checkpoint({"facts": facts}, tokenizer, room=room_now, cap=cap_now), tokenizer)
+    budget = min(room.part, max(MIN_SUMMARY_TOKENS, room_now - essentials))
+    fields = room.summarizer.summarize(head_originals, previous=previous, budget=budget, instructions=room.instructions)
+    fields = {**fields, "files_modified": files_touched(fields.get("files_modified") or [], everything)}
     stamps = sorted(m.created_at for m in head if m.created_at)
     checkpoint = merge_checkpoint(
         previous,
@@ -212,10 +283,10 @@ def plan_summarize(
         messages_compacted=len(head),
         oldest=stamps[0] if stamps else None,
         newest=stamps[-1] if stamps else None,
-        compacted_at=now,
+        compacted_at=room.now,
         facts=facts,
     )
-    checkpoint = fit_to_budget(checkpoint, tokenizer, budget)
+    checkpoint = fit_checkpoint(fit_to_budget(checkpoint, tokenizer, budget), tokenizer, room=room_now, cap=cap_now)
     text = render_summary_text(checkpoint)
     tokens = summary_tokens_of(text, tokenizer)
     previous_tokens = (
@@ -233,8 +304,16 @@ def plan_summarize(
         summary_text=text,
         summary_tokens=tokens,
         summarized_seqs=[m.seq for m in head],
-        kept_tokens=sum(m.tokens for m in tail),
+        kept_tokens=kept_tokens,
     )
+
+
+def _planned_tokens(facts: dict[str, Any], tokenizer: Tokenizer, part: int, *, room: int, cap: int) -> int:
+    """What a checkpoint carrying ``facts`` will take, planned as ``fit_checkpoint`` cuts it: the
+    facts first, then the summarizer's ``part`` in what the room leaves."""
+    room = max(MIN_SUMMARY_TOKENS, min(cap, room))
+    fitted = checkpoint_tokens(fit_checkpoint({"facts": facts}, tokenizer, room=room, cap=cap), tokenizer)
+    return fitted + min(part, max(0, room - fitted))
 
 
 # ----------------------------------------------------------------------------- models

@@ -16,6 +16,7 @@ from compaction.errors import EngineError
 from compaction.facts import checkpoint_facts
 from compaction.handoff import Handoff, HandoffContext, continuation_prompt, render_handoff
 from compaction.messages import NormalizedMessage, normalize_message
+from compaction.policy import SUMMARIZER_TOKENS
 from compaction.summarize import ExtractiveSummarizer, split_tail
 from compaction.tokens import calibrate
 from sessions_app import engine, metrics
@@ -51,8 +52,9 @@ def _summarize_all(snap: Snapshot, *, allow_fallback: bool) -> tuple[dict[str, A
     policy = snap.engine_policy
     previous = snap.previous_checkpoint.data if snap.previous_checkpoint else None
     summarizer = summarizer_choice(snap.session.project, snap.policy).summarizer
+    budget = min(policy.summary_budget, SUMMARIZER_TOKENS)  # the summarizer's part of the document
     try:
-        fields = summarizer.summarize(snap.messages, previous=previous, budget=policy.summary_budget)
+        fields = summarizer.summarize(snap.messages, previous=previous, budget=budget)
         used = getattr(summarizer, "name", type(summarizer).__name__)
     except EngineError as exc:
         metrics.summarizer_error(permanent=exc.permanent)
@@ -60,7 +62,7 @@ def _summarize_all(snap: Snapshot, *, allow_fallback: bool) -> tuple[dict[str, A
             raise
         log.warning("handoff summary fell back to the offline summarizer: %s", exc)
         fallback = offline_summarizer(snap.policy)
-        fields = fallback.summarize(snap.messages, previous=previous, budget=policy.summary_budget)
+        fields = fallback.summarize(snap.messages, previous=previous, budget=budget)
         used = f"{fallback.name} (fallback: {exc})"
     stamps = [m.created_at for m in snap.messages if m.created_at]
     merged = merge_checkpoint(

@@ -10,13 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.extractive import ExtractiveSummarizer
-from compaction.facts import facts_update, fit_facts, render_facts
-from compaction.policy import MIN_SUMMARY_TOKENS, PRESETS, Policy
+from compaction.facts import facts_update
+from compaction.policy import PRESETS, Policy
 from compaction.runs import plan_run
 from compaction.summarize import split_tail
 from compaction.tokens import OfflineTokenizer
 from compaction.types import Level, Msg
-from tests.compaction.test_summarize import sessions
+from tests.compaction.test_summarize import sessions, summary_size
 from tests.hypothesis_budget import ENGINE
 
 TOK = OfflineTokenizer()
@@ -66,15 +66,13 @@ def test_property_a_run_keeps_its_promises(generated, preset_name, level, keep, 
     gone = set(run.summary.summarized_seqs) if run.summary else set()
     # Protected from every strategy, unless the protected messages alone overflow the window
     protected = messages[len(messages) - min(policy.protected_count([m.role for m in messages]), len(messages)) :]
-    # What the window holds beside the summary (its own part and the facts it carries).
-    needed = messages[split_tail(messages, policy, context_window=window, minimal=True) :]
-    room_for_facts = target * window - policy.summary_tokens(window) - sum(m.tokens for m in needed)
-    facts = fit_facts(facts_update(None, messages), TOK, max(MIN_SUMMARY_TOKENS, int(room_for_facts)))
-    room = (
-        (1 - policy.output_reserve) * window - policy.summary_tokens(window) - TOK.count_text(render_facts(facts)) - 4
-    )
     # (with the calls their results answer and the last user message, which a tail always keeps)
-    if sum(m.tokens for m in needed) <= room:
+    needed = messages[split_tail(messages, policy, context_window=window, minimal=True) :]
+    # What the window holds beside the checkpoint: the user's words and the other facts it carries
+    # go before the protected messages do, and only there (compaction/room.py). The checkpoint is
+    # at most all the messages' facts and the summarizer's part (the plan's estimate).
+    checkpoint = policy.summary_tokens(window) + summary_size({"facts": facts_update(None, messages)})
+    if run.summary is None or sum(m.tokens for m in needed) <= (1 - policy.output_reserve) * window - checkpoint:
         assert not {m.seq for m in protected} & (changed | gone)
     # Reversible strategies only where asked for: the policy's, or a person's compact.
     if (manual and level != Level.COMPACT) or (not manual and not policy.reversible_first):
@@ -92,9 +90,8 @@ def test_property_a_run_keeps_its_promises(generated, preset_name, level, keep, 
             for m in messages
             if m.seq not in gone
         )
-        minimal = split_tail(messages, policy, context_window=window, minimal=True, hard_limit=room)
         first_kept = min(m.seq for m in messages if m.seq not in gone)
-        assert after <= target * window or first_kept >= messages[minimal].seq
+        assert after <= target * window or first_kept >= needed[0].seq
 
 
 def test_a_summary_replaces_the_oldest_messages_when_pruning_is_not_enough():

@@ -233,7 +233,12 @@ def test_the_plan_summarizes_the_head_and_keeps_the_tail():
     )
     assert plan.summarized_seqs == list(range(1, 21))
     assert plan.kept_tokens == 10 * 300
-    assert summarizer.calls == [{"seqs": list(range(1, 21)), "previous": None, "budget": 500, "instructions": "focus"}]
+    # The budget is the whole checkpoint's: the summarizer is asked for what the facts leave of it.
+    [call] = summarizer.calls
+    assert call == {"seqs": list(range(1, 21)), "previous": None, "budget": call["budget"], "instructions": "focus"}
+    facts_only = summary_size({"facts": plan.checkpoint["facts"]})
+    assert call["budget"] == 500 - facts_only
+    assert plan.summary_tokens <= 500
     checkpoint = plan.checkpoint
     assert checkpoint["objective"] == "Ship the importer" and checkpoint["version"] == 1
     assert checkpoint["compaction_info"] == {
@@ -312,18 +317,47 @@ def test_the_plan_merges_with_the_previous_checkpoint():
 
 def test_the_plan_trims_a_summarizer_that_ignores_its_budget():
     fields = {"objective": "Ship", "important_details": [f"detail number {i} of many" for i in range(150)]}
+    policy = Policy(keep_recent_messages=4, summary_budget=3_000)
     plan = plan_summarize(
         stamped_chat(40, tokens=1_000),
-        Policy(keep_recent_messages=4, summary_budget=200),
+        policy,
         context_window=WINDOW,
         tokenizer=TOK,
         summarizer=Recording(fields),
         now=NOW,
         force=True,
     )
-    assert summary_size({**plan.checkpoint, "facts": None}) <= 200, "the summarizer's part keeps its budget"
-    assert plan.summary_tokens <= 200 + Policy().facts_tokens(WINDOW), "and the facts theirs"
+    part = policy.summary_tokens(WINDOW)
+    assert part < 3_000
+    assert summary_size({**plan.checkpoint, "facts": None}) <= part, "the summarizer's part keeps its share"
+    assert plan.summary_tokens <= 3_000, "and the whole checkpoint the budget"
     assert plan.checkpoint["important_details"][-1] == "detail number 149 of many", "the newest details stay"
+
+
+@pytest.mark.parametrize("budget", [150, 200, 300, 400, 600])
+def test_a_budget_bounds_the_whole_checkpoint_and_the_summary_goes_before_the_users_words(budget):
+    fields = {"objective": "Ship", "important_details": [f"detail number {i} of many" for i in range(150)]}
+    chat = stamped_chat(40, tokens=1_000)
+    plan = plan_summarize(
+        chat,
+        Policy(keep_recent_messages=4, summary_budget=budget),
+        context_window=WINDOW,
+        tokenizer=TOK,
+        summarizer=Recording(fields),
+        now=NOW,
+        force=True,
+    )
+    assert plan.summary_tokens <= budget, "facts included"
+    summarized_users = [m.content for m in chat if m.role == "user" and m.seq in plan.summarized_seqs]
+    facts, cuts = plan.checkpoint["facts"], plan.checkpoint["cuts"]
+    kept = [facts["first_request"], *facts["user_messages"]]
+    assert kept == [summarized_users[0], *summarized_users[len(summarized_users) - len(kept) + 1 :]], "oldest go first"
+    if len(kept) < len(summarized_users):
+        assert not plan.checkpoint["important_details"], "the summary's lists went before the user's words"
+        assert f"{len(summarized_users) - len(kept)} older user messages" in cuts
+        assert facts["user_messages_cut"] == len(summarized_users) - len(kept)
+    if cuts:
+        assert "Left out to fit the context window: " + "; ".join(cuts) + "." in plan.summary_text
 
 
 def test_nothing_to_summarize_when_everything_fits_the_tail():

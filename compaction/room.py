@@ -1,0 +1,136 @@
+"""Room for a checkpoint: what it carries when it can't carry everything (docs/COMPACTION.md, "Room
+is planned").
+
+A checkpoint is measured as the model reads it: the whole ``<context_summary>`` message, the
+summarizer's fields and the facts together. Two limits bound it:
+
+- ``room``: what the run's target leaves beside the system prompt, the tools and the protected
+  newest messages. The parts that can go (files read, commands run, the current work's middle, the
+  summarizer's lists and texts) are cut to it, least useful first.
+- ``cap``: the most the checkpoint may take at all, the policy's budget and the window. The parts an
+  agent can't go on without are cut only past it, in this order: decisions, files modified (oldest
+  first), open errors, the todo list, the user's older messages, the middle of the first request.
+  The newest prose is never cut.
+
+Each cut is said in the checkpoint (``cuts``), so the model reading it knows what it is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .checkpoint import TEXT_FIELDS, render_summary_text
+from .context import summary_message
+from .facts import FIRST_REQUEST_FLOOR, cut_middle
+from .tokens import Tokenizer
+
+# The summarizer's lists, least essential first (the order the offline summarizer trims them in).
+SUMMARY_LISTS = ("important_details", "completed", "blockers", "decisions", "files_modified", "in_progress", "pending")
+# The facts that can go before the summary does: the session still holds them, in the kept tail or
+# behind a revert, and a model re-reads a file sooner than it re-learns what the user asked.
+EXTRA_FACTS = (("files_read", "files read"), ("commands", "commands run"))
+# The facts an agent goes on from, cut only past the cap, the first of these first.
+ESSENTIAL_FACTS = (
+    ("decisions", "decisions"),
+    ("files_modified", "files modified"),
+    ("errors", "open errors"),
+    ("todos", "todo items"),
+    ("user_messages", "older user messages"),
+)
+
+
+def checkpoint_tokens(checkpoint: dict[str, Any], tokenizer: Tokenizer) -> int:
+    """The checkpoint's size in the context: its ``<context_summary>`` message, framing included."""
+    return tokenizer.count_message("user", summary_message(render_summary_text(checkpoint))["content"])
+
+
+def fit_checkpoint(checkpoint: dict[str, Any], tokenizer: Tokenizer, *, room: int, cap: int) -> dict[str, Any]:
+    """``checkpoint`` cut to ``room`` tokens by its optional parts and to ``cap`` by its essential
+    ones (module docstring), with what was cut listed in ``cuts``. A checkpoint that cannot be cut
+    further (the newest prose alone past the cap) stays over it: the caller counts it."""
+    out: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in checkpoint.items()}
+    facts = out.get("facts")
+    facts = {k: (list(v) if isinstance(v, list) else v) for k, v in facts.items()} if isinstance(facts, dict) else {}
+    out["facts"] = facts or None
+    cuts: dict[str, int] = {}
+    cut_texts: list[str] = []
+    cap = max(cap, 0)
+    room = min(max(room, 0), cap)
+
+    def size() -> int:  # the line saying what was cut counts too
+        out["cuts"] = [f"{count:,} {label}" for label, count in cuts.items() if count] + cut_texts
+        return checkpoint_tokens(out, tokenizer)
+
+    current = size()
+    for name, label in EXTRA_FACTS:
+        current = _drop_oldest(facts, name, 0, current, room, size, cuts, label)
+    if current > room and facts.get("current_work"):
+        # The newest prose holds the agent's latest words, and the kept tail its newer work.
+        facts["current_work"] = ""
+        cut_texts.append("the current work")
+        current = size()
+    current = _trim_summary(out, current, room, size, cuts, cut_texts)
+    for name, label in ESSENTIAL_FACTS:
+        floor = 1 if name == "files_modified" else 0
+        current = _drop_oldest(facts, name, floor, current, cap, size, cuts, label)
+    first = str(facts.get("first_request") or "")
+    if current > cap and len(first) > FIRST_REQUEST_FLOOR:
+        room_left = cap - tokenizer.count_text(render_summary_text({**out, "facts": {**facts, "first_request": ""}}))
+        keep = max(FIRST_REQUEST_FLOOR, len(first) * max(0, room_left) // max(1, tokenizer.count_text(first)))
+        if keep < len(first):
+            facts["first_request"] = cut_middle(first, keep)
+            cut_texts.append("the middle of the first request")
+    size()
+    return out
+
+
+def _drop_oldest(
+    items: dict[str, Any],
+    name: str,
+    floor: int,
+    current: int,
+    limit: int,
+    size: Callable[[], int],
+    cuts: dict[str, int],
+    label: str,
+) -> int:
+    """Drop the oldest entries of one list (several at once when far over) down to ``floor``."""
+    while current > limit and len(items.get(name) or []) > floor:
+        drop = max(1, min(len(items[name]) - floor, (current - limit) // 60))
+        del items[name][:drop]
+        cuts[label] = cuts.get(label, 0) + drop
+        if name == "user_messages":  # the facts say how many of the user's messages they omit
+            items["user_messages_cut"] = int(items.get("user_messages_cut") or 0) + drop
+        current = size()
+    return current
+
+
+def _trim_summary(
+    out: dict[str, Any],
+    current: int,
+    limit: int,
+    size: Callable[[], int],
+    cuts: dict[str, int],
+    cut_texts: list[str],
+) -> int:
+    """The summarizer's part cut to ``limit``: the longest, least essential lists first, then the texts."""
+    while current > limit:
+        candidates = [f for f in SUMMARY_LISTS if out.get(f)]
+        if not candidates:
+            break
+        longest = max(candidates, key=lambda f: (len(out[f]), -SUMMARY_LISTS.index(f)))
+        drop = max(1, min(len(out[longest]) // 2, (current - limit) // 40))
+        del out[longest][:drop]
+        cuts["items of the summary"] = cuts.get("items of the summary", 0) + drop
+        current = size()
+    for name in TEXT_FIELDS:
+        limit_chars = 1_200
+        if current > limit and len(out.get(name) or "") > 40:
+            cut_texts.append(f"the end of the summary's {name.replace('_', ' ')}")
+        while current > limit and len(out.get(name) or "") > 40:
+            text = out[name]
+            out[name] = text[: min(limit_chars, len(text) - 1)].rstrip() + "…"
+            limit_chars //= 2
+            current = size()
+    return current
