@@ -144,3 +144,14 @@ _.price_of
 # column names services/projects.py _KEY_FIELDS gives per provider.
 _.upstream_api_key
 _.openai_api_key
+
+# The policy's thresholds in tokens (compaction/policy.py Policy, the CompactionPolicy model): read and
+# written by name through TOKEN_FIELDS, the model's ENGINE_FIELDS, the forms and the API.
+_.remind_tokens
+_.compact_tokens
+_.summarize_tokens
+_.handoff_tokens
+_.target_after_tokens
+
+# sessions_app/web/forms.py PolicyForm: Django's Form reads field_order from the class.
+_.field_order

@@ -34,7 +34,7 @@ from bench._replay import SHARED, bench_user, calibrated_size, new_compactions, 
 # isort: split
 from django.contrib.auth.models import User
 
-from compaction.policy import PRESETS
+from compaction.policy import PRESETS, Policy
 from compaction.summarize import split_tail
 from compaction.transcripts import read_transcript
 from compaction.types import Msg
@@ -72,9 +72,9 @@ def only_untouchable(session: AgentSession, preset_name: str) -> bool:
     protected recent messages (with the calls they answer), and older messages whose summary would
     free less than the policy's minimal saving. Such a run ending above the target says the window
     is too small for the policy, not that the run stopped early."""
-    policy = PRESETS[preset_name]
     factor = usage.model_info(session.model).calibration
     window = session.context_window_override or usage.model_info(session.model).context_window
+    policy = PRESETS[preset_name].for_window(window)  # gsd's 90k, as the session's runs saw it
     rows = Message.objects.filter(session=session, state__in=CONTEXT_STATES).order_by("seq")
     messages = [Msg(seq=m.seq, role=m.role, content=m.content, tokens=m.tokens) for m in rows]
     raw_window = int(window / factor)
@@ -82,6 +82,11 @@ def only_untouchable(session: AgentSession, preset_name: str) -> bool:
     hard = (1 - policy.output_reserve) * raw_window - summary
     start = split_tail(messages, policy, context_window=raw_window, minimal=True, hard_limit=hard)
     return sum(m.tokens for m in messages[:start]) - summary < policy.min_saving(window) / factor
+
+
+def run_bound(policy: Policy, replay: Replay) -> float:
+    """The most runs a session needs: one per (compact − target) of growth, and one more."""
+    return replay.growth / ((policy.compact - policy.target_after) * replay.window) + 1
 
 
 def replay(path: Path, preset_name: str, user: User, divisor: int, fixed_window: int = 0) -> Replay | None:
@@ -160,9 +165,7 @@ def main() -> int:
         limit = policy.target_after * 100 + 0.05
         # Above the target only because what no run may touch is itself above it: the window is too small.
         floored = [p for p, untouchable in pairs if p > limit and untouchable]
-        bound_broken = [
-            r.name for r in replays if len(r.runs) > r.growth / ((policy.compact - policy.target_after) * r.window) + 1
-        ]
+        bound_broken = [r.name for r in replays if len(r.runs) > run_bound(policy.for_window(r.window), r)]
         over_target = [p for p, untouchable in pairs if p > limit and not untouchable]
         over_window = [p for p in after if p > 100]
         print(

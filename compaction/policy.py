@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from . import model_catalog
@@ -39,6 +39,12 @@ class Policy:
     compact: float = 0.70
     summarize: float = 0.85
     handoff: float = 0.95
+    # The same thresholds in tokens (seed 002's "compact above 90k"; Anthropic's compaction trigger is in
+    # input tokens): one set takes the place of its fraction on a window larger than it (for_window).
+    remind_tokens: int | None = None
+    compact_tokens: int | None = None
+    summarize_tokens: int | None = None
+    handoff_tokens: int | None = None
     # Share of the window kept free for the model's reply (the `kai` preset keeps 15 %).
     output_reserve: float = 0.10
     # Never compact the newest N user turns, nor the newest T tokens of tool output (OpenCode's rule
@@ -49,6 +55,7 @@ class Policy:
     protect_tool_tokens: int = 0
     # A run brings usage down to target_after (hysteresis: the next run is a real step away).
     target_after: float = 0.50
+    target_after_tokens: int | None = None
     # At the compact level, reversible strategies run before any summary (`gsd` and `kai` only summarize).
     reversible_first: bool = True
     # A summary keeps the newest messages verbatim, up to the target and at most tail_fraction of
@@ -75,6 +82,43 @@ class Policy:
     @property
     def thresholds(self) -> Thresholds:
         return Thresholds(self.remind, self.compact, self.summarize, self.handoff)
+
+    def for_window(self, context_window: int) -> Policy:
+        """The policy as it acts on a window of ``context_window`` tokens: each threshold set in tokens
+        takes the place of its fraction (tokens ÷ window), unless it is at or above the window, where the
+        fraction stays (a 90k trigger on a 32k model still compacts at its fraction). The levels stay in
+        order and the target below the compact threshold, so the result passes ``validate``. Its token
+        fields are spent (None): resolving it again, for whatever window, changes nothing."""
+        if all(getattr(self, name) is None for name in TOKEN_FIELDS.values()):
+            return self
+        window = max(1, context_window)
+        held = {
+            name: tokens / window
+            for name, tokens in ((name, getattr(self, field)) for name, field in TOKEN_FIELDS.items())
+            if tokens is not None and tokens < window
+        }
+        levels = _in_order({name: getattr(self, name) for name in THRESHOLD_NAMES}, held)
+        compact = levels["compact"]
+        target = held.get("target_after", self.target_after)
+        if target >= compact:
+            # Without the gap every run would end just under the trigger (validate's rule).
+            target = max(0.05, compact - 0.20)
+            if target >= compact:  # a trigger of a few thousand tokens on a very large window
+                target = compact / 2
+        # The verbatim tail after a summary stays under the summarize threshold (validate's rule); a
+        # tail that fits under the target is what a run ends with anyway.
+        tail = self.tail_fraction if self.tail_fraction < levels["summarize"] else target
+        spent: dict[str, Any] = dict.fromkeys(TOKEN_FIELDS.values())
+        return replace(
+            self,
+            remind=levels["remind"],
+            compact=compact,
+            summarize=levels["summarize"],
+            handoff=levels["handoff"],
+            target_after=target,
+            tail_fraction=tail,
+            **spent,
+        )
 
     def protected_tool_tokens(self, context_window: int) -> int:
         """The tool-output tokens never pruned: the policy's figure, capped at 20 % of the window."""
@@ -127,6 +171,11 @@ class Policy:
         return cls(**picked)
 
 
+# Each fraction and the field that gives it in tokens instead.
+THRESHOLD_NAMES = ("remind", "compact", "summarize", "handoff")
+TOKEN_FIELDS: dict[str, str] = {name: f"{name}_tokens" for name in (*THRESHOLD_NAMES, "target_after")}
+MIN_THRESHOLD_TOKENS, MAX_THRESHOLD_TOKENS = 1_000, 10_000_000
+
 PRESETS: dict[str, Policy] = {
     "default": Policy(),
     # adk: raw < 70 % ≤ compact < 85 % ≤ summarize < 95 % ≤ handoff; summary < 500 tokens; at least
@@ -156,8 +205,17 @@ PRESETS: dict[str, Policy] = {
         tail_fraction=0.30,
         keep_recent_messages=0,
     ),
-    # gsd: a checkpoint compaction above 90 % (90k of a 100k limit): a summary, no pruning.
-    "gsd": Policy(remind=0.90, compact=0.90, summarize=0.90, handoff=1.0, reversible_first=False),
+    # gsd: a checkpoint compaction when total tokens exceed 90k (90 % of its 100k limit): a summary, no
+    # pruning. Compact and summarize at 90,000 tokens on a larger window, at 90 % on one of 90k or less.
+    "gsd": Policy(
+        remind=0.90,
+        compact=0.90,
+        summarize=0.90,
+        handoff=1.0,
+        compact_tokens=90_000,
+        summarize_tokens=90_000,
+        reversible_first=False,
+    ),
     # brainchain: remind 70 %; at 85 % prune tool output and summarize old messages; at 95 %
     # summarize the whole session and go on in a fresh linked session; 10 recent messages untouched.
     "brainchain": Policy(
@@ -169,6 +227,23 @@ PRESETS: dict[str, Policy] = {
         auto_continue=True,
     ),
 }
+
+
+def _in_order(fractions: dict[str, float], held: dict[str, float]) -> dict[str, float]:
+    """The four thresholds in order, those in ``held`` (given in tokens) as they are: a fraction
+    between two of them is brought within them (gsd's remind at 90 % comes down to its 90k compact on
+    a 200k window). Then each is at least the one below, for input whose held values are out of order."""
+    levels: dict[str, float] = {}
+    for i, name in enumerate(THRESHOLD_NAMES):
+        if name in held:
+            levels[name] = held[name]
+            continue
+        below = [held[n] for n in THRESHOLD_NAMES[:i] if n in held]
+        above = [held[n] for n in THRESHOLD_NAMES[i + 1 :] if n in held]
+        levels[name] = min([max([fractions[name], *below]), *above])
+    for lower, upper in itertools.pairwise(THRESHOLD_NAMES):
+        levels[upper] = max(levels[upper], levels[lower])
+    return levels
 
 
 def preset(name: str) -> Policy:
@@ -218,7 +293,7 @@ def _pattern_problem(patterns: Any) -> str:
 def validate(values: dict[str, Any]) -> dict[str, str]:
     """Field name → what is wrong with it. Empty when the values make a usable policy."""
     errors: dict[str, str] = {}
-    order = ("remind", "compact", "summarize", "handoff")
+    order = THRESHOLD_NAMES
     for name in order:
         value = values.get(name)
         if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value <= 1:
@@ -235,6 +310,7 @@ def validate(values: dict[str, Any]) -> dict[str, str]:
         elif isinstance(compact, int | float) and "compact" not in errors and target >= compact:
             # Without the gap every run would end just under the trigger and the next append cross it.
             errors["target_after"] = f"Must be below the compact threshold ({compact:g}), or runs never end."
+    errors.update(_token_problems(values))
     patterns = values.get("preserve_patterns")
     if patterns is not None:
         problem = _pattern_problem(patterns)
@@ -265,6 +341,30 @@ def validate(values: dict[str, Any]) -> dict[str, str]:
         value = values.get(name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
             errors[name] = f"Must be a whole number from {low:,} to {high:,}."
+    return errors
+
+
+def _token_problems(values: dict[str, Any]) -> dict[str, str]:
+    """The thresholds given in tokens: each unset or a whole number in range, the ones set in the
+    order of their levels, and a run's target below the compact trigger when both are set."""
+    errors: dict[str, str] = {}
+    given: dict[str, int] = {}
+    low, high = MIN_THRESHOLD_TOKENS, MAX_THRESHOLD_TOKENS
+    for name in TOKEN_FIELDS.values():
+        value = values.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            errors[name] = f"Leave it empty, or a whole number of tokens from {low:,} to {high:,}."
+        else:
+            given[name] = value
+    thresholds = [TOKEN_FIELDS[name] for name in THRESHOLD_NAMES if TOKEN_FIELDS[name] in given]
+    for lower, upper in itertools.pairwise(thresholds):
+        if given[lower] > given[upper] and upper not in errors:
+            errors[upper] = f"Must be at least {lower} ({given[lower]:,})."
+    target, compact = given.get("target_after_tokens"), given.get("compact_tokens")
+    if target is not None and compact is not None and target >= compact:
+        errors["target_after_tokens"] = f"Must be below compact_tokens ({compact:,}), or runs never end."
     return errors
 
 

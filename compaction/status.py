@@ -23,6 +23,15 @@ class ThresholdFractions(TypedDict):
     handoff: float
 
 
+class ThresholdTokens(TypedDict):
+    """The same thresholds in tokens of the session's window: the least ``used`` at each level."""
+
+    remind: int
+    compact: int
+    summarize: int
+    handoff: int
+
+
 class Status(TypedDict):
     # The model name the agent reported: it picks the window and the calibration factor.
     model: str
@@ -46,8 +55,10 @@ class Status(TypedDict):
     usage_percent: float
     # Where usage_percent falls among the thresholds: what the agent should do next.
     level: LevelName
-    # The project's policy, so a client can tell how far the next level is.
+    # The project's policy as it acts on this window, so a client can tell how far the next level is.
     thresholds: ThresholdFractions
+    # The same four in tokens of this window (a policy may set them in tokens; these are the effective ones).
+    threshold_tokens: ThresholdTokens
     # An append now queues an automatic compaction (auto on, not paused, level compact or above).
     will_compact: bool
     # Some history is condensed (a summary or a succeeded compaction, ever), so the messages are not all verbatim.

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from .status import ThresholdFractions
+from .status import ThresholdFractions, ThresholdTokens
 
 
 class Level(str, Enum):
@@ -70,6 +71,20 @@ class Thresholds:
 
     def as_dict(self) -> ThresholdFractions:
         return {"remind": self.remind, "compact": self.compact, "summarize": self.summarize, "handoff": self.handoff}
+
+    def tokens(self, context_window: int) -> ThresholdTokens:
+        """Each threshold as the least whole ``used`` that reaches it on this window (rounded to a
+        millionth first, so 0.55 × 200,000 is 110,000 and not the next token up)."""
+
+        def least(fraction: float) -> int:
+            return math.ceil(round(fraction * context_window, 6))
+
+        return {
+            "remind": least(self.remind),
+            "compact": least(self.compact),
+            "summarize": least(self.summarize),
+            "handoff": least(self.handoff),
+        }
 
 
 @dataclass

@@ -29,7 +29,7 @@ def compute_usage(
     summary: int,
     policy: Policy,
 ) -> Usage:
-    thresholds: Thresholds = policy.thresholds
+    thresholds: Thresholds = policy.for_window(context_window).thresholds  # those set in tokens, of this window
     used = system_prompt + tool_definitions + messages + summary
     fraction = used / context_window if context_window > 0 else 1.0
     return Usage(

@@ -144,12 +144,25 @@ def _preset_action(name: str) -> Callable[[admin.ModelAdmin, HttpRequest, QueryS
     return apply
 
 
-# Where each engine setting shows in the change form; one the engine gains later lands in "Other".
-_POLICY_FIELDSETS: list[tuple[str | None, list[str]]] = [
+# Where each engine setting shows in the change form (a pair shares a line: a threshold as a fraction
+# and in tokens); one the engine gains later lands in "Other".
+_POLICY_FIELDSETS: list[tuple[str | None, list[str | tuple[str, str]]]] = [
     (None, ["project", "preset", "auto", "auto_continue", "proxy_compaction"]),
     ("Summaries", ["summarizer_provider", "summarizer_model"]),
-    ("Thresholds (fractions of the context window)", ["remind", "compact", "summarize", "handoff", "output_reserve"]),
-    ("What a run does", ["target_after", "reversible_first", "min_saving_tokens", "summary_budget"]),
+    (
+        "Thresholds",
+        [
+            ("remind", "remind_tokens"),
+            ("compact", "compact_tokens"),
+            ("summarize", "summarize_tokens"),
+            ("handoff", "handoff_tokens"),
+            "output_reserve",
+        ],
+    ),
+    (
+        "What a run does",
+        [("target_after", "target_after_tokens"), "reversible_first", "min_saving_tokens", "summary_budget"],
+    ),
     (
         "What is kept",
         [
@@ -164,10 +177,17 @@ _POLICY_FIELDSETS: list[tuple[str | None, list[str]]] = [
 ]
 
 
-def _policy_groups() -> list[tuple[str | None, list[str]]]:
-    placed = {name for _, names in _POLICY_FIELDSETS for name in names}
-    rest = [name for name in CompactionPolicy.ENGINE_FIELDS if name not in placed]
+_THRESHOLD_HELP = "fraction of the window, or tokens (takes the place of the fraction)"
+
+
+def _policy_groups() -> list[tuple[str | None, list[str | tuple[str, str]]]]:
+    placed = {name for _, entries in _POLICY_FIELDSETS for entry in entries for name in _names(entry)}
+    rest: list[str | tuple[str, str]] = [name for name in CompactionPolicy.ENGINE_FIELDS if name not in placed]
     return [*_POLICY_FIELDSETS, *([("Other", rest)] if rest else [])]
+
+
+def _names(entry: str | tuple[str, str]) -> tuple[str, ...]:
+    return (entry,) if isinstance(entry, str) else entry
 
 
 class PolicyAdminForm(PolicyForm):
@@ -189,7 +209,10 @@ class CompactionPolicyAdmin(admin.ModelAdmin):
     search_fields = ["project__name"]
     list_select_related = ["project"]
     actions = [_preset_action(name) for name in PRESETS]
-    fieldsets = [(title, {"fields": tuple(names)}) for title, names in _policy_groups()]
+    fieldsets = [
+        (title, {"fields": tuple(entries), "description": _THRESHOLD_HELP if title == "Thresholds" else ""})
+        for title, entries in _policy_groups()
+    ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: CompactionPolicy | None = None) -> list[str]:
         # A project has one policy for good; an existing one doesn't move to another project.

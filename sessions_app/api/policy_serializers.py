@@ -69,6 +69,11 @@ def _policy_field(name: str, hint: Any, *, writable: bool) -> serializers.Field:
     options: dict[str, Any] = {"required": False} if writable else {"read_only": True}
     if model_field.help_text:
         options["help_text"] = str(model_field.help_text)
+    args = get_args(hint)
+    if type(None) in args:
+        # A setting that may be unset (a threshold in tokens): null clears it.
+        (hint,) = (arg for arg in args if arg is not type(None))
+        options["allow_null"] = True
     if hint is str and model_field.choices:
         return serializers.ChoiceField(choices=[value for value, _ in model_field.choices], **options)
     if hint is str:

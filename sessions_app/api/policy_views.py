@@ -40,6 +40,11 @@ class ProjectPolicyApi(APIView):
         examples=[
             OpenApiExample("Lower the thresholds", value={"compact": 0.6, "target_after": 0.4}, request_only=True),
             OpenApiExample(
+                "Compact at 90k tokens on a larger window (null clears it)",
+                value={"compact_tokens": 90_000},
+                request_only=True,
+            ),
+            OpenApiExample(
                 "Apply a preset, change one setting", value={"preset": "kai", "summary_budget": 800}, request_only=True
             ),
         ],

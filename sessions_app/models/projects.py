@@ -143,6 +143,14 @@ class ModelProfile(models.Model):
             raise ValidationError({"context_window": "A context window is at least 1,024 tokens."})
 
 
+def _threshold_tokens_field(what: str = "Or in tokens") -> models.PositiveIntegerField:
+    return models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text=f"{what}: takes the place of the fraction on a larger window. Empty: the fraction.",
+    )
+
+
 class CompactionPolicy(models.Model):
     """A project's thresholds and rules. Presets (compaction.policy.PRESETS) fill it in."""
 
@@ -152,12 +160,19 @@ class CompactionPolicy(models.Model):
     compact = models.FloatField(default=0.70)
     summarize = models.FloatField(default=0.85)
     handoff = models.FloatField(default=0.95)
+    # Thresholds in tokens (seed 002's "above 90k"): one set takes the place of its fraction on a window
+    # larger than it (compaction.policy.Policy.for_window); empty, the fraction alone counts.
+    remind_tokens = _threshold_tokens_field()
+    compact_tokens = _threshold_tokens_field()
+    summarize_tokens = _threshold_tokens_field()
+    handoff_tokens = _threshold_tokens_field()
     output_reserve = models.FloatField(default=0.10, help_text="Share of the window kept for the reply.")
     keep_recent_turns = models.PositiveIntegerField(default=2)
     protect_tool_tokens = models.PositiveIntegerField(
         default=0, help_text="The newest tokens of tool output no strategy clears (OpenCode protects 40,000)."
     )
     target_after = models.FloatField(default=0.50, help_text="Share of the window a run brings usage down to.")
+    target_after_tokens = _threshold_tokens_field("Or the tokens a run brings usage down to")
     reversible_first = models.BooleanField(
         default=True, help_text="At the compact level, run the reversible strategies before summarizing anything."
     )

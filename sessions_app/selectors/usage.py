@@ -137,9 +137,18 @@ def project_policy(project: Project) -> CompactionPolicy:
         return policy
 
 
-def policy_for(session: AgentSession) -> Policy:
-    policy = getattr(session.project, "policy", None)
+def project_engine_policy(project: Project) -> Policy:
+    """The project's policy as set, before any window: thresholds may still be in tokens. For readers
+    that build it once for many sessions; each session's usage resolves it (``session_usage``)."""
+    policy = getattr(project, "policy", None)
     return policy.to_engine() if policy is not None else preset("default")
+
+
+def policy_for(session: AgentSession, info: ModelInfo | None = None) -> Policy:
+    """The policy as it acts on this session: thresholds set in tokens resolved against its window
+    (``Policy.for_window``), so every reader of the session (STATUS, automatic compaction, a run's
+    plan, the proxy, the pages) sees the same fractions."""
+    return project_engine_policy(session.project).for_window(session_window(session, info))
 
 
 def auto_compact_enabled(session: AgentSession, policy: Policy) -> bool:
@@ -152,8 +161,10 @@ def auto_compact_enabled(session: AgentSession, policy: Policy) -> bool:
 def session_usage(session: AgentSession, *, policy: Policy | None = None) -> Usage:
     """The breakdown from the session's running totals (exact when a fresh exact count exists)."""
     info = model_info(session.model)
-    policy = policy or policy_for(session)
     window = session_window(session, info)
+    # A policy given for many sessions (built once per project) is resolved for this one's window;
+    # one already resolved (policy_for) stays as it is.
+    policy = (policy or project_engine_policy(session.project)).for_window(window)
     factor = info.calibration
     system = calibrate(session.system_tokens, factor)
     tools = calibrate(session.tool_tokens, factor)
@@ -188,7 +199,7 @@ def unleveled(sessions: QuerySet[AgentSession]) -> list[tuple[AgentSession, Usag
     found = []
     for session in rows.iterator(chunk_size=500):
         if session.project_id not in policies:
-            policies[session.project_id] = policy_for(session)
+            policies[session.project_id] = project_engine_policy(session.project)
         found.append((session, session_usage(session, policy=policies[session.project_id])))
     return found
 
@@ -322,8 +333,8 @@ def _warnings(
 def session_status(session: AgentSession) -> Status:
     """STATUS from the session's running totals; never re-tokenizes."""
     info = model_info(session.model)
-    policy = policy_for(session)
     window = session_window(session, info)
+    policy = policy_for(session, info)
     current = session_usage(session, policy=policy)
     auto = auto_compact_enabled(session, policy)
     latest = _latest_compaction(session)
@@ -351,6 +362,7 @@ def session_status(session: AgentSession) -> Status:
         "usage_percent": current.usage_percent,
         "level": current.level.value,
         "thresholds": current.thresholds.as_dict(),
+        "threshold_tokens": current.thresholds.tokens(window),
         "will_compact": auto and not session.auto_paused and current.level >= Level.COMPACT,
         "compacted": compacted,
         "compacted_in_this_step": just_compacted,

@@ -134,7 +134,7 @@ def sessions_relevel(sessions: QuerySet[AgentSession] | None = None, *, decide_a
             for session in rows.filter(pk__in=ids[start : start + RELEVEL_BATCH]).order_by("pk"):
                 before = (session.level, session.usage_percent)
                 if session.project_id not in policies:
-                    policies[session.project_id] = usage.policy_for(session)
+                    policies[session.project_id] = usage.project_engine_policy(session.project)
                 session_level_record(session, policy=policies[session.project_id])
                 moved += (session.level, session.usage_percent) != before
                 # A level worked out for the first time is no move: no decision is taken on it (as the

@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth import get_user_model
 
-from compaction.policy import PRESETS
+from compaction.policy import PRESETS, TOKEN_FIELDS
 from compaction.types import Level, level_choices
 from sessions_app.models import CompactionPolicy, Project, Role, SessionStatus, WebhookEvent, WebhookFormat
 from sessions_app.services.projects import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
@@ -72,6 +72,15 @@ class PolicyForm(forms.ModelForm):
     class Meta:
         model = CompactionPolicy
         fields = list(CompactionPolicy.ENGINE_FIELDS)  # every setting the engine's Policy takes
+
+    # Each threshold in tokens right after its fraction: one or the other, side by side.
+    field_order = [
+        name
+        for fraction in CompactionPolicy.ENGINE_FIELDS
+        if fraction not in TOKEN_FIELDS.values()
+        for name in (fraction, TOKEN_FIELDS.get(fraction))
+        if name is not None
+    ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -126,8 +126,8 @@ def breakdown(status: Status) -> dict[str, Any]:
                 "width": max(0.0, min(100.0, tokens / window * 100)),
             }
         )
-    thresholds = status["thresholds"]
-    marks = [{"name": name, "percent": round(thresholds[name] * 100, 1)} for name in MARKS]
+    fractions, whole = status["thresholds"], status["threshold_tokens"]
+    marks = [{"name": name, "percent": round(fractions[name] * 100, 1), "tokens": whole[name]} for name in MARKS]
     return {"segments": segments, "marks": marks}
 
 

@@ -29,7 +29,8 @@ def admin_form(policy: CompactionPolicy, **changes) -> dict:
     form = {f: getattr(policy, f) for f in CompactionPolicy.ENGINE_FIELDS}
     form.update(project=policy.project_id, preserve_patterns="\n".join(policy.preserve_patterns))
     form.update(changes)
-    return {name: value for name, value in form.items() if value is not False}  # an unticked box is not sent
+    # An unticked box is not sent; an empty number (a threshold in tokens left unset) is sent empty.
+    return {name: "" if value is None else value for name, value in form.items() if value is not False}
 
 
 def test_admin_change_form_shows_the_error_next_to_the_field(staff, team):

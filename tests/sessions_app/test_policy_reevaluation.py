@@ -80,7 +80,7 @@ def lower_in_admin(team: Team, client: Any) -> None:
     policy = CompactionPolicy.objects.get(project=team.project)
     form = {f: getattr(policy, f) for f in CompactionPolicy.ENGINE_FIELDS}
     form.update(project=team.project.pk, preserve_patterns="\n".join(policy.preserve_patterns), remind=0.6, compact=0.7)
-    form = {name: value for name, value in form.items() if value is not False}
+    form = {name: "" if value is None else value for name, value in form.items() if value is not False}
     response = client.post(f"/admin/sessions_app/compactionpolicy/{policy.pk}/change/", form)
     assert response.status_code == 302, response.context["adminform"].form.errors
 
@@ -97,7 +97,7 @@ def lower_on_settings_page(team: Team, client: Any) -> None:
     policy = CompactionPolicy.objects.get(project=team.project)
     form = {f: getattr(policy, f) for f in CompactionPolicy.ENGINE_FIELDS}
     form.update(preserve_patterns="\n".join(policy.preserve_patterns), remind=0.6, compact=0.7)
-    form = {name: value for name, value in form.items() if value is not False}
+    form = {name: "" if value is None else value for name, value in form.items() if value is not False}
     assert client.post(reverse("web:policy-update", args=[team.project.pk]), form).status_code == 302
 
 

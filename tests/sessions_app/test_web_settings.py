@@ -97,6 +97,7 @@ def policy_data(policy: CompactionPolicy, **changes) -> dict:
     from sessions_app.web.forms import PolicyForm
 
     data = {name: getattr(policy, name) for name in PolicyForm.Meta.fields}
+    data = {name: "" if value is None else value for name, value in data.items()}  # an unset number: empty
     data["preserve_patterns"] = "\n".join(policy.preserve_patterns or [])
     data["auto"] = "on" if data["auto"] else ""
     return {**data, **changes}
