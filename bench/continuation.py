@@ -88,7 +88,7 @@ from compaction.tokens import DEFAULT_FRAMING, calibrate
 from compaction.transcripts import read_transcript
 from compaction.types import Level, Msg
 from sessions_app import tasks
-from sessions_app.models import AgentSession, Checkpoint, CompactionStatus, SessionStatus
+from sessions_app.models import STEP_UP_NOTE, AgentSession, Checkpoint, CompactionStatus, SessionStatus
 from sessions_app.selectors import model_context, usage
 from sessions_app.services import recorded
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -236,6 +236,7 @@ class Replay:
     points: list[Point] = field(default_factory=list)
     windows: list[tuple[int, int, bool]] = field(default_factory=list)  # (window, summaries, room) per replay
     without_before: int = 0  # runs the bench did not see coming (no context read before them)
+    stepped_up: int = 0  # runs that stepped up to handoff, said in STATUS
     need: int = 0  # the smallest window with room at every compaction point for what must stay
     note: str = ""
     seconds: float = 0.0
@@ -312,6 +313,8 @@ def replay_once(source: Source, window: int, user: User, tag: str, with_baseline
             replay.summaries += made is not None
             status = after["anthropic"]["status"]
             used = status["used"] / status["context_window"]
+            stepped_up = any(w.startswith(STEP_UP_NOTE) for w in status["warnings"])
+            replay.stepped_up += stepped_up
             turn = turn_sizes(history, [count(m) for m in history])[-1] + facts_size(history)
             replay.need = max(replay.need, window_floor(turn, policy, factor))
             facts = probes.facts_of(history)
@@ -324,6 +327,7 @@ def replay_once(source: Source, window: int, user: User, tag: str, with_baseline
                         views[fmt],
                         usage=used,
                         target=policy.target_after,
+                        stepped_up=stepped_up,
                     )
                     for fmt in FORMATS
                 }
@@ -507,13 +511,15 @@ def format_gaps(replays: Sequence[Replay], method: str) -> list[str]:
 def print_sessions(mode: str, replays: Sequence[Replay], said: str) -> None:
     print(f"\n## {LABELS[mode]}: {len(replays)} sessions, {sum(r.seconds for r in replays):.0f} s{said}")
     header = " ".join(f"{n:>4}" for n in range(1, len(probes.PROBES) + 1))
-    print(f"  {'session':<44} {'size':>8} {'floor':>7} {'window':>7} {'sum':>3} {'runs':>9} {'pts':>3}  {header}")
+    print(
+        f"  {'session':<44} {'size':>8} {'floor':>7} {'window':>7} {'sum':>3} {'runs':>9} {'up':>3} {'pts':>3}  {header}"
+    )
     for r in replays:
         shares = pooled([r], "ctxweb")
         runs = f"{r.runs['succeeded']}/{r.runs['skipped']}/{r.runs['failed']}"
         print(
             f"  {r.name[:44]:<44} {r.size:>8,} {r.floor:>7,} {r.window:>7,} {r.summaries:>3} {runs:>9} "
-            f"{len(r.points):>3}  " + " ".join(f"{short(shares[p]):>4}" for p in probes.PROBES)
+            f"{r.stepped_up:>3} {len(r.points):>3}  " + " ".join(f"{short(shares[p]):>4}" for p in probes.PROBES)
         )
     notes = [r for r in replays if r.note or r.without_before or len(r.windows) > 1]
     for r in notes:

@@ -19,7 +19,8 @@ yet, no unresolved failure…) and is left out of every share.
    after it, unchanged (same role and content; a turn may have been merged with a neighbour, so
    its blocks need only appear as one contiguous run of an after-turn's blocks).
 6. ``error_lines``: the error lines of the newest failing run that no later run fixed are there.
-7. ``no_overflow``: usage after the run is at most the policy's ``target_after``.
+7. ``no_overflow``: usage after the run is at most the policy's ``target_after``, or STATUS says the
+   run stepped up to handoff because the window can't hold what must stay (issue 30).
 8. ``last_prose``: the last three pieces of prose before the run are there verbatim (one item each).
 
 Definitions:
@@ -544,9 +545,11 @@ def score(
     *,
     usage: float | None,
     target: float,
+    stepped_up: bool = False,
 ) -> dict[str, Score]:
     """The eight probes for one context after a compaction. ``before``: the context (same format)
-    just before the run, None when unknown; ``usage``: used ÷ window after the run, None when unknown."""
+    just before the run, None when unknown; ``usage``: used ÷ window after the run, None when unknown;
+    ``stepped_up``: STATUS says the run stepped up to handoff (the window can't hold what must stay)."""
     scores = {
         "first_request": _check(facts.humans[0] in after.texts) if facts.humans else NOT_APPLICABLE,
         "human_messages": _share(text in after.texts for text in facts.humans),
@@ -557,7 +560,7 @@ def score(
         "files_modified": _share(path in after.everything for path in facts.files),
         "last_three": kept_unchanged(before, after.messages) if before is not None else NOT_APPLICABLE,
         "error_lines": _share(line in after.everything for line in facts.errors),
-        "no_overflow": _check(usage <= target + 1e-9) if usage is not None else NOT_APPLICABLE,
+        "no_overflow": _check(usage <= target + 1e-9 or stepped_up) if usage is not None else NOT_APPLICABLE,
         "last_prose": _share(text in after.texts for text in facts.prose),
     }
     return scores

@@ -25,6 +25,8 @@ from .context import summary_message
 from .facts import FIRST_REQUEST_FLOOR, cut_middle
 from .tokens import Tokenizer
 
+# Characters a text keeps of its start and end when nothing else is left to cut.
+LAST_FLOOR = 200
 # The summarizer's lists, least essential first (the order the offline summarizer trims them in).
 SUMMARY_LISTS = ("important_details", "completed", "blockers", "decisions", "files_modified", "in_progress", "pending")
 # The facts that can go before the summary does: the session still holds them, in the kept tail or
@@ -45,10 +47,14 @@ def checkpoint_tokens(checkpoint: dict[str, Any], tokenizer: Tokenizer) -> int:
     return tokenizer.count_message("user", summary_message(render_summary_text(checkpoint))["content"])
 
 
-def fit_checkpoint(checkpoint: dict[str, Any], tokenizer: Tokenizer, *, room: int, cap: int) -> dict[str, Any]:
+def fit_checkpoint(
+    checkpoint: dict[str, Any], tokenizer: Tokenizer, *, room: int, cap: int, budget: int | None = None
+) -> dict[str, Any]:
     """``checkpoint`` cut to ``room`` tokens by its optional parts and to ``cap`` by its essential
-    ones (module docstring), with what was cut listed in ``cuts``. A checkpoint that cannot be cut
-    further (the newest prose alone past the cap) stays over it: the caller counts it."""
+    ones (module docstring), with what was cut listed in ``cuts``; the newest prose and the first
+    request's last 2,000 characters only past ``budget`` (the policy's, default ``cap``): a window too
+    small for them is said in STATUS, never made up for by cutting what the agent said last. A
+    checkpoint that cannot be cut further stays over its limit: the caller counts it."""
     out: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in checkpoint.items()}
     facts = out.get("facts")
     facts = {k: (list(v) if isinstance(v, list) else v) for k, v in facts.items()} if isinstance(facts, dict) else {}
@@ -74,15 +80,45 @@ def fit_checkpoint(checkpoint: dict[str, Any], tokenizer: Tokenizer, *, room: in
     for name, label in ESSENTIAL_FACTS:
         floor = 1 if name == "files_modified" else 0
         current = _drop_oldest(facts, name, floor, current, cap, size, cuts, label)
-    first = str(facts.get("first_request") or "")
-    if current > cap and len(first) > FIRST_REQUEST_FLOOR:
-        room_left = cap - tokenizer.count_text(render_summary_text({**out, "facts": {**facts, "first_request": ""}}))
-        keep = max(FIRST_REQUEST_FLOOR, len(first) * max(0, room_left) // max(1, tokenizer.count_text(first)))
-        if keep < len(first):
-            facts["first_request"] = cut_middle(first, keep)
-            cut_texts.append("the middle of the first request")
+    current = _cut_first_request(out, facts, current, cap, FIRST_REQUEST_FLOOR, size, cut_texts)
+    # Past the budget still (a small one, ``adk``'s 500): the middles of the newest prose carried here,
+    # oldest first, then of the first request down to its start and end.
+    last = cap if budget is None else max(budget, room)
+    facts["recent_prose"] = [dict(p) if isinstance(p, dict) else p for p in facts.get("recent_prose") or []]
+    for piece in facts["recent_prose"]:
+        text = str(piece.get("text", "")) if isinstance(piece, dict) else ""
+        keep = len(text)
+        while current > last and keep > LAST_FLOOR:
+            keep = max(LAST_FLOOR, min(keep - (current - last) * 4 - 50, keep * 4 // 5))
+            piece["text"] = cut_middle(text, keep)
+            if "the middle of the newest prose" not in cut_texts:
+                cut_texts.append("the middle of the newest prose")
+            current = size()
+    _cut_first_request(out, facts, current, last, LAST_FLOOR, size, cut_texts)
     size()
     return out
+
+
+def _cut_first_request(
+    out: dict[str, Any],
+    facts: dict[str, Any],
+    current: int,
+    cap: int,
+    floor: int,
+    size: Callable[[], int],
+    cut_texts: list[str],
+) -> int:
+    """The first request cut in the middle to what the cap leaves it, never below ``floor`` characters."""
+    first = str(facts.get("first_request") or "")
+    keep = len(first)
+    while current > cap and keep > floor:
+        # About four characters a token: what is over, and a little for the marker the cut leaves.
+        keep = max(floor, min(keep - (current - cap) * 4 - 50, keep * 4 // 5))
+        facts["first_request"] = cut_middle(first, keep)
+        if "the middle of the first request" not in cut_texts:
+            cut_texts.append("the middle of the first request")
+        current = size()
+    return current
 
 
 def _drop_oldest(

@@ -176,7 +176,9 @@ def plan_summarize(
     cap = max(MIN_SUMMARY_TOKENS, min(policy.checkpoint_tokens(), window_room))
     in_tail = {m.seq for m in messages[protected_start:]}
     facts_all = {**everything, "recent_prose": [p for p in everything["recent_prose"] if p["seq"] not in in_tail]}
-    estimate = _planned_tokens(facts_all, tokenizer, part, room=target_room - protected, cap=cap)
+    estimate = _planned_tokens(
+        facts_all, tokenizer, part, room=target_room - protected, cap=cap, budget=policy.checkpoint_tokens()
+    )
     start = split_tail(
         messages,
         policy,
@@ -207,6 +209,7 @@ def plan_summarize(
         everything=everything,
         part=part,
         cap=cap,
+        budget=policy.checkpoint_tokens(),
         target_room=target_room,
         window_room=window_room,
     )
@@ -246,7 +249,8 @@ class _Room:
     unpruned: dict[int, Msg]
     everything: dict[str, Any]
     part: int  # the summarizer's share
-    cap: int  # the whole checkpoint, at most
+    cap: int  # the whole checkpoint, at most: the budget and the window's room
+    budget: int  # the policy's: the newest prose is cut only past it
     target_room: int  # under the target, beside the system prompt and tools
     window_room: int  # in the window, beside them and the reply's reserve
 
@@ -272,7 +276,9 @@ def _summary_at(start: int, room: _Room) -> SummaryPlan:
     }
     room_now = max(MIN_SUMMARY_TOKENS, min(room.cap, room.target_room - kept_tokens))
     cap_now = max(room_now, min(room.cap, room.window_room - kept_tokens))
-    essentials = checkpoint_tokens(fit_checkpoint({"facts": facts}, tokenizer, room=room_now, cap=cap_now), tokenizer)
+    essentials = checkpoint_tokens(
+        fit_checkpoint({"facts": facts}, tokenizer, room=room_now, cap=cap_now, budget=room.budget), tokenizer
+    )
     budget = min(room.part, max(MIN_SUMMARY_TOKENS, room_now - essentials))
     fields = room.summarizer.summarize(head_originals, previous=previous, budget=budget, instructions=room.instructions)
     fields = {**fields, "files_modified": files_touched(fields.get("files_modified") or [], everything)}
@@ -286,7 +292,9 @@ def _summary_at(start: int, room: _Room) -> SummaryPlan:
         compacted_at=room.now,
         facts=facts,
     )
-    checkpoint = fit_checkpoint(fit_to_budget(checkpoint, tokenizer, budget), tokenizer, room=room_now, cap=cap_now)
+    checkpoint = fit_checkpoint(
+        fit_to_budget(checkpoint, tokenizer, budget), tokenizer, room=room_now, cap=cap_now, budget=room.budget
+    )
     text = render_summary_text(checkpoint)
     tokens = summary_tokens_of(text, tokenizer)
     previous_tokens = (
@@ -308,11 +316,13 @@ def _summary_at(start: int, room: _Room) -> SummaryPlan:
     )
 
 
-def _planned_tokens(facts: dict[str, Any], tokenizer: Tokenizer, part: int, *, room: int, cap: int) -> int:
+def _planned_tokens(facts: dict[str, Any], tokenizer: Tokenizer, part: int, *, room: int, cap: int, budget: int) -> int:
     """What a checkpoint carrying ``facts`` will take, planned as ``fit_checkpoint`` cuts it: the
     facts first, then the summarizer's ``part`` in what the room leaves."""
     room = max(MIN_SUMMARY_TOKENS, min(cap, room))
-    fitted = checkpoint_tokens(fit_checkpoint({"facts": facts}, tokenizer, room=room, cap=cap), tokenizer)
+    fitted = checkpoint_tokens(
+        fit_checkpoint({"facts": facts}, tokenizer, room=room, cap=cap, budget=budget), tokenizer
+    )
     return fitted + min(part, max(0, room - fitted))
 
 

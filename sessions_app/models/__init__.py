@@ -6,6 +6,7 @@ from sessions_app.models.archive import ArchiveEntry, ArchiveKind
 from sessions_app.models.compactions import (
     ACTIVE_COMPACTION_STATUSES,
     FALLBACK_NOTE,
+    STEP_UP_NOTE,
     Checkpoint,
     Compaction,
     CompactionStatus,
@@ -41,6 +42,7 @@ __all__ = [
     "CONTEXT_STATES",
     "FALLBACK_NOTE",
     "ROLE_RANK",
+    "STEP_UP_NOTE",
     "TEST_EVENT",
     "AgentSession",
     "ApiKey",

@@ -12,6 +12,8 @@ from sessions_app.models.sessions import AgentSession, Message, MessageState
 # Starts the note a compaction carries when the offline summarizer stood in for an unavailable model;
 # STATUS shows such notes as warnings.
 FALLBACK_NOTE = "The summarizer model was unavailable"
+# A note of an automatic run that could not reach its target and stepped up to handoff.
+STEP_UP_NOTE = "Stepped up to handoff"
 
 
 class CompactionStatus(models.TextChoices):

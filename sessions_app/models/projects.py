@@ -183,7 +183,11 @@ class CompactionPolicy(models.Model):
         default=2,
         help_text="The newest messages no strategy touches (they yield only when they alone overflow the window).",
     )
-    summary_budget = models.PositiveIntegerField(default=1_000)
+    summary_budget = models.PositiveIntegerField(
+        default=10_000,
+        help_text="Tokens the whole checkpoint may take in the context, the facts it carries included "
+        "(the summarizer writes at most 1,000 of them).",
+    )
     min_saving_tokens = models.PositiveIntegerField(default=500)
     revert_hours = models.PositiveIntegerField(default=24)
     prune_days = models.PositiveIntegerField(default=30)

@@ -26,6 +26,7 @@ from compaction.types import Level, Usage
 from compaction.usage import compute_usage, recommendation, usage_warnings
 from sessions_app.models import (
     FALLBACK_NOTE,
+    STEP_UP_NOTE,
     AgentSession,
     CompactionPolicy,
     CompactionStatus,
@@ -326,7 +327,7 @@ def _warnings(
         warnings.append(f"The last {last_failed['level']} failed: {last_failed['error']}")
     warnings += _pending_work(session, latest)
     notes = latest["notes"] if latest is not None else None
-    warnings += [note for note in notes or [] if note.startswith(FALLBACK_NOTE)]
+    warnings += [note for note in notes or [] if note.startswith((FALLBACK_NOTE, STEP_UP_NOTE))]
     return warnings
 
 

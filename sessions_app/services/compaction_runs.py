@@ -50,6 +50,7 @@ from sessions_app.services.compaction_records import (
 )
 from sessions_app.services.handoffs import handoff_auto_document, handoff_from_compaction
 from sessions_app.services.planning import Outcome, Snapshot, plan, snapshot
+from sessions_app.services.stepping_up import above_target, compaction_step_up
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -186,6 +187,9 @@ def _run(record: Compaction, fallback_reason: str) -> str:
         if auto_handoff and result in ("succeeded", "skipped"):
             # The run brought usage down to the target; the document lets the agent start afresh anyway.
             handoff_auto_document(record)
+            return "succeeded"
+        if record.trigger == "auto" and above_target(record, snap):
+            compaction_step_up(record, snap)  # the window can't hold what must stay under the target
             return "succeeded"
         return result
     except LostClaim:

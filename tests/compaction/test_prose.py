@@ -226,10 +226,21 @@ def test_property_the_newest_three_pieces_of_prose_survive_every_run(
     window = max(400, int(sum(m.tokens for m in first) / fullness))
     kept, checkpoint, summary = run_once(first, policy, level, manual, summarizer, window, None, "")
     for piece in newest_prose(first):
-        assert piece["text"] in context_texts(kept, summary), (piece, level, preset_name)
+        assert survives(piece["text"], context_texts(kept, summary), checkpoint), (piece, level, preset_name)
 
     context = kept + history[len(first) :]
     window = max(400, int(sum(m.tokens for m in context) / fullness))
     kept, checkpoint, summary = run_once(context, policy, level, manual, summarizer, window, checkpoint, summary)
     for piece in newest_prose(history):
-        assert piece["text"] in context_texts(kept, summary), (piece, level, preset_name)
+        assert survives(piece["text"], context_texts(kept, summary), checkpoint), (piece, level, preset_name)
+
+
+def survives(text: str, texts: str, checkpoint: dict | None) -> bool:
+    """Verbatim; or, where a checkpoint's budget could not hold the pieces it carries (``adk``'s 500
+    tokens), their start and end with the cut said in it (compaction/room.py)."""
+    if text in texts:
+        return True
+    # (said in the checkpoint that cut it; a later one carries the cut piece with its marker)
+    said = checkpoint is not None and "the middle of the newest prose" in (checkpoint.get("cuts") or [])
+    marked = "characters of this message left out …]" in texts
+    return (said or marked) and text[:100] in texts and text[-100:] in texts

@@ -177,7 +177,8 @@ def test_the_newest_prose_of_a_real_transcript_survives_each_level(shared_data, 
         record.refresh_from_db()
         assert record.status in ("succeeded", "skipped"), record.error
         assert not missing_prose(session, pieces), (level, which)
-        if record.status == "succeeded":
+        # (a run stepped up to handoff may have changed no message: only its document is new)
+        if record.status == "succeeded" and any(item["strategy"] != "handoff" for item in record.items):
             reverting.compaction_revert(compaction=record)
     projects.policy_update(policy=team.project.policy, changes={"auto_continue": True})
     record = compaction_runs.compaction_request(session=session, level="handoff", user=None, trigger="auto")
