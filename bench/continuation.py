@@ -511,9 +511,8 @@ def format_gaps(replays: Sequence[Replay], method: str) -> list[str]:
 def print_sessions(mode: str, replays: Sequence[Replay], said: str) -> None:
     print(f"\n## {LABELS[mode]}: {len(replays)} sessions, {sum(r.seconds for r in replays):.0f} s{said}")
     header = " ".join(f"{n:>4}" for n in range(1, len(probes.PROBES) + 1))
-    print(
-        f"  {'session':<44} {'size':>8} {'floor':>7} {'window':>7} {'sum':>3} {'runs':>9} {'up':>3} {'pts':>3}  {header}"
-    )
+    columns = f"{'size':>8} {'floor':>7} {'window':>7} {'sum':>3} {'runs':>9} {'up':>3} {'pts':>3}"
+    print(f"  {'session':<44} {columns}  {header}")
     for r in replays:
         shares = pooled([r], "ctxweb")
         runs = f"{r.runs['succeeded']}/{r.runs['skipped']}/{r.runs['failed']}"

@@ -185,8 +185,10 @@ def _run(record: Compaction, fallback_reason: str) -> str:
             )
         result = apply(record, snap, outcome)
         if auto_handoff and result in ("succeeded", "skipped"):
-            # The run brought usage down to the target; the document lets the agent start afresh anyway.
-            handoff_auto_document(record)
+            # The document lets the agent start afresh; a run still above its target says why.
+            document = handoff_auto_document(record)
+            if above_target(record, snap):
+                compaction_step_up(record, snap, document=document)
             return "succeeded"
         if record.trigger == "auto" and above_target(record, snap):
             compaction_step_up(record, snap)  # the window can't hold what must stay under the target

@@ -10,7 +10,7 @@ handoff document the agent can start a fresh session from, as the handoff level 
 from __future__ import annotations
 
 from compaction.types import Level
-from sessions_app.models import STEP_UP_NOTE, AgentSession, Compaction, CompactionStatus
+from sessions_app.models import STEP_UP_NOTE, AgentSession, Compaction, CompactionStatus, HandoffDocument
 from sessions_app.selectors import usage
 from sessions_app.services.handoffs import handoff_auto_document
 from sessions_app.services.planning import Snapshot
@@ -25,9 +25,10 @@ def above_target(record: Compaction, snap: Snapshot) -> bool:
     return after is not None and after > snap.policy.target_after * snap.window
 
 
-def compaction_step_up(record: Compaction, snap: Snapshot) -> None:
-    """Record why ``record`` ended above the target, write the handoff document and mark the run a
-    handoff. Called after the run was applied; the figures are the session's as it left it."""
+def compaction_step_up(record: Compaction, snap: Snapshot, *, document: HandoffDocument | None = None) -> None:
+    """Record why ``record`` ended above the target, write the handoff document (unless the run, a
+    handoff already, wrote ``document``) and mark the run a handoff. Called after the run was
+    applied; the figures are the session's as it left it."""
     session = AgentSession.objects.select_related("project", "project__policy").get(pk=record.session_id)
     now = usage.session_usage(session)
     target = int(snap.policy.target_after * snap.window)
@@ -40,7 +41,8 @@ def compaction_step_up(record: Compaction, snap: Snapshot) -> None:
         f"{now.usage_percent:.0f}%. Start a fresh session from the handoff document, or use a model with a "
         "larger window."
     )
-    document = handoff_auto_document(record)
+    if document is None:
+        document = handoff_auto_document(record)
     current = Compaction.objects.get(pk=record.pk)
     current.level = Level.HANDOFF.value
     current.notes = [*current.notes, f"{note} (handoff document {document.pk})"]
