@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import openai_calls
-from .summarize import SYSTEM_PROMPT, ModelSummarizer
+from .model_summarizer import SYSTEM_PROMPT, ModelSummarizer
 
 
 class OpenAISummarizer(ModelSummarizer):

@@ -23,8 +23,8 @@ Rules, chosen so that feeding a file in any chunking gives exactly what reading 
   (a caller that keeps feeding after ``finish()`` gets a late line of that response as ``<id>#2``).
   The reader's state lives in memory: to resume a file later, keep the reader or re-read from the top.
   ``client_id`` is ``message.id`` (``<id>#2`` if the same id reappears after its group closed) and
-  the line's ``uuid`` for user lines, so re-uploads are idempotent. A repeated line ``uuid`` is
-  skipped as ``duplicate``.
+  the line's ``uuid`` for user lines, so re-uploads are idempotent. A repeated line ``uuid`` (a
+  message's, or a compaction boundary's) is skipped as ``duplicate``.
 - **The user message a request sent.** Claude Code writes parallel tool results as one ``user``
   line each, the API request merges them into one user message, and it injects what the lines
   don't hold (attachments as ``<system-reminder>`` blocks, reminders inside tool results). Newer
@@ -240,6 +240,10 @@ class ClaudeCodeReader:
             return
         if kind in ("user", "assistant"):
             self._unreadable(f"{kind}_without_message", f"a {kind} line without a message object")
+        elif kind == "system" and event.get("subtype") == "compact_boundary" and self._seen_boundary(event):
+            # Written twice: the boundary is behind the summary already, which waits for its request.
+            self.skipped["duplicate"] += 1
+            return
         else:
             self.skipped[kind if isinstance(kind, str) and kind else "unknown"] += 1
         chain = self._chain(event)
@@ -254,6 +258,16 @@ class ClaudeCodeReader:
                 if start not in bounded.conv.segment_starts:
                     bounded.conv.segment_starts.append(start)
                 bounded.conv.boundary_facts[start] = boundary_facts(event)
+
+    def _seen_boundary(self, event: dict[str, Any]) -> bool:
+        """Whether a compaction boundary with this line's uuid was read before (and note it now)."""
+        uuid = nonempty_str(event.get("uuid"))
+        if uuid is None:
+            return False
+        if uuid in self._message_uuids:
+            return True
+        self._message_uuids.add(uuid)
+        return False
 
     def _timestamp(self, event: dict[str, Any]) -> str | None:
         """The line's time, or (when it has none that can be stored) the time of the line before it:

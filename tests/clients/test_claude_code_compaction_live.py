@@ -121,7 +121,8 @@ def test_claude_code_with_thinking_stays_under_a_small_window_and_finishes(tmp_p
             "--access-logformat",
             LOG_FORMAT,
         ]
-        with gunicorn_on_postgres(f"{own}_live", workers=2, extra_env=env, pg=pg, extra_args=args) as (hostport, app):
+        database = f"{own}_live_compaction"  # its own: other live stacks run beside it
+        with gunicorn_on_postgres(database, workers=2, extra_env=env, pg=pg, extra_args=args) as (hostport, app):
             model_window(app, MODEL, WINDOW)
             key = make_key(app, "claude")
             api = Client(hostport, key)

@@ -206,6 +206,17 @@ def test_flags_of_the_merged_lines() -> None:
     assert read(meta).main.messages[0]["metadata"]["is_meta"] is True
 
 
+def test_a_compaction_boundary_written_twice_keeps_the_summary_with_its_request() -> None:
+    boundary = _line("system", "b1", "a2", subtype="compact_boundary", content="Compacted")
+    summary = user("s1", "Summary: ", isCompactSummary=True)
+    lines = [*PROMPT, *RESPONSE, *RESULTS, blob(SENT), boundary, summary, boundary, user("u4", "go on")]
+    lines.append(blob([text("Summary: "), REMINDER, text("go on")]))
+    t = read(lines)
+    assert t.main.messages[-1]["content"] == [text("Summary: "), REMINDER, text("go on")]
+    assert t.main.segment_starts[-1] == len(t.main.messages) - 1, "one boundary, before the summary"
+    assert t.skipped["duplicate"] == 1
+
+
 def test_held_lines_are_held_until_the_request_or_the_response() -> None:
     reader = ClaudeCodeReader()
     assert reader.feed(PROMPT) == [] and reader.held_back == 1

@@ -113,7 +113,7 @@ def test_twenty_conversations_at_once_are_twenty_sessions_each_equal_to_its_conv
         upstream.set_message_function(partial(scripted, exchanges))
         env = {"CTX_PROXY_UPSTREAM_URL": upstream.base_url, "CTX_PROXY_RECORDERS": "2", "CELERY_TASK_ALWAYS_EAGER": "1"}
         args = ["--worker-class", "gthread", "--threads", "8"]
-        with gunicorn_on_postgres(f"{database}_live", workers=2, extra_env=env, pg=pg, extra_args=args) as (
+        with gunicorn_on_postgres(f"{database}_live_concurrent", workers=2, extra_env=env, pg=pg, extra_args=args) as (
             hostport,
             app_env,
         ):
