@@ -57,11 +57,18 @@ def context_of(session: AgentSession) -> AgentSession:
 
 
 def missing_prose(session: AgentSession, pieces: list[str]) -> list[str]:
-    """The pieces not in the context's text, in either format."""
+    """The pieces not in the context's text, in either format. Where the checkpoint's budget could not
+    hold them (``adk``'s 500 tokens) and it says it cut their middles, their start and end are enough."""
+    checkpoint = model_context.current_checkpoint(session)
+    said = checkpoint is not None and "the middle of the newest prose" in (checkpoint.data.get("cuts") or [])
     missing = []
     for fmt in ("anthropic", "openai"):
         texts = view(model_context.session_context(session, fmt=fmt)["messages"], fmt).texts
-        missing += [f"{fmt}: {piece[:80]!r}" for piece in pieces if piece not in texts]
+        missing += [
+            f"{fmt}: {piece[:80]!r}"
+            for piece in pieces
+            if piece not in texts and not (said and piece[:100] in texts and piece[-100:] in texts)
+        ]
     return missing
 
 
