@@ -155,3 +155,12 @@ _.target_after_tokens
 
 # sessions_app/web/forms.py PolicyForm: Django's Form reads field_order from the class.
 _.field_order
+
+# ProviderRequest's columns, the serializer's fields and Spend's sums (sessions_app/models/requests.py,
+# api/request_views.py, selectors/spend.py): read by name (DRF's Meta.fields, the aggregate's keywords).
+# session_spend: a session's total over its requests, which STATUS and the session page show next (issue 31).
+_.cache_creation_input_tokens
+_.cache_read_input_tokens
+_.cost_usd
+_.cache_hit_ratio
+_.session_spend

@@ -64,9 +64,10 @@ def demo_load() -> demo.DemoResult:
 
 
 def proxy_exchange_record(**kwargs: Any) -> AgentSession | None:
-    """``proxy.proxy_record_exchange`` (same arguments: what an exchange leaves to record once its
-    answer is out), then the follow-up of the session it recorded in."""
-    recorded = proxy.proxy_record_exchange(**kwargs)
+    """``proxy.proxy_record_answered`` (same arguments: what an exchange leaves to record once its
+    answer is out, and the row of what the upstream answered), then the follow-up of the session it
+    recorded in."""
+    recorded = proxy.proxy_record_answered(**kwargs)
     if recorded is not None:
         tasks.followup_send(recorded)
     return recorded

@@ -4,6 +4,7 @@ from . import compaction_views as cv
 from . import dashboard_views as dv
 from . import history_views as hv
 from . import policy_views as pv
+from . import request_views as rv
 from . import transcript_views as tv
 from . import views
 from . import webhook_views as wv
@@ -26,6 +27,7 @@ urlpatterns = [
     path("sessions/<str:session_id>/messages/", views.MessageListCreateApi.as_view(), name="session-messages"),
     path("sessions/<str:session_id>/status/", views.SessionStatusApi.as_view(), name="session-status"),
     path("sessions/<str:session_id>/history/", hv.SessionHistoryApi.as_view(), name="session-history"),
+    path("sessions/<str:session_id>/requests/", rv.SessionRequestsApi.as_view(), name="session-requests"),
     path("sessions/<str:session_id>/context/", views.SessionContextApi.as_view(), name="session-context"),
     path("sessions/<str:session_id>/compactions/", cv.SessionCompactionsApi.as_view(), name="session-compactions"),
     path("sessions/<str:session_id>/checkpoints/", cv.SessionCheckpointsApi.as_view(), name="session-checkpoints"),

@@ -14,6 +14,7 @@ from sessions_app.models.compactions import (
     MessageBackup,
 )
 from sessions_app.models.projects import ROLE_RANK, ApiKey, CompactionPolicy, Membership, ModelProfile, Project, Role
+from sessions_app.models.requests import ProviderRequest, RequestSource
 from sessions_app.models.sessions import (
     BULK_UPDATE_BATCH,
     CONTEXT_STATES,
@@ -62,6 +63,8 @@ __all__ = [
     "MessageState",
     "ModelProfile",
     "Project",
+    "ProviderRequest",
+    "RequestSource",
     "Role",
     "SessionStatus",
     "ToolUse",

@@ -19,6 +19,7 @@ STORING = {
     ("handoffs", "handoff_create"),
     ("demo", "demo_load"),
     ("proxy", "proxy_record_exchange"),
+    ("proxy", "proxy_record_answered"),
     ("proxy", "proxy_record_request"),
     ("tasks", "followup_send"),
 }

@@ -16,6 +16,8 @@ what the reply says. ``queue_error(status)`` answers an error in OpenAI's format
 ``queue_stream_cut(n)`` drops the next stream's connection after n events; with
 ``set_context_window(n)``, a request whose ``prompt_tokens`` would pass n is refused as the API
 refuses it (400, ``context_length_exceeded``, "This model's maximum context length is n tokens. …").
+A reply queued with ``cached_tokens`` reports that much of the prompt (at most all of it) as read from
+the cache (``usage.prompt_tokens_details.cached_tokens``), and ``service_tier`` as the tier it ran on.
 ``reset()`` makes it as new (one server shared by several tests, ``tests/clients/conftest.py``).
 """
 
@@ -76,10 +78,18 @@ class FakeOpenAI:
     def queue_reply(self, text: str) -> None:
         self.queue_message(text)
 
-    def queue_message(self, content: str | None, *, tool_calls: list[dict[str, Any]] | None = None) -> None:
+    def queue_message(
+        self,
+        content: str | None,
+        *,
+        tool_calls: list[dict[str, Any]] | None = None,
+        cached_tokens: int | None = None,
+        service_tier: str | None = None,
+    ) -> None:
         """A reply; ``tool_calls``: ``{"id", "name", "arguments"}`` (arguments: a JSON text)."""
+        reply = {"content": content, "tool_calls": list(tool_calls or []), "cached_tokens": cached_tokens}
         with self._lock:
-            self._replies.append({"content": content, "tool_calls": list(tool_calls or [])})
+            self._replies.append({**reply, "service_tier": service_tier})
 
     def queue_stream_cut(self, after_chunks: int) -> None:
         """The next streamed answer drops the connection after ``after_chunks`` events."""
@@ -122,19 +132,30 @@ class FakeOpenAI:
         message: dict[str, Any] = {"role": "assistant", "content": reply["content"]}
         if calls:
             message["tool_calls"] = calls
-        return 200, {
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        if reply.get("cached_tokens") is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": min(reply["cached_tokens"], prompt)}
+        answer = {
             "id": f"chatcmpl-{secrets.token_hex(8)}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model") or "gpt-4o",
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+            "usage": usage,
         }
+        if reply.get("service_tier"):
+            answer["service_tier"] = reply["service_tier"]
+        return 200, answer
 
 
 def chunks(completion: Mapping[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
     """A completion as the ``chat.completion.chunk`` events that stream it."""
-    head = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    head = {k: completion[k] for k in ("id", "created", "model", "service_tier") if k in completion}
+    head["object"] = "chat.completion.chunk"
     choice = completion["choices"][0]
     message = choice["message"]
 

@@ -205,6 +205,8 @@ def test_an_absurd_usage_figure_is_not_believed(live_server, team, fake, caplog,
     session = AgentSession.objects.get(external_id="usage")
     assert session.exact_tokens is None and session.message_count == 2  # the messages, not the figure
     assert not [r for r in caplog.records if r.exc_info]
+    (row,) = session.requests.all()  # its row: the figure counted only where a column holds it
+    assert row.input_tokens == (figure if figure <= 10**9 else 0)
 
 
 def test_the_providers_server_tool_blocks_are_recorded_as_they_came(live_server, team, fake):

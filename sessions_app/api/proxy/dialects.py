@@ -20,6 +20,7 @@ from django.http import JsonResponse
 from compaction.transcripts.openai import chat_request_as_anthropic, completion_as_message
 from compaction.transcripts.responses import request_as_anthropic, response_as_message
 from sessions_app.api.proxy.stream import ChunkAccumulator, MessageAccumulator, ResponseAccumulator
+from sessions_app.services.provider_usage import Used, anthropic_used, chat_used, responses_used
 from sessions_app.services.proxy.identity import conversation_of
 from sessions_app.services.proxy.wire import ANTHROPIC_MESSAGES, OPENAI_CHAT, OPENAI_RESPONSES, Wire
 
@@ -34,13 +35,17 @@ class Accumulator(Protocol):
     @property
     def message(self) -> dict[str, Any]: ...
 
+    @property
+    def raw(self) -> dict[str, Any]: ...
+
 
 @dataclass(frozen=True)
 class Dialect:
     upstream_url: Callable[[], str]
     refuse: Callable[[int, str, str], JsonResponse]  # (status, error type, message)
     accumulator: Callable[[int | None], Accumulator]  # (the bytes of stream whose content is kept)
-    reply_of: Callable[[bytes], dict[str, Any] | None]  # a whole answer's body → the model's message
+    reply_of: Callable[[Any], dict[str, Any] | None]  # a whole answer's body, parsed → the model's message
+    used_of: Callable[[Any], Used]  # a whole answer's body, parsed, or a stream's ``raw`` → its usage
     recorded: Callable[[dict[str, Any]], dict[str, Any] | None]  # a request → what is recorded of it
     broke_off: Callable[[str], bytes]  # the end of a stream the upstream broke off, for the caller
     own_key_header: str  # where the caller's own key goes, for the refusal that asks for it
@@ -70,15 +75,7 @@ def openai_error(status: int, error_type: str, message: str) -> JsonResponse:
     return JsonResponse({"error": {"message": message, "type": kind, "param": None, "code": code}}, status=status)
 
 
-def _json(content: bytes) -> Any:
-    try:
-        return json.loads(content)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _anthropic_reply(content: bytes) -> dict[str, Any] | None:
-    message = _json(content)
+def _anthropic_reply(message: Any) -> dict[str, Any] | None:
     return message if isinstance(message, dict) and message.get("type") == "message" else None
 
 
@@ -94,6 +91,7 @@ ANTHROPIC = Dialect(
     refuse=anthropic_error,
     accumulator=MessageAccumulator,
     reply_of=_anthropic_reply,
+    used_of=anthropic_used,
     recorded=conversation_of,
     broke_off=lambda why: _event(
         "error", {"type": "error", "error": {"type": "api_error", "message": _BROKE_OFF.format(why)}}
@@ -107,7 +105,8 @@ OPENAI = Dialect(
     upstream_url=lambda: settings.CTX_PROXY_OPENAI_URL,
     refuse=openai_error,
     accumulator=ChunkAccumulator,
-    reply_of=lambda content: completion_as_message(_json(content)),
+    reply_of=completion_as_message,
+    used_of=chat_used,
     recorded=chat_request_as_anthropic,
     broke_off=lambda why: _event(
         None, {"error": {"message": _BROKE_OFF.format(why), "type": "server_error", "param": None, "code": None}}
@@ -121,7 +120,8 @@ RESPONSES = Dialect(
     upstream_url=lambda: settings.CTX_PROXY_OPENAI_URL,
     refuse=openai_error,
     accumulator=ResponseAccumulator,
-    reply_of=lambda content: response_as_message(_json(content)),
+    reply_of=response_as_message,
+    used_of=responses_used,
     recorded=request_as_anthropic,
     broke_off=lambda why: _event(
         "error", {"type": "error", "code": "server_error", "message": _BROKE_OFF.format(why), "param": None}

@@ -71,6 +71,11 @@ class MessageAccumulator(_Events):
             content[position][field] = (content[position].get(field) or "") + "".join(pieces)
         return {**self._message, "content": content}
 
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The message's own fields as far as they came (its model, its usage), its content aside."""
+        return self._message
+
     def _data(self, data: bytes) -> None:
         try:
             event = json.loads(data)
@@ -168,6 +173,11 @@ class ChunkAccumulator(_Events):
         choice = {"index": 0, "message": said, "finish_reason": self._finish}
         return completion_as_message({**self._completion, "choices": [choice]}) or {}
 
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The completion's own fields as far as they came (its model, usage, service tier)."""
+        return self._completion
+
     def _data(self, data: bytes) -> None:
         if data.strip() == b"[DONE]":
             self.complete = True
@@ -181,7 +191,7 @@ class ChunkAccumulator(_Events):
         if isinstance(chunk.get("error"), dict):
             self.error = chunk
             return
-        for name in ("id", "model", "usage"):
+        for name in ("id", "model", "usage", "service_tier"):
             if chunk.get(name) is not None:
                 self._completion[name] = chunk[name]
         self._completion.setdefault("id", None)
@@ -241,6 +251,11 @@ class ResponseAccumulator(_Events):
         if not self._ended or not isinstance(output, list):
             output = [self._item(i) for i in sorted(self._items)]
         return response_as_message({**self._response, "output": output}) or {}
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The response's own fields as far as they came (its model, usage, service tier)."""
+        return self._response
 
     @property
     def _ended(self) -> bool:

@@ -19,6 +19,7 @@ import itertools
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -35,14 +36,13 @@ from sessions_app import steps
 from sessions_app.api.proxy import body as proxy_body
 from sessions_app.api.proxy import headers as proxy_headers
 from sessions_app.api.proxy import limits as proxy_limits
+from sessions_app.api.proxy.caller import caller, member_refusal, project_key, project_of
 from sessions_app.api.proxy.dialects import ANTHROPIC, OPENAI, RESPONSES, Dialect, error_type
-from sessions_app.api.proxy.exchange import Exchange, Relay
-from sessions_app.api.proxy.headers import KEY_HEADER, PROJECT_HEADER, SESSION_HEADER, agent_session_header
+from sessions_app.api.proxy.exchange import NO_ANSWER, Answer, Exchange, Meter, Relay
+from sessions_app.api.proxy.headers import SESSION_HEADER, agent_session_header
 from sessions_app.api.proxy.recorder import RECORDER
 from sessions_app.errors import ServiceError
-from sessions_app.models import Project, Role
-from sessions_app.selectors import access
-from sessions_app.services import keys, projects, proxy
+from sessions_app.services import proxy
 from sessions_app.services.proxy import gaps as proxy_gaps
 from sessions_app.services.proxy import identity as proxy_identity
 from sessions_app.services.proxy import upstream as proxy_upstream
@@ -92,6 +92,7 @@ def responses_compact(request: HttpRequest) -> HttpResponse | StreamingHttpRespo
 
 
 def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -> HttpResponse | StreamingHttpResponse:
+    meter = Meter()  # the request's arrival: its TTFB and duration count from here
     if request.method != "POST":
         return dialect.refuse(405, "invalid_request_error", f"{request.method} is not allowed here; POST.")
     try:
@@ -101,19 +102,20 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
     # A body too large to record is forwarded unparsed: parsing alone takes several times its size.
     oversized = record and len(raw) > settings.CTX_PROXY_RECORD_MAX_BYTES
     body = proxy_limits.parsed(raw) if record and not oversized else None
-    user, refusal = _caller(request, dialect)
+    caller_key, refusal = caller(request, dialect)
+    user = caller_key.user if caller_key is not None else None
     if refusal is None and user is not None:  # a member's, whatever the body, before anything goes or is written
-        refusal = _member(request, user, dialect)
+        refusal = member_refusal(request, user, dialect)
     if refusal is not None:
         return refusal
     api_key = None
     if user is not None and not proxy_headers.carries_a_key(request):  # checked before anything is recorded
-        api_key, refusal = _project_key(request, user, dialect)
+        api_key, refusal = project_key(request, user, dialect)
         if refusal is not None:
             return refusal
     exchange, recorded, extra = None, user is not None, {}
     if oversized and user is not None:
-        noted, refusal = proxy_limits.note_oversized(request, user, raw, dialect, partial(_project, request, user))
+        noted, refusal = proxy_limits.note_oversized(request, user, raw, dialect, partial(project_of, request, user))
         if refusal is not None:
             return refusal
         if noted is not None:
@@ -124,9 +126,14 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
         exchange, recorded, sent, refusal = _record_start(request, user, kept, body, dialect, key)
         if refusal is not None:
             return refusal
+        if exchange is not None and caller_key is not None:
+            exchange.meter = meter
+            meter.user_id, meter.api_key_id = caller_key.user_id, caller_key.pk
+            meter.model = str(body.get("model") or "")
         if sent.body is not None:
             raw = json.dumps(sent.body).encode()
             extra["ctxweb-compacted"] = str(sent.compaction_id)
+            meter.compacted_id = sent.compaction_id
     deadline = Deadline(settings.CTX_PROXY_TIMEOUT)
     try:
         answer = _answer(request, dialect, path, raw, body, exchange, extra, api_key, deadline)
@@ -138,6 +145,7 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
         deadline.stop()
         _finish(exchange, None)
         raise
+    meter.first_byte = time.monotonic()  # the status line and headers are in
     extra["ctxweb-recorded"] = "yes" if recorded and (exchange is not None or not record) else "no"
     if exchange is not None:
         extra["ctxweb-session"] = str(exchange.session_id)
@@ -152,15 +160,16 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
         except httpx2.RequestError as exc:
             deadline.stop()
             answer.close()
-            _finish(exchange, None)
+            _finish(exchange, None, answer.status_code)  # answered: the request has its row, with no usage
             return _unreachable(exc, dialect, deadline)
         if not whole:  # too large to hold: the rest is relayed as it comes, and not recorded
             relay = Relay(answer, exchange, dialect, deadline, itertools.chain([content], chunks))
             response = StreamingHttpResponse(relay, status=answer.status_code)
         else:
+            meter.last_byte = time.monotonic()
             deadline.stop()  # before the connection goes back to the pool
             answer.close()
-            _finish(exchange, partial(_whole, dialect, content) if answer.status_code == 200 else None)
+            _finish(exchange, partial(_whole, dialect, content, answer.status_code), answer.status_code)
             response = HttpResponse(content, status=answer.status_code)
     for name, value in proxy_headers.relayed(answer.headers.multi_items(), streamed=streamed):
         response[name] = value
@@ -178,7 +187,7 @@ def _continuing(request: HttpRequest, user: Any, kept: dict[str, Any]) -> tuple[
     if user is None or not isinstance(response_id, str):
         return kept, None
     try:
-        found = proxy.proxy_continued(_project(request, user), response_id)
+        found = proxy.proxy_continued(project_of(request, user), response_id)
     except (ServiceError, DatabaseError):  # told, or forwarded unrecorded, where the request is recorded
         return kept, None
     if found is None or not found[0].external_id:
@@ -251,6 +260,8 @@ def _answer(
     deadline.stop()
     answer.close()
     extra["ctxweb-compacted"] = str(retry.compaction_id)
+    if exchange.meter is not None:
+        exchange.meter.compacted_id = retry.compaction_id
     return _send(request, dialect, path, json.dumps(retry.body).encode(), api_key, deadline)
 
 
@@ -262,13 +273,16 @@ def _unreachable(exc: httpx2.RequestError, dialect: Dialect, deadline: Deadline)
     return dialect.refuse(502, "api_error", f"ctxweb: the upstream API could not be reached ({type(exc).__name__}).")
 
 
-def _whole(dialect: Dialect, content: bytes) -> tuple[dict[str, Any] | None, bool]:
-    return dialect.reply_of(content), True
+def _whole(dialect: Dialect, content: bytes, status: int) -> Answer:
+    if status != 200:  # an error: no reply, no usage
+        return NO_ANSWER
+    body = proxy_limits.parsed(content)
+    return Answer(dialect.reply_of(body), True, dialect.used_of(body))
 
 
-def _finish(exchange: Exchange | None, reply: Callable[[], tuple[dict[str, Any] | None, bool]] | None) -> None:
+def _finish(exchange: Exchange | None, read: Callable[[], Answer] | None, status: int | None = None) -> None:
     if exchange is not None:
-        exchange.finish(reply)
+        exchange.finish(read, status)
 
 
 def _send(
@@ -294,72 +308,6 @@ def _too_long(answer: httpx2.Response, wire: Wire) -> TooLong | None:
     return wire.too_long(answer.content)
 
 
-def _project(request: HttpRequest, user: Any) -> Project:
-    """The project the request records in (the ``ctxweb-project`` header, else the user's only one),
-    where the user may write; looked up once a request (its key and its session both need it)."""
-    found: Project | None = getattr(request, "_ctxweb_project", None)
-    if found is None:
-        ref = request.headers.get(PROJECT_HEADER, "").strip() or None
-        found = access.project_find_for(user, ref, min_role=Role.MEMBER)
-        request._ctxweb_project = found  # type: ignore[attr-defined]
-    return found
-
-
-def _member(request: HttpRequest, user: Any, dialect: Dialect) -> HttpResponse | None:
-    """A refusal unless the user is a member or an admin of the request's project; None too when
-    ctxweb's database can't tell (the request goes unrecorded, as when the key can't be checked)."""
-    try:
-        _project(request, user)
-    except ServiceError as exc:
-        return dialect.refuse(exc.status, error_type(exc.status), exc.detail)
-    except DatabaseError as exc:
-        log.warning("proxy: the project could not be looked up, forwarding unrecorded: %s", type(exc).__name__)
-    return None
-
-
-def _project_key(request: HttpRequest, user: Any, dialect: Dialect) -> tuple[str | None, HttpResponse | None]:
-    """For a request without a key of its own: the Anthropic key its project's admins set (a
-    member's request may use it), or a refusal saying there is none; (None, None) when ctxweb's
-    database can't tell (the request goes as it came, and the upstream answers)."""
-    if not dialect.project_key:
-        message = f"ctxweb: send your own API key ({dialect.own_key_header}); ctxweb keeps none for this API."
-        return None, dialect.refuse(401, "authentication_error", message)
-    try:
-        key = projects.project_upstream_key(_project(request, user))
-    except ServiceError as exc:
-        return None, dialect.refuse(exc.status, error_type(exc.status), exc.detail)
-    except DatabaseError:
-        return None, None
-    if key is None:
-        message = (
-            "ctxweb: no Anthropic API key: send yours in the x-api-key header, or ask the project's admins "
-            "to set one in its settings."
-        )
-        return None, dialect.refuse(401, "authentication_error", message)
-    return key, None
-
-
-def _caller(request: HttpRequest, dialect: Dialect) -> tuple[Any, HttpResponse | None]:
-    """The ctxweb user of the request; a refusal when the key is missing or wrong; (None, None) when
-    the database can't tell (the request is then forwarded, unrecorded)."""
-    raw = proxy_headers.ctxweb_key(request)
-    if not raw:
-        message = (
-            f"ctxweb: send your ctxweb API key in the {KEY_HEADER} header (your own goes in {dialect.own_key_header})"
-        )
-        if dialect.project_key:
-            message += ", or in x-api-key itself when the project's admins set its Anthropic key"
-        return None, dialect.refuse(401, "authentication_error", message + ".")
-    try:
-        key = keys.apikey_authenticate(raw)
-    except DatabaseError as exc:
-        log.warning("proxy: the key could not be checked, forwarding unrecorded: %s", type(exc).__name__)
-        return None, None
-    if key is None:
-        return None, dialect.refuse(401, "authentication_error", f"ctxweb: the {KEY_HEADER} is invalid or revoked.")
-    return key.user, None
-
-
 def _prepare(
     request: HttpRequest,
     user: Any,
@@ -376,7 +324,7 @@ def _prepare(
     session's context may replace them (the project's ``proxy_compaction``, in an API with a ``wire``);
     otherwise with the reply, once the answer is out, so the caller's first byte waits for nothing but
     finding the session."""
-    project = _project(request, user)
+    project = project_of(request, user)
     header = key or request.headers.get(SESSION_HEADER, "").strip() or None
     agent = proxy_identity.agent_conversation(body, header, agent_session_header(request))
     long_context = proxy.long_context_beta(request.headers.get("anthropic-beta", ""))

@@ -1,0 +1,59 @@
+"""What providers answered: one row per request a model read (a proxied exchange), with what it
+used by kind of token, what that cost, and how long it took."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from sessions_app.models.compactions import Compaction
+from sessions_app.models.projects import ApiKey, Project
+from sessions_app.models.sessions import AgentSession
+
+
+class RequestSource(models.TextChoices):
+    PROXY = "proxy", "Proxied by ctxweb"
+
+
+class ProviderRequest(models.Model):
+    # One per exchange, made when the request arrives: a recording that runs twice writes one row.
+    key = models.UUIDField(unique=True, editable=False)
+    # The indexes below lead with these two (db_index=False: their own would be redundant).
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="requests", db_index=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="provider_requests", db_index=False)
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(help_text="When the request reached ctxweb.")
+    model = models.CharField(max_length=200, blank=True, help_text="The answer's model, else the request's.")
+    # Anthropic's split: ``input_tokens`` is what the model read uncached; 0 when not reported.
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    cache_creation_input_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    service_tier = models.CharField(max_length=50, blank=True)
+    cost_usd = models.DecimalField(
+        max_digits=20, decimal_places=10, null=True, blank=True, help_text="None: the model has no price."
+    )
+    ttfb_ms = models.FloatField(null=True, blank=True, help_text="From arrival to the upstream's first byte.")
+    duration_ms = models.FloatField(null=True, blank=True, help_text="From arrival to the upstream's last byte.")
+    status = models.PositiveSmallIntegerField(help_text="The upstream's HTTP status.")
+    compacted = models.ForeignKey(
+        Compaction,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The compaction whose context went upstream in place of the agent's history.",
+    )
+    source = models.CharField(max_length=20, choices=RequestSource.choices, default=RequestSource.PROXY)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["session", "created_at"], name="request_session_created"),
+            models.Index(fields=["project", "created_at"], name="request_project_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.status} at {self.created_at:%Y-%m-%d %H:%M:%S}"

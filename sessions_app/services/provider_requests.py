@@ -1,0 +1,59 @@
+"""Rows of ``ProviderRequest``: what one request a provider answered used, what that cost at the
+model's prices (``selectors.prices.price_of``), how long it took. ``selectors.spend`` reads them."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sessions_app.models import AgentSession, ProviderRequest, RequestSource
+from sessions_app.selectors.prices import price_of
+from sessions_app.services.provider_usage import Used
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A request the upstream answered, as its row records it."""
+
+    key: uuid.UUID  # the exchange's, made when it arrived
+    arrived_at: datetime
+    status: int
+    model: str  # the request's; the answer's own wins when it names one
+    used: Used | None = None  # None: the answer reported no usage (an error, a note in its place)
+    user_id: int | None = None
+    api_key_id: int | None = None
+    ttfb_ms: float | None = None
+    duration_ms: float | None = None
+    compacted_id: int | None = None
+
+
+def provider_request_record(
+    *, session: AgentSession, answered: Answered, source: str = RequestSource.PROXY
+) -> ProviderRequest:
+    """The request's row in ``session``; the one written already when its recording runs again."""
+    used = answered.used or Used()
+    model = used.model or answered.model[:200]
+    row, _ = ProviderRequest.objects.get_or_create(
+        key=answered.key,
+        defaults={
+            "session": session,
+            "project_id": session.project_id,
+            "api_key_id": answered.api_key_id,
+            "user_id": answered.user_id,
+            "created_at": answered.arrived_at,
+            "model": model,
+            "input_tokens": used.tokens.input,
+            "cache_creation_input_tokens": used.tokens.cache_write,
+            "cache_read_input_tokens": used.tokens.cache_read,
+            "output_tokens": used.tokens.output,
+            "service_tier": used.service_tier,
+            "cost_usd": price_of(model, used.tokens) if model else None,
+            "ttfb_ms": answered.ttfb_ms,
+            "duration_ms": answered.duration_ms,
+            "status": answered.status,
+            "compacted_id": answered.compacted_id,
+            "source": source,
+        },
+    )
+    return row
