@@ -54,7 +54,7 @@ def gpt(proxy_openai_sdk: Any, team: Team) -> openai.OpenAI:
 
 def rows(team: Team) -> list[ProviderRequest]:
     session = AgentSession.objects.get(project=team.project)
-    return list(session.requests.order_by("created_at", "pk"))
+    return list(ProviderRequest.objects.filter(session=session).order_by("created_at", "pk"))
 
 
 def kinds(row: ProviderRequest) -> tuple[int, ...]:
