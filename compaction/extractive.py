@@ -14,11 +14,12 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .checkpoint import LIST_FIELDS, TEXT_FIELDS, empty_fields, render_summary_text, validate_fields
+from .checkpoint import LIST_FIELDS, empty_fields, render_summary_text, validate_fields
 from .context import summary_message
 from .facts import facts_update, person_messages
 from .identifiers import PATH_RE
 from .reversible import MARK, compile_patterns, message_text, result_text
+from .room import trim_summary
 from .tokens import Tokenizer
 from .types import Msg
 
@@ -26,8 +27,6 @@ ITEM_CHARS = 240
 REQUEST_CHARS = 1_500
 OBJECTIVE_CHARS = 300
 MAX_PATHS = 60
-# Trimmed first when over budget: the longest lists of the least essential kind.
-TRIM_ORDER = ("important_details", "completed", "blockers", "decisions", "files_modified", "in_progress", "pending")
 
 
 def _cut(text: str, limit: int) -> str:
@@ -118,29 +117,14 @@ class ExtractiveSummarizer:
 
 
 def fit_to_budget(checkpoint: dict[str, Any], tokenizer: Tokenizer, budget: int) -> dict[str, Any]:
-    """Drop the oldest items of the longest, least essential lists until the rendered summary fits;
-    then shorten the texts. Keys other than the checkpoint fields pass through untouched."""
+    """The summarizer's part cut to ``budget`` (``compaction.room.trim_summary``: the longest, least
+    essential lists first, then the texts). Keys other than the checkpoint fields pass through."""
     out: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in checkpoint.items()}
 
     def size() -> int:  # the summarizer's part: the facts have a budget of their own
         return tokenizer.count_message("user", summary_message(render_summary_text({**out, "facts": None}))["content"])
 
-    current = size()
-    while current > budget:
-        candidates = [f for f in TRIM_ORDER if out.get(f)]
-        if not candidates:
-            break
-        longest = max(candidates, key=lambda f: (len(out[f]), -TRIM_ORDER.index(f)))
-        # Drop several at once when far over, so a long list costs few recounts.
-        drop = max(1, min(len(out[longest]) // 2, (current - budget) // 40))
-        del out[longest][:drop]
-        current = size()
-    for name in TEXT_FIELDS:
-        limit = 1_200
-        while current > budget and len(out.get(name) or "") > 40:
-            out[name] = _cut(out[name], limit)
-            limit //= 2
-            current = size()
+    trim_summary(out, size(), budget, size, {}, [])
     return out
 
 

@@ -76,7 +76,7 @@ def fit_checkpoint(
         facts["current_work"] = ""
         cut_texts.append("the current work")
         current = size()
-    current = _trim_summary(out, current, room, size, cuts, cut_texts)
+    current = trim_summary(out, current, room, size, cuts, cut_texts)
     for name, label in ESSENTIAL_FACTS:
         floor = 1 if name == "files_modified" else 0
         current = _drop_oldest(facts, name, floor, current, cap, size, cuts, label)
@@ -142,7 +142,7 @@ def _drop_oldest(
     return current
 
 
-def _trim_summary(
+def trim_summary(
     out: dict[str, Any],
     current: int,
     limit: int,
@@ -150,7 +150,8 @@ def _trim_summary(
     cuts: dict[str, int],
     cut_texts: list[str],
 ) -> int:
-    """The summarizer's part cut to ``limit``: the longest, least essential lists first, then the texts."""
+    """The summarizer's part cut to ``limit``: the longest, least essential lists first, then the ends
+    of the texts; what went is counted in ``cuts`` and ``cut_texts``."""
     while current > limit:
         candidates = [f for f in SUMMARY_LISTS if out.get(f)]
         if not candidates:
