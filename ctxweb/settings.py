@@ -323,7 +323,11 @@ SPECTACULAR_SETTINGS = {
             "name": "history",
             "description": "The team's view over time: a session's context history, a project's dashboard.",
         },
-        {"name": "spend", "description": "What proxied requests used and cost: tokens by kind, latency."},
+        {
+            "name": "spend",
+            "description": "What proxied requests used and cost: per request (tokens by kind, latency) and per "
+            "project by day, person, API key or model (JSON or CSV).",
+        },
         {"name": "policy", "description": "A project's compaction policy: thresholds and presets (project admins)."},
         {"name": "webhooks", "description": "Be told when a level changes or a compaction ends; deliveries and tests."},
     ],

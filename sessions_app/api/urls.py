@@ -5,6 +5,7 @@ from . import dashboard_views as dv
 from . import history_views as hv
 from . import policy_views as pv
 from . import request_views as rv
+from . import spend_views as sv
 from . import transcript_views as tv
 from . import views
 from . import webhook_views as wv
@@ -15,6 +16,7 @@ urlpatterns = [
     path("projects/", views.ProjectListCreateApi.as_view(), name="projects"),
     path("projects/<int:project_id>/", views.ProjectDetailApi.as_view(), name="project"),
     path("projects/<int:project_id>/dashboard/", dv.ProjectDashboardApi.as_view(), name="project-dashboard"),
+    path("projects/<int:project_id>/spend/", sv.ProjectSpendApi.as_view(), name="project-spend"),
     path("projects/<int:project_id>/policy/", pv.ProjectPolicyApi.as_view(), name="project-policy"),
     path("projects/<int:project_id>/webhooks/", wv.ProjectWebhooksApi.as_view(), name="project-webhooks"),
     path("webhooks/<str:webhook_id>/", wv.WebhookDetailApi.as_view(), name="webhook"),

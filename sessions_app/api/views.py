@@ -68,6 +68,9 @@ class SessionListCreateApi(APIView):
             OpenApiParameter("project", int, description="Only this project's sessions"),
             OpenApiParameter("status", str, enum=["active", "handed_off", "archived"]),
             OpenApiParameter("q", str, description="Search name, external id and model"),
+            OpenApiParameter("model", str, description="Only sessions whose model contains this"),
+            OpenApiParameter("owner", int, description="Only this user's sessions (a user id)"),
+            OpenApiParameter("key", int, description="Only sessions with a provider request made with this API key id"),
         ],
         responses=s.SessionListOut(many=True),
     )
@@ -79,7 +82,15 @@ class SessionListCreateApi(APIView):
         status_filter = params.get("status") or None
         if status_filter is not None and status_filter not in SessionStatus.values:
             raise InvalidInput(f"status is one of {', '.join(SessionStatus.values)}.", code="invalid_status")
-        qs = access.session_list_for(request.user, project=project, status=status_filter, q=params.get("q"))
+        qs = access.session_list_for(
+            request.user,
+            project=project,
+            status=status_filter,
+            q=params.get("q"),
+            model=params.get("model") or None,
+            owner=int_param(request, "owner", default=None, low=1),
+            key=int_param(request, "key", default=None, low=1),
+        )
         return _paginate(self, request, qs, s.SessionListOut)
 
     @extend_schema(

@@ -21,6 +21,7 @@ from sessions_app.models import (
     Membership,
     Message,
     Project,
+    ProviderRequest,
     Role,
     Webhook,
 )
@@ -104,10 +105,18 @@ def project_find_for(user: User, ref: str | None, *, min_role: Role = Role.VIEWE
 
 
 def session_list_for(
-    user: User, *, project: Any = None, status: str | None = None, q: str | None = None, model: str | None = None
+    user: User,
+    *,
+    project: Any = None,
+    status: str | None = None,
+    q: str | None = None,
+    model: str | None = None,
+    owner: int | None = None,
+    key: int | None = None,
 ) -> QuerySet[AgentSession]:
     """The user's sessions, filtered by project, status, a text in the name, external id or model
-    (``q``), or a text in the model alone (``model``)."""
+    (``q``), a text in the model alone (``model``), their owner's user id (``owner``), or an API key
+    id that made a provider request in them (``key``)."""
     # The projects as a subquery: joining the memberships needed a DISTINCT over every column of the
     # session (system prompt and tools included), 22 ms instead of 0.8 ms for a count at 2,000 sessions.
     qs = AgentSession.objects.filter(project_id__in=_my_project_ids(user)).select_related("project", "project__policy")
@@ -120,6 +129,10 @@ def session_list_for(
         return qs.none()
     if model:
         qs = qs.filter(model__icontains=model)
+    if owner is not None:
+        qs = qs.filter(owner_id=owner)
+    if key is not None:
+        qs = qs.filter(pk__in=ProviderRequest.objects.filter(api_key_id=key).values("session_id"))
     if status:
         qs = qs.filter(status=status)
     if q:

@@ -12,6 +12,8 @@ from compaction.types import Level, level_choices
 from sessions_app.models import CompactionPolicy, Project, Role, SessionStatus, WebhookEvent, WebhookFormat
 from sessions_app.services.projects import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
 
+MAX_ID = 2**63 - 1  # a bigint: the database refuses a larger one in a query
+
 
 class CompactionForm(forms.Form):
     level = forms.ChoiceField(choices=level_choices(), initial=Level.COMPACT.value)
@@ -37,6 +39,13 @@ class SessionFilterForm(forms.Form):
         choices=[("", "any level"), *[(level.value, level.value) for level in Level]],
     )
     model = forms.CharField(required=False, max_length=100)
+    # Ids, not choices: a link from the dashboard may name a former member or someone else's key.
+    owner = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, widget=forms.Select)
+    key = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, label="API key id")
+
+    def __init__(self, *args: Any, members: list[tuple[int, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["owner"].widget.choices = [("", "anyone"), *members]
 
 
 class MemberForm(forms.Form):

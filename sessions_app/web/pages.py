@@ -29,6 +29,7 @@ from sessions_app.selectors.compactions import newest_revertible_id, revert_refu
 from sessions_app.selectors.history import session_history
 from sessions_app.web.charts import session_chart
 from sessions_app.web.dashboard_chart import daily_chart
+from sessions_app.web.spend_panel import spend_tables
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -105,6 +106,8 @@ def dashboard_panel(project: Project, user: User) -> dict[str, Any]:
             (o, [(level, board.compactions[level][o]) for level in board.compactions]) for o in dashboard.OUTCOMES
         ],
         "can_write": can_write(user, project.pk),
+        "spend": spend_tables(project, days=len(board.days)),
+        "spend_days": len(board.days),
     }
 
 

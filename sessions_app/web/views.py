@@ -55,7 +55,8 @@ def project_list(request: AuthenticatedHttpRequest) -> HttpResponse:
 @login_required
 def project_detail(request: AuthenticatedHttpRequest, project_id: int) -> HttpResponse:
     project = project_for(request, project_id)
-    filters = SessionFilterForm(request.GET)
+    members = [(m.user_id, m.user.username) for m in access.memberships_of(project)]
+    filters = SessionFilterForm(request.GET, members=members)
     values = filters.cleaned_data if filters.is_valid() else {}
     sessions = access.session_list_for(
         request.user,
@@ -63,6 +64,8 @@ def project_detail(request: AuthenticatedHttpRequest, project_id: int) -> HttpRe
         status=values.get("status") or None,
         q=values.get("q") or None,
         model=values.get("model") or None,
+        owner=values.get("owner"),
+        key=values.get("key"),
     ).defer(*pages.LIST_DEFERRED)
     if values.get("level"):
         sessions = pages.sessions_at_level(sessions, level=values["level"])
