@@ -68,7 +68,7 @@ from compaction.transcripts.codex import CodexReader
 from sessions_app.errors import Conflict, InvalidInput, TooLarge
 from sessions_app.models import AgentSession, Project, SessionStatus, TranscriptChunk
 from sessions_app.selectors.usage import continuation_of, session_status
-from sessions_app.services import agent_sessions, recorded
+from sessions_app.services import agent_sessions, recorded, transcript_usage
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -238,9 +238,13 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
         recorded.rejection_record(session=session, source=SOURCE, position=f"line {line}", problem=("unreadable", why))
         read.rejected += 1
     state["unreadable"] = len(reader.unreadable)
+    # Per conversation, the line up to which its responses have their rows (one still without a final
+    # message is not among ``reader.conversations``: its rows wait for it).
+    usage_marks: dict[str, int] = state.setdefault("usage_lines", {})
     for conversation in reader.conversations:
         key = conversation.key
-        target = _live(_sidechain_session(session, conversation, state, user) if conversation.sidechain else session)
+        own = _sidechain_session(session, conversation, state, user) if conversation.sidechain else session
+        target = _live(own)
         messages = recorded.candidates(conversation)
         grown = growing.pop(key, None)
         if grown is not None and grown["index"] < len(messages):
@@ -258,6 +262,11 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
         if stored.created:
             read.appended_to.add(target.pk)
         emitted[key] = max(done, len(messages))
+        fresh = [r for r in conversation.responses.values() if r.line > usage_marks.get(key, 0)]
+        usage_marks[key] = reader.lines_read
+        transcript_usage.transcript_requests_record(session=target, keyed_by=own, responses=fresh)
+        if fresh or target.pk in read.appended_to:
+            transcript_usage.transcript_exact_record(session=target, conversation=conversation)
         cut = reader.cut_open.get(key)
         if cut is not None and (message := messages[cut].message) is not None and message.client_id:
             growing[key] = {"index": cut, "client_id": message.client_id, "blocks": _block_count(message)}
