@@ -22,6 +22,9 @@ from sessions_app.services.webhook_events import session_level_record
 log = logging.getLogger(__name__)
 
 USAGE_MAX = 100_000_000  # tokens: far beyond any model's window, well within the columns
+# What an agent's harness may send beside a transcript's messages, which its lines don't hold: its
+# system prompt and tool definitions (Claude Code's are some 15–25k tokens).
+HARNESS_SLACK = 60_000
 
 
 def exact_usage_record(
@@ -40,7 +43,9 @@ def exact_usage_record(
     why = ""
     if read + wrote > min(window, USAGE_MAX):
         why = f"more than its {window:,}-token window"
-    elif not counting.plausible_count(exact=read, raw_estimate=raw_request):
+    elif not counting.plausible_count(
+        exact=read, raw_estimate=raw_request, slack=counting.PLAUSIBLE_SLACK if source == "proxy" else HARNESS_SLACK
+    ):
         why = f"not a count of this request (ctxweb estimates {raw_request:,})"
     if why:
         log.warning("%s: session %s: a response's usage (%s tokens) was not believed", source, session.pk, read + wrote)
@@ -67,6 +72,10 @@ def exact_usage_record(
     # One observation per model per CTX_PROXY_CALIBRATION_SECONDS: every response would otherwise
     # write the model's one profile row (every agent of that model waiting on its lock) and move every
     # figure worked out from the factor (the dashboard's cached costs, the stored levels).
+    # A transcript's figure counts the harness's system prompt and tools, which ctxweb's estimate of it
+    # lacks: it would teach a factor for what is missing, not for how the tokenizers differ.
+    if source != "proxy":
+        return
     model_key = hashlib.sha256(session.model.encode(errors="replace")).hexdigest()[:24]
     if cache.add(f"ctx:proxy-calibrated:{model_key}", 1, timeout=settings.CTX_PROXY_CALIBRATION_SECONDS):
         counting.model_calibration_update(model=session.model, exact=read, raw_estimate=raw_request)
