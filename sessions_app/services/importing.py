@@ -90,7 +90,6 @@ def _store(
     )
     responses = conversation.responses.values()
     transcript_usage.transcript_requests_record(session=session, keyed_by=session, responses=responses)
-    transcript_usage.transcript_exact_record(session=session, conversation=conversation)
     session.refresh_from_db()
     return session, stored
 

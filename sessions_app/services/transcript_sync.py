@@ -238,9 +238,6 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
         recorded.rejection_record(session=session, source=SOURCE, position=f"line {line}", problem=("unreadable", why))
         read.rejected += 1
     state["unreadable"] = len(reader.unreadable)
-    # Per conversation, the line up to which its responses have their rows (one still without a final
-    # message is not among ``reader.conversations``: its rows wait for it).
-    usage_marks: dict[str, int] = state.setdefault("usage_lines", {})
     for conversation in reader.conversations:
         key = conversation.key
         own = _sidechain_session(session, conversation, state, user) if conversation.sidechain else session
@@ -262,11 +259,11 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
         if stored.created:
             read.appended_to.add(target.pk)
         emitted[key] = max(done, len(messages))
-        fresh = [r for r in conversation.responses.values() if r.line > usage_marks.get(key, 0)]
-        usage_marks[key] = reader.lines_read
-        transcript_usage.transcript_requests_record(session=target, keyed_by=own, responses=fresh)
-        if fresh or target.pk in read.appended_to:
-            transcript_usage.transcript_exact_record(session=target, conversation=conversation)
+        # Every response the file reports, each written once and brought up to date when a later line
+        # of it reports more (rows already as they are cost one read, not a write).
+        transcript_usage.transcript_requests_record(
+            session=target, keyed_by=own, responses=conversation.responses.values()
+        )
         cut = reader.cut_open.get(key)
         if cut is not None and (message := messages[cut].message) is not None and message.client_id:
             growing[key] = {"index": cut, "client_id": message.client_id, "blocks": _block_count(message)}

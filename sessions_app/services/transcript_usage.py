@@ -1,7 +1,7 @@
 """What a recorded transcript (an import, the hook's uploads) says its responses used: one
 ``ProviderRequest`` row per response that reports ``usage`` (``source="transcript"``: tokens by kind,
-model, cost at the model's prices; no status or timings, a transcript records none), and the newest
-response's figure as the session's exact count.
+model, cost at the model's prices; no status or timings, a transcript records none). (The newest
+response's figure as the session's exact count is not taken yet: docs/INGEST.md says why.)
 
 A row's key is derived from the session the conversation was first stored in and the response's id,
 so a file read again, in whatever chunks, writes each response once; a later line of the same
@@ -15,13 +15,12 @@ from datetime import datetime
 
 from django.utils.dateparse import parse_datetime
 
-from compaction.tokens import DEFAULT_FRAMING
-from compaction.transcripts import Conversation, ResponseUsage
-from sessions_app.models import AgentSession, Message, ProviderRequest, RequestSource
+from compaction.transcripts import ResponseUsage
+from sessions_app.models import AgentSession, ProviderRequest, RequestSource
 from sessions_app.selectors.prices import price_of
-from sessions_app.services import exact_usage
 from sessions_app.services.provider_usage import Used, anthropic_used, codex_used
 
+TOKEN_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 _KEYS = uuid.UUID("5b0c4f0e-8a51-4d39-9a4e-1f6f0c3a7e21")  # the namespace of transcript rows' keys
 
 
@@ -39,19 +38,28 @@ def transcript_requests_record(
     *, session: AgentSession, keyed_by: AgentSession, responses: Iterable[ResponseUsage]
 ) -> int:
     """A row in ``session`` for each of ``responses``, written or brought up to date; ``keyed_by``: the
-    session the conversation was first stored in (a handed-off one's messages go on in another)."""
+    session the conversation was first stored in (a handed-off one's messages go on in another). Rows
+    already as the responses report them are left alone (one query reads them all). How many were
+    written."""
+    wanted = {response_key(keyed_by.pk, r.response_id): r for r in responses}
+    fields = ("key", "session_id", "model", *TOKEN_FIELDS, "service_tier")
+    stored = {row[0]: row[1:] for row in ProviderRequest.objects.filter(key__in=list(wanted)).values_list(*fields)}
     written = 0
-    for response in responses:
+    for key, response in wanted.items():
         used = transcript_used(response)
-        model = used.model or session.model
+        model = (used.model or session.model)[:200]
+        tokens = used.tokens
+        figures = (session.pk, model, tokens.input, tokens.cache_write, tokens.cache_read, tokens.output)
+        if stored.get(key) == (*figures, used.service_tier):
+            continue
         ProviderRequest.objects.update_or_create(
-            key=response_key(keyed_by.pk, response.response_id),
+            key=key,
             defaults={
                 "session": session,
                 "project_id": session.project_id,
                 "user_id": session.owner_id,
                 "created_at": _when(response.created_at) or keyed_by.created_at,
-                "model": model[:200],
+                "model": model,
                 "input_tokens": used.tokens.input,
                 "cache_creation_input_tokens": used.tokens.cache_write,
                 "cache_read_input_tokens": used.tokens.cache_read,
@@ -64,32 +72,6 @@ def transcript_requests_record(
         )
         written += 1
     return written
-
-
-def transcript_exact_record(*, session: AgentSession, conversation: Conversation) -> None:
-    """The newest response's input and cache tokens (what its model read, Claude Code's own figure
-    for the context) as the session's exact count, while that response ends the session. The figure
-    holds what the transcript lacks (the agent's system prompt and tools): STATUS shows it under
-    ``messages``, ``used`` is the figure."""
-    newest = next(reversed(conversation.responses.values()), None)
-    if newest is None:
-        return
-    tokens = transcript_used(newest).tokens
-    read = tokens.input + tokens.cache_write + tokens.cache_read
-    session.refresh_from_db()
-    row = Message.objects.filter(session=session, client_id=newest.response_id).values("seq", "tokens").first()
-    if not read or row is None or row["seq"] != session.last_seq:
-        return
-    # ctxweb's estimate of the request the response answered: everything before it.
-    before = session.system_tokens + session.tool_tokens + session.message_tokens - row["tokens"]
-    exact_usage.exact_usage_record(
-        session=session,
-        read=read,
-        wrote=0,
-        upto_seq=row["seq"],
-        raw_request=before + DEFAULT_FRAMING.request,
-        source=RequestSource.TRANSCRIPT,
-    )
 
 
 def _when(stamp: str | None) -> datetime | None:

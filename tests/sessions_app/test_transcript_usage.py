@@ -1,6 +1,6 @@
 """What a Claude Code transcript's lines say their responses used, read back from ctxweb: one
-``ProviderRequest`` row per response (``source="transcript"``), and STATUS ``exact`` from the newest
-one, through an import and through the hook's uploads in any chunking. The expected figures come
+``ProviderRequest`` row per response (``source="transcript"``), through an import and through the
+hook's uploads in any chunking. The expected figures come
 from the JSONL itself, read here line by line, not through ctxweb's reader."""
 
 from __future__ import annotations
@@ -85,19 +85,6 @@ def stored_rows(project: Any) -> list[tuple[Any, ...]]:
     return sorted(ProviderRequest.objects.filter(project=project).values_list(*fields))
 
 
-def _newest_of_main(data: bytes) -> tuple[str | None, bool]:
-    """The main conversation's newest response, and whether its lines end that conversation. The main
-    conversation: lines on the side (``isSidechain``) of the file's first message line."""
-    lines = _lines(data)
-    if not lines:
-        return None, False
-    main = [e for e in lines if e.get("isSidechain") is lines[0].get("isSidechain")]
-    text = "\n".join(json.dumps(e) for e in main).encode()
-    newest = next(reversed(responses_in(text)), None)
-    last = main[-1]
-    return newest, last["type"] == "assistant" and last["message"].get("id") == newest
-
-
 @pytest.mark.data
 @pytest.mark.parametrize("name", FILES)
 def test_an_import_has_the_usage_each_response_reports(shared_data, owner, name):
@@ -113,18 +100,8 @@ def test_an_import_has_the_usage_each_response_reports(shared_data, owner, name)
     times = sorted(datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")) for r in responses_in(data).values())
     assert sorted(r.created_at for r in rows) == times
 
-    newest_id, ends = _newest_of_main(data)
-    status = session_status(result.session)
-    if newest_id is not None and ends:
-        usage = responses_in(data)[newest_id]["usage"]
-        read = sum(usage.get(k, 0) for k in KINDS[:3])
-        assert status["token_source"] == "exact"
-        # A transcript holds no system prompt or tools: ``used`` is the response's figure, all of it
-        # under ``messages`` (and ``summary``, after Claude Code compacted its context).
-        assert status["used"] == read
-        assert status["system_prompt"] == status["tool_definitions"] == 0
-    else:  # the file goes on after its newest response (an interrupted request): nothing counted it
-        assert status["token_source"] == "estimate"
+    # The figures a transcript reports are rows, not yet the session's exact count.
+    assert session_status(result.session)["token_source"] == "estimate"
 
 
 # Sub-agents in the file, parallel tool calls, an interrupted request, a compact boundary.
