@@ -15,7 +15,7 @@ single Claude Code lines say (a response's lines, a request blob); ``formats`` m
 its reader. Imports run one way: ``base`` ← the readers ← ``formats`` ← this package.
 """
 
-from .base import Conversation, Transcript, TranscriptError, UsagePoint
+from .base import Conversation, ResponseUsage, Transcript, TranscriptError, UsagePoint
 from .claude_code import ClaudeCodeReader
 from .formats import FORMATS, read_transcript
 
@@ -23,6 +23,7 @@ __all__ = [
     "FORMATS",
     "ClaudeCodeReader",
     "Conversation",
+    "ResponseUsage",
     "Transcript",
     "TranscriptError",
     "UsagePoint",

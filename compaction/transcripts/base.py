@@ -48,6 +48,21 @@ class UsagePoint:
 
 
 @dataclass
+class ResponseUsage:
+    """What the API billed for one response, as the transcript's newest line about it says (a response
+    written over several lines reports its usage on each; the last one holds). ``usage`` is the API's own
+    object: Anthropic's split (``api="anthropic"``), or OpenAI's, whose input counts its cached part
+    (``api="openai"``)."""
+
+    response_id: str
+    api: str
+    usage: dict[str, Any]
+    model: str | None
+    created_at: str | None  # the response's first line's time
+    line: int  # the number of the line that reported it last: a re-reader writes only what changed
+
+
+@dataclass
 class Conversation:
     key: str  # "main", "sidechain-<n>", "episode-<k>", "request-<k>"
     title: str | None = None
@@ -56,6 +71,7 @@ class Conversation:
     tools: list[dict[str, Any]] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     usage_points: list[UsagePoint] = field(default_factory=list)
+    responses: dict[str, ResponseUsage] = field(default_factory=dict)  # by response id, in order of appearance
     segment_starts: list[int] = field(default_factory=list)
     # segment start -> what the compaction marker said of itself (Claude Code: trigger, pre_tokens)
     boundary_facts: dict[int, dict[str, Any]] = field(default_factory=dict)

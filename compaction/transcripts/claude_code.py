@@ -47,9 +47,11 @@ Rules, chosen so that feeding a file in any chunking gives exactly what reading 
   first message line is a sidechain line is itself a sub-agent's file (``agent-*.jsonl``): that
   chain is its ``main`` conversation, with ``metadata["agent_id"]``.
 - **Usage.** Every distinct response carrying ``usage`` gives a ``UsagePoint`` at its message's
-  index; ``system`` lines with ``subtype: "compact_boundary"`` start a new segment (``segment_starts``:
-  the index of the next message, which is Claude Code's summary, flagged ``is_compact_summary``, when
-  the file is whole; ``boundary_facts``: the marker's ``trigger`` and ``pre_tokens``).
+  index, and a ``ResponseUsage`` (``Conversation.responses``: by ``message.id``, the newest line's
+  usage, as soon as the line is read; not Claude Code's own stand-ins, model ``<synthetic>``).
+  ``system`` lines with ``subtype: "compact_boundary"`` start a new segment (``segment_starts``: the
+  index of the next message, which is Claude Code's summary, flagged ``is_compact_summary``, when the
+  file is whole; ``boundary_facts``: the marker's ``trigger`` and ``pre_tokens``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from typing import Any
 from .base import (
     Conversation,
     Message,
+    ResponseUsage,
     Transcript,
     UniqueToolIds,
     UsagePoint,
@@ -353,8 +356,23 @@ class ClaudeCodeReader:
             chat.sealed = False
             group = chat.group = Response(message_id=message_id, first=event, created_at=stamp)
         group.add(event)
+        self._note_usage(chat, body, message_id, group.created_at)
         if message_id is None:  # nothing to regroup by: a message of its own
             self._close_group(chat, out)
+
+    def _note_usage(self, chat: _Chat, body: dict[str, Any], message_id: str | None, stamp: str | None) -> None:
+        usage, model = body.get("usage"), nonempty_str(body.get("model"))
+        if message_id is None or not isinstance(usage, dict) or model == SYNTHETIC_MODEL:
+            return
+        known = chat.conv.responses.get(message_id)
+        chat.conv.responses[message_id] = ResponseUsage(
+            response_id=message_id,
+            api="anthropic",
+            usage=usage,
+            model=model or (known.model if known else None),
+            created_at=known.created_at if known else stamp,
+            line=self.lines_read,
+        )
 
     def _blob(self, blob: RequestBlob | None, following: _Chat | None, out: list[tuple[str, Message]]) -> None:
         """The user message a request sent stands for the user lines held since the last response.

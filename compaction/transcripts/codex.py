@@ -25,7 +25,16 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from .base import Conversation, Message, Transcript, UsagePoint, iso_or_none, jsonl_event, nonempty_str
+from .base import (
+    Conversation,
+    Message,
+    ResponseUsage,
+    Transcript,
+    UsagePoint,
+    iso_or_none,
+    jsonl_event,
+    nonempty_str,
+)
 from .responses import ItemReader, holds_a_compaction, is_compact_summary
 
 FORMAT = "codex"
@@ -114,7 +123,7 @@ class CodexReader:
         elif kind == "turn_context":
             self.conv.model = nonempty_str(payload.get("model")) or self.conv.model
         elif kind == "token_usage_record":
-            self._usage(payload)
+            self._usage(payload, event.get("timestamp"))
         elif kind == "compacted":
             self._compacted(payload, event.get("timestamp"))
         elif kind == "event_msg" and payload.get("type") in _TURN_ENDS:
@@ -138,10 +147,21 @@ class CodexReader:
         if not self._instructions_taken and isinstance(text, str) and text:
             self._instructions_taken = self._items.instructions_first(text)
 
-    def _usage(self, record: dict[str, Any]) -> None:
+    def _usage(self, record: dict[str, Any], timestamp: Any) -> None:
         usage = record.get("usage")
         if not isinstance(usage, dict) or not isinstance(usage.get("input_tokens"), int):
             return
+        # A record without a response id is a response of its own, named by its line.
+        response = nonempty_str(record.get("response_id")) or f"line-{self.lines_read}"
+        known = self.conv.responses.get(response)
+        self.conv.responses[response] = ResponseUsage(
+            response_id=response,
+            api="codex",
+            usage=usage,
+            model=self.conv.model,
+            created_at=known.created_at if known else iso_or_none(timestamp),
+            line=self.lines_read,
+        )
         # The response's message: the open one, or the last final one (a turn's end came first).
         index = len(self.conv.messages) - (0 if self._items.open else 1)
         output = usage.get("output_tokens")

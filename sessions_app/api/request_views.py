@@ -44,6 +44,7 @@ class ProviderRequestOut(serializers.ModelSerializer):
             "status",
             "compacted",
             "cache_hit_ratio",
+            "source",
         ]
 
 

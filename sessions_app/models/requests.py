@@ -1,5 +1,5 @@
-"""What providers answered: one row per request a model read (a proxied exchange), with what it
-used by kind of token, what that cost, and how long it took."""
+"""What providers answered: one row per request a model read (a proxied exchange, or a response a
+recorded transcript reports), with what it used by kind of token, what that cost, and how long it took."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from sessions_app.models.sessions import AgentSession
 
 class RequestSource(models.TextChoices):
     PROXY = "proxy", "Proxied by ctxweb"
+    TRANSCRIPT = "transcript", "Reported by a recorded transcript"
 
 
 class ProviderRequest(models.Model):
-    # One per exchange, made when the request arrives: a recording that runs twice writes one row.
+    # One per exchange, made when the request arrives: a recording that runs twice writes one row. A
+    # transcript's response: derived from its session and response id, whatever reads it how often.
     key = models.UUIDField(unique=True, editable=False)
     # The indexes below lead with these two (db_index=False: their own would be redundant).
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="requests", db_index=False)
@@ -25,7 +27,9 @@ class ProviderRequest(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(help_text="When the request reached ctxweb.")
+    created_at = models.DateTimeField(
+        help_text="When the request reached ctxweb; a transcript's: when its response began."
+    )
     model = models.CharField(max_length=200, blank=True, help_text="The answer's model, else the request's.")
     # Anthropic's split: ``input_tokens`` is what the model read uncached; 0 when not reported.
     input_tokens = models.PositiveBigIntegerField(default=0)
@@ -38,7 +42,9 @@ class ProviderRequest(models.Model):
     )
     ttfb_ms = models.FloatField(null=True, blank=True, help_text="From arrival to the upstream's first byte.")
     duration_ms = models.FloatField(null=True, blank=True, help_text="From arrival to the upstream's last byte.")
-    status = models.PositiveSmallIntegerField(help_text="The upstream's HTTP status.")
+    status = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="The upstream's HTTP status; None: a transcript's (it records none)."
+    )
     compacted = models.ForeignKey(
         Compaction,
         null=True,
@@ -56,4 +62,4 @@ class ProviderRequest(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.model} {self.status} at {self.created_at:%Y-%m-%d %H:%M:%S}"
+        return f"{self.model} {self.status or self.source} at {self.created_at:%Y-%m-%d %H:%M:%S}"

@@ -15,7 +15,7 @@ from compaction.transcripts import Conversation, Transcript, TranscriptError, re
 from sessions_app.errors import InvalidInput
 from sessions_app.models import AgentSession, Project
 from sessions_app.selectors.usage import session_status
-from sessions_app.services import agent_sessions, recorded
+from sessions_app.services import agent_sessions, recorded, transcript_usage
 from sessions_app.services.progress import Progress, ticker
 
 if TYPE_CHECKING:
@@ -88,6 +88,8 @@ def _store(
     stored = recorded.conversation_append(
         session=session, conversation=conversation, candidates=messages, start=0, source="import", advance=advance
     )
+    responses = conversation.responses.values()
+    transcript_usage.transcript_requests_record(session=session, keyed_by=session, responses=responses)
     session.refresh_from_db()
     return session, stored
 

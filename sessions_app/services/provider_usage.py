@@ -48,6 +48,18 @@ def responses_used(answer: Any) -> Used:
     return _openai(answer, usage.get("input_tokens"), cached, usage.get("output_tokens"))
 
 
+def codex_used(usage: Any, model: str | None) -> Used:
+    """A Codex rollout's ``token_usage_record`` usage: ``input_tokens`` counts the cached part too,
+    as OpenAI's figures do."""
+    usage = _dict(usage)
+    return _openai(
+        {"model": model},
+        usage.get("input_tokens"),
+        _count(usage.get("cached_input_tokens")),
+        usage.get("output_tokens"),
+    )
+
+
 def _openai(answer: Any, prompt: Any, cached: int, output: Any) -> Used:
     read = _count(prompt)
     cached = min(cached, read)  # a cached part past the whole is not believed beyond it

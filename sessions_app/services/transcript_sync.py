@@ -68,7 +68,7 @@ from compaction.transcripts.codex import CodexReader
 from sessions_app.errors import Conflict, InvalidInput, TooLarge
 from sessions_app.models import AgentSession, Project, SessionStatus, TranscriptChunk
 from sessions_app.selectors.usage import continuation_of, session_status
-from sessions_app.services import agent_sessions, recorded
+from sessions_app.services import agent_sessions, recorded, transcript_usage
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -240,7 +240,8 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
     state["unreadable"] = len(reader.unreadable)
     for conversation in reader.conversations:
         key = conversation.key
-        target = _live(_sidechain_session(session, conversation, state, user) if conversation.sidechain else session)
+        own = _sidechain_session(session, conversation, state, user) if conversation.sidechain else session
+        target = _live(own)
         messages = recorded.candidates(conversation)
         grown = growing.pop(key, None)
         if grown is not None and grown["index"] < len(messages):
@@ -258,6 +259,11 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
         if stored.created:
             read.appended_to.add(target.pk)
         emitted[key] = max(done, len(messages))
+        # Every response the file reports, each written once and brought up to date when a later line
+        # of it reports more (rows already as they are cost one read, not a write).
+        transcript_usage.transcript_requests_record(
+            session=target, keyed_by=own, responses=conversation.responses.values()
+        )
         cut = reader.cut_open.get(key)
         if cut is not None and (message := messages[cut].message) is not None and message.client_id:
             growing[key] = {"index": cut, "client_id": message.client_id, "blocks": _block_count(message)}

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from compaction.transcripts import read_transcript
 from sessions_app.errors import ServiceError
-from sessions_app.models import AgentSession
+from sessions_app.models import AgentSession, ProviderRequest
 from sessions_app.services import importing, projects, transcript_sync
 from tests.hypothesis_budget import DATABASE
 from tests.shared_data import SHARED_DATA
@@ -86,6 +86,11 @@ def assert_stream_equals_import(user: Any, data: bytes, plan: list[Upload], tag:
     assert contexts(main) == contexts(reference.session)
     assert compactions(main) == compactions(reference.session)
     assert usage_of(main) == usage_of(reference.session)
+    # each response's usage once, as the import has it, however its lines were cut
+    fields = ("model", "created_at", "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    assert sorted(ProviderRequest.objects.filter(project=streamed_project).values_list(*fields, "output_tokens")) == (
+        sorted(ProviderRequest.objects.filter(project=imported_project).values_list(*fields, "output_tokens"))
+    )
     sides = list(AgentSession.objects.filter(project=streamed_project).exclude(pk=main.pk).order_by("external_id"))
     assert [s.external_id for s in sides] == sorted(f"cc-stream:{s.metadata['conversation']}" for s in sides)
     by_key = {s.metadata["conversation"]: s for s in sides}

@@ -11,21 +11,16 @@ import json
 import logging
 from typing import Any
 
-from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 
 from compaction.messages import MessageError, NormalizedMessage, normalize_message
 from sessions_app.engine import offline_tokenizer
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import AgentSession, Message, MessageState, ToolUse
-from sessions_app.selectors import usage
-from sessions_app.services import agent_sessions, boundaries, counting, ingest
-from sessions_app.services.webhook_events import session_level_record
+from sessions_app.services import boundaries, exact_usage, ingest
 
 log = logging.getLogger(__name__)
 
-USAGE_MAX = 100_000_000  # tokens: far beyond any model's window, well within the columns
 REPLY_PREFIX = "px-reply-"  # client ids of replies recorded from a response
 
 
@@ -151,68 +146,15 @@ def provider_compactions(session: AgentSession, rows: list[Message]) -> None:
 def exact_from_usage(session: AgentSession, reported: dict[str, Any], *, reply_seq: int, raw_request: int) -> None:
     """The response's usage as the session's exact count: what the model read (input, cache reads and
     writes) plus what it wrote, the context the next request starts from, while the reply ends the
-    session; the input figure against the offline estimate of the request teaches the model's
-    calibration. A figure past the session's window, or far from ctxweb's estimate of the request
-    (``counting.plausible_count``), is a warning on the session instead."""
+    session (``exact_usage.exact_usage_record``)."""
     figures = [reported.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
     read = sum(n for n in figures if isinstance(n, int) and not isinstance(n, bool) and n >= 0)
     wrote = reported.get("output_tokens")
     if not read or not isinstance(wrote, int) or isinstance(wrote, bool) or wrote < 0:
         return
-    window = usage.session_window(session)
-    if read + wrote > window and _learnt_window_disproved(session, read, wrote, raw_request):
-        session = agent_sessions.session_window_learn(session=session, window=_grown_window(session, read + wrote))
-        window = usage.session_window(session)
-    # A figure the model can't have read, or not of this request, is flagged, neither kept nor learnt from.
-    why = ""
-    if read + wrote > min(window, USAGE_MAX):
-        why = f"more than its {window:,}-token window"
-    elif not counting.plausible_count(exact=read, raw_estimate=raw_request):
-        why = f"not a count of this request (ctxweb estimates {raw_request:,})"
-    if why:
-        log.warning("proxy: session %s: a response's usage (%s tokens) was not believed", session.pk, read + wrote)
-        counting.session_count_warning(
-            session_id=session.pk,
-            warning=f"The upstream said its model read {read + wrote:,} tokens of this session, {why}: not "
-            "believed; the figures are ctxweb's estimate.",
-        )
-        return
-    exact = {
-        "exact_tokens": read + wrote,
-        "exact_upto_seq": reply_seq,
-        "exact_cached": False,
-        "exact_counted_at": session.last_activity_at,
-        "count_warning": "",
-    }
-    # Only while the reply is the session's last message (an exact count holds for the messages it
-    # counted); no lock: the level note is conditional on the figures it was worked out from.
-    if AgentSession.objects.filter(pk=session.pk, last_seq=reply_seq).update(**exact):
-        for field, value in exact.items():
-            setattr(session, field, value)
-        session_level_record(session)
-    # One observation per model per CTX_PROXY_CALIBRATION_SECONDS: every response would otherwise
-    # write the model's one profile row (every agent of that model waiting on its lock) and move every
-    # figure worked out from the factor (the dashboard's cached costs, the stored levels).
-    model_key = hashlib.sha256(session.model.encode(errors="replace")).hexdigest()[:24]
-    if cache.add(f"ctx:proxy-calibrated:{model_key}", 1, timeout=settings.CTX_PROXY_CALIBRATION_SECONDS):
-        counting.model_calibration_update(model=session.model, exact=read, raw_estimate=raw_request)
-
-
-def _learnt_window_disproved(session: AgentSession, read: int, wrote: int, raw_request: int) -> bool:
-    """A request the provider answered held more than the window it taught the session (the session has
-    no override of its own): the learnt window is too small, when the figure is a count of it."""
-    return (
-        session.context_window_learnt is not None
-        and not session.context_window_override
-        and read + wrote <= USAGE_MAX
-        and counting.plausible_count(exact=read, raw_estimate=raw_request)
+    exact_usage.exact_usage_record(
+        session=session, read=read, wrote=wrote, upto_seq=reply_seq, raw_request=raw_request, source="proxy"
     )
-
-
-def _grown_window(session: AgentSession, tokens: int) -> int | None:
-    """The model's own window again, when the request fitted it; else the request's size, the least
-    the model was seen to take."""
-    return None if tokens <= usage.model_info(session.model).context_window else tokens
 
 
 def normalized(raw: Any, index: int) -> NormalizedMessage:

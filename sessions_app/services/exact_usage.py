@@ -1,0 +1,98 @@
+"""A provider's own count of a session's context as the session's exact count: what a response's
+``usage`` says its model read (and wrote), reported by the proxy's exchanges (``services.proxy``) and by
+recorded transcripts (``services.transcript_usage``) alike.
+
+The figure holds while the message it was reported with ends the session (``exact_upto_seq``), as an
+exact count from Anthropic's count endpoint does (``services.counting``); the figure the model read
+against ctxweb's offline estimate of the same request teaches the model's calibration."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from django.conf import settings
+from django.core.cache import cache
+
+from sessions_app.models import AgentSession
+from sessions_app.selectors import usage
+from sessions_app.services import agent_sessions, counting
+from sessions_app.services.webhook_events import session_level_record
+
+log = logging.getLogger(__name__)
+
+USAGE_MAX = 100_000_000  # tokens: far beyond any model's window, well within the columns
+# What an agent's harness may send beside a transcript's messages, which its lines don't hold: its
+# system prompt and tool definitions (Claude Code's are some 15–25k tokens).
+HARNESS_SLACK = 60_000
+
+
+def exact_usage_record(
+    *, session: AgentSession, read: int, wrote: int, upto_seq: int, raw_request: int, source: str
+) -> None:
+    """``read`` (input, cache reads and writes) + ``wrote`` as the session's exact count through
+    ``upto_seq``, when that message still ends the session. ``raw_request``: ctxweb's offline estimate
+    of what the model read. A figure past the session's window, or far from that estimate
+    (``counting.plausible_count``), is a warning on the session instead. ``source`` names the reporter
+    in logs and warnings (``proxy``, ``transcript``)."""
+    window = usage.session_window(session)
+    if read + wrote > window and _learnt_window_disproved(session, read, wrote, raw_request):
+        session = agent_sessions.session_window_learn(session=session, window=_grown_window(session, read + wrote))
+        window = usage.session_window(session)
+    # A figure the model can't have read, or not of this request, is flagged, neither kept nor learnt from.
+    why = ""
+    if read + wrote > min(window, USAGE_MAX):
+        why = f"more than its {window:,}-token window"
+    elif not counting.plausible_count(
+        exact=read, raw_estimate=raw_request, slack=counting.PLAUSIBLE_SLACK if source == "proxy" else HARNESS_SLACK
+    ):
+        why = f"not a count of this request (ctxweb estimates {raw_request:,})"
+    if why:
+        log.warning("%s: session %s: a response's usage (%s tokens) was not believed", source, session.pk, read + wrote)
+        reporter = "The upstream" if source == "proxy" else "The transcript"
+        counting.session_count_warning(
+            session_id=session.pk,
+            warning=f"{reporter} said its model read {read + wrote:,} tokens of this session, {why}: not "
+            "believed; the figures are ctxweb's estimate.",
+        )
+        return
+    exact = {
+        "exact_tokens": read + wrote,
+        "exact_upto_seq": upto_seq,
+        "exact_cached": False,
+        "exact_counted_at": session.last_activity_at,
+        "count_warning": "",
+    }
+    # Only while that message is the session's last (an exact count holds for the messages it
+    # counted); no lock: the level note is conditional on the figures it was worked out from.
+    if AgentSession.objects.filter(pk=session.pk, last_seq=upto_seq).update(**exact):
+        for field, value in exact.items():
+            setattr(session, field, value)
+        session_level_record(session)
+    # One observation per model per CTX_PROXY_CALIBRATION_SECONDS: every response would otherwise
+    # write the model's one profile row (every agent of that model waiting on its lock) and move every
+    # figure worked out from the factor (the dashboard's cached costs, the stored levels).
+    # A transcript's figure counts the harness's system prompt and tools, which ctxweb's estimate of it
+    # lacks: it would teach a factor for what is missing, not for how the tokenizers differ.
+    if source != "proxy":
+        return
+    model_key = hashlib.sha256(session.model.encode(errors="replace")).hexdigest()[:24]
+    if cache.add(f"ctx:proxy-calibrated:{model_key}", 1, timeout=settings.CTX_PROXY_CALIBRATION_SECONDS):
+        counting.model_calibration_update(model=session.model, exact=read, raw_estimate=raw_request)
+
+
+def _learnt_window_disproved(session: AgentSession, read: int, wrote: int, raw_request: int) -> bool:
+    """A request the provider answered held more than the window it taught the session (the session has
+    no override of its own): the learnt window is too small, when the figure is a count of it."""
+    return (
+        session.context_window_learnt is not None
+        and not session.context_window_override
+        and read + wrote <= USAGE_MAX
+        and counting.plausible_count(exact=read, raw_estimate=raw_request)
+    )
+
+
+def _grown_window(session: AgentSession, tokens: int) -> int | None:
+    """The model's own window again, when the request fitted it; else the request's size, the least
+    the model was seen to take."""
+    return None if tokens <= usage.model_info(session.model).context_window else tokens
