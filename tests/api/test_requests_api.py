@@ -60,16 +60,17 @@ def test_an_exchange_recorded_twice_has_one_row(session_of):
     assert ProviderRequest.objects.filter(session=session).count() == 2
 
 
-def test_the_row_and_the_reply_are_stored_together_or_not_at_all(session_of, monkeypatch):
+def test_a_row_that_cannot_be_written_costs_no_message(session_of, monkeypatch):
     session = session_of(model=MODEL)
 
     def fails(**_: object) -> None:
         raise IntegrityError("the row could not be written")
 
     monkeypatch.setattr("sessions_app.services.proxy.exchanges.provider_request_record", fails)
-    with pytest.raises(IntegrityError):
+    with pytest.raises(IntegrityError):  # the recorder logs it
         steps.proxy_exchange_record(**exchange(session.pk, answered(input=10, output=3)))
-    assert Message.objects.filter(session=session).count() == 0
+    assert Message.objects.filter(session=session).count() == 2, "the request and its reply"
+    assert not ProviderRequest.objects.filter(session=session).exists()
 
 
 def test_the_cost_is_priced_per_request_and_summed(session_of):

@@ -165,13 +165,13 @@ def test_a_rewritten_history_recorded_after_the_agent_moved_on_goes_into_one_fre
 
 
 def test_a_rewritten_history_through_a_recorder_that_is_behind(live_server, team, fake, monkeypatch):
-    slow = proxy.proxy_record_exchange
+    slow = proxy.exchanges.proxy_record_exchange
 
     def behind(**kwargs: Any) -> Any:
         time.sleep(0.3)
         return slow(**kwargs)
 
-    monkeypatch.setattr(proxy, "proxy_record_exchange", behind)
+    monkeypatch.setattr(proxy.exchanges, "proxy_record_exchange", behind)  # where the recorder calls it
     h = {"ctxweb-api-key": team.bob.key, "x-api-key": "sk-ant-x", "ctxweb-session": "rw"}
     with httpx2.Client(timeout=30) as c:
         url = f"{live_server.url}/proxy/anthropic/v1/messages"
