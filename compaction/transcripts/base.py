@@ -59,7 +59,6 @@ class ResponseUsage:
     usage: dict[str, Any]
     model: str | None
     created_at: str | None  # the response's first line's time
-    line: int  # the number of the line that reported it last: a re-reader writes only what changed
 
 
 @dataclass

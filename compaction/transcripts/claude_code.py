@@ -371,7 +371,6 @@ class ClaudeCodeReader:
             usage=usage,
             model=model or (known.model if known else None),
             created_at=known.created_at if known else stamp,
-            line=self.lines_read,
         )
 
     def _blob(self, blob: RequestBlob | None, following: _Chat | None, out: list[tuple[str, Message]]) -> None:

@@ -160,7 +160,6 @@ class CodexReader:
             usage=usage,
             model=self.conv.model,
             created_at=known.created_at if known else iso_or_none(timestamp),
-            line=self.lines_read,
         )
         # The response's message: the open one, or the last final one (a turn's end came first).
         index = len(self.conv.messages) - (0 if self._items.open else 1)

@@ -22,9 +22,6 @@ from sessions_app.services.webhook_events import session_level_record
 log = logging.getLogger(__name__)
 
 USAGE_MAX = 100_000_000  # tokens: far beyond any model's window, well within the columns
-# What an agent's harness may send beside a transcript's messages, which its lines don't hold: its
-# system prompt and tool definitions (Claude Code's are some 15–25k tokens).
-HARNESS_SLACK = 60_000
 
 
 def exact_usage_record(
@@ -34,7 +31,7 @@ def exact_usage_record(
     ``upto_seq``, when that message still ends the session. ``raw_request``: ctxweb's offline estimate
     of what the model read. A figure past the session's window, or far from that estimate
     (``counting.plausible_count``), is a warning on the session instead. ``source`` names the reporter
-    in logs and warnings (``proxy``, ``transcript``)."""
+    in logs."""
     window = usage.session_window(session)
     if read + wrote > window and _learnt_window_disproved(session, read, wrote, raw_request):
         session = agent_sessions.session_window_learn(session=session, window=_grown_window(session, read + wrote))
@@ -43,16 +40,13 @@ def exact_usage_record(
     why = ""
     if read + wrote > min(window, USAGE_MAX):
         why = f"more than its {window:,}-token window"
-    elif not counting.plausible_count(
-        exact=read, raw_estimate=raw_request, slack=counting.PLAUSIBLE_SLACK if source == "proxy" else HARNESS_SLACK
-    ):
+    elif not counting.plausible_count(exact=read, raw_estimate=raw_request):
         why = f"not a count of this request (ctxweb estimates {raw_request:,})"
     if why:
         log.warning("%s: session %s: a response's usage (%s tokens) was not believed", source, session.pk, read + wrote)
-        reporter = "The upstream" if source == "proxy" else "The transcript"
         counting.session_count_warning(
             session_id=session.pk,
-            warning=f"{reporter} said its model read {read + wrote:,} tokens of this session, {why}: not "
+            warning=f"The upstream said its model read {read + wrote:,} tokens of this session, {why}: not "
             "believed; the figures are ctxweb's estimate.",
         )
         return
@@ -72,10 +66,6 @@ def exact_usage_record(
     # One observation per model per CTX_PROXY_CALIBRATION_SECONDS: every response would otherwise
     # write the model's one profile row (every agent of that model waiting on its lock) and move every
     # figure worked out from the factor (the dashboard's cached costs, the stored levels).
-    # A transcript's figure counts the harness's system prompt and tools, which ctxweb's estimate of it
-    # lacks: it would teach a factor for what is missing, not for how the tokenizers differ.
-    if source != "proxy":
-        return
     model_key = hashlib.sha256(session.model.encode(errors="replace")).hexdigest()[:24]
     if cache.add(f"ctx:proxy-calibrated:{model_key}", 1, timeout=settings.CTX_PROXY_CALIBRATION_SECONDS):
         counting.model_calibration_update(model=session.model, exact=read, raw_estimate=raw_request)

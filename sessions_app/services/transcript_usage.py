@@ -36,15 +36,13 @@ def transcript_used(response: ResponseUsage) -> Used:
 
 def transcript_requests_record(
     *, session: AgentSession, keyed_by: AgentSession, responses: Iterable[ResponseUsage]
-) -> int:
+) -> None:
     """A row in ``session`` for each of ``responses``, written or brought up to date; ``keyed_by``: the
     session the conversation was first stored in (a handed-off one's messages go on in another). Rows
-    already as the responses report them are left alone (one query reads them all). How many were
-    written."""
+    already as the responses report them are left alone (one query reads them all)."""
     wanted = {response_key(keyed_by.pk, r.response_id): r for r in responses}
     fields = ("key", "session_id", "model", *TOKEN_FIELDS, "service_tier")
     stored = {row[0]: row[1:] for row in ProviderRequest.objects.filter(key__in=list(wanted)).values_list(*fields)}
-    written = 0
     for key, response in wanted.items():
         used = transcript_used(response)
         model = (used.model or session.model)[:200]
@@ -70,8 +68,6 @@ def transcript_requests_record(
                 "source": RequestSource.TRANSCRIPT,
             },
         )
-        written += 1
-    return written
 
 
 def _when(stamp: str | None) -> datetime | None:
