@@ -281,7 +281,9 @@ def usage_of(session: Any) -> dict[str, Any]:
     session.refresh_from_db()
     status: dict[str, Any] = dict(session_status(session))
     keys = ("model", "used", "messages", "summary", "level", "compacted", "message_count", "active_messages")
-    return {k: status[k] for k in keys}
+    # the count's own warnings (an import records an unreadable line as skipped, a sync as rejected)
+    counting = [w for w in status["warnings"] if "model read" in w]
+    return {**{k: status[k] for k in (*keys, "token_source")}, "count_warnings": counting}
 
 
 def contexts(session: Any) -> tuple[Any, Any]:

@@ -50,6 +50,12 @@ class AgentSession(models.Model):
     # That count came from the exact-count cache, not from a call to Anthropic (STATUS `cached`).
     exact_cached = models.BooleanField(default=False)
     exact_counted_at = models.DateTimeField(null=True, blank=True)
+    # A recorded transcript's harness: what the model read at the session's first response its
+    # transcript reports usage of, and ctxweb's raw estimate of what the session held then. The
+    # difference is the agent's own system prompt and tools, which the transcript doesn't show
+    # (selectors.usage adds it to the system prompt's part). None: not recorded from a transcript.
+    harness_read_tokens = models.PositiveIntegerField(null=True, blank=True)
+    harness_raw_tokens = models.PositiveIntegerField(null=True, blank=True)
     count_warning = models.CharField(max_length=500, blank=True)
 
     compaction_failures = models.PositiveIntegerField(default=0)

@@ -20,7 +20,7 @@ from typing import Any
 from compaction.status import ThresholdFractions
 from compaction.tokens import DEFAULT_FRAMING, calibrate
 from sessions_app.models import AgentSession, Compaction, CompactionStatus, HandoffDocument, Message, MessageBackup
-from sessions_app.selectors.usage import model_info, session_usage
+from sessions_app.selectors.usage import harness_tokens, model_info, session_usage
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,7 @@ def _history(session: AgentSession, stored: _Stored) -> SessionHistory:
     received = [(at, seq) for seq, _role, _tokens, at in rows]
     pending = _events(stored, received)
     base = calibrate(session.system_tokens, factor) + calibrate(session.tool_tokens, factor)
+    base += harness_tokens(session, factor)  # a transcript's agent's prompt and tools, as STATUS has them
     raw, drop, sent = 0, 0, 0
     points: list[HistoryPoint] = []
     events: list[HistoryEvent] = []

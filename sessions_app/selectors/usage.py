@@ -167,7 +167,7 @@ def session_usage(session: AgentSession, *, policy: Policy | None = None) -> Usa
     # one already resolved (policy_for) stays as it is.
     policy = (policy or project_engine_policy(session.project)).for_window(window)
     factor = info.calibration
-    system = calibrate(session.system_tokens, factor)
+    system = calibrate(session.system_tokens, factor) + harness_tokens(session, factor)
     tools = calibrate(session.tool_tokens, factor)
     summary = calibrate(session.summary_tokens, factor)
     exact = session.exact_tokens if _exact(session) else None
@@ -184,6 +184,14 @@ def session_usage(session: AgentSession, *, policy: Policy | None = None) -> Usa
         summary=summary,
         policy=policy,
     )
+
+
+def harness_tokens(session: AgentSession, factor: float) -> int:
+    """The part of a recorded transcript's context it doesn't show (the agent's own system prompt and
+    tools): what its first counted response read beyond ctxweb's estimate of what the session held."""
+    if session.harness_read_tokens is None or session.harness_raw_tokens is None:
+        return 0
+    return max(0, session.harness_read_tokens - calibrate(session.harness_raw_tokens, factor))
 
 
 def unleveled(sessions: QuerySet[AgentSession]) -> list[tuple[AgentSession, Usage]]:

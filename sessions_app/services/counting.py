@@ -124,11 +124,14 @@ CALIBRATION_PRIOR_WEIGHT = 5
 PLAUSIBLE_SLACK = 2_000
 
 
-def plausible_count(*, exact: int, raw_estimate: int, slack: int = PLAUSIBLE_SLACK) -> bool:
+def plausible_count(*, exact: int, raw_estimate: int, slack: int = PLAUSIBLE_SLACK, unseen: int = 0) -> bool:
     """Whether ``exact`` can be a count of the request ``raw_estimate`` estimates: tokenizers differ by
-    tens of percent, not by a factor of four (a broken or hostile upstream's figure is not believed)."""
+    tens of percent, not by a factor of four (a broken or hostile upstream's figure is not believed).
+    ``unseen``: tokens the request may have held that the estimate can't see (a recorded transcript
+    lacks the harness's system prompt and tools), allowed above the estimate only."""
     return (
-        exact <= CALIBRATION_MAX_RATIO * raw_estimate + slack and raw_estimate <= CALIBRATION_MAX_RATIO * exact + slack
+        exact <= CALIBRATION_MAX_RATIO * raw_estimate + slack + unseen
+        and raw_estimate <= CALIBRATION_MAX_RATIO * exact + slack
     )
 
 

@@ -21,17 +21,29 @@ from sessions_app.services.webhook_events import session_level_record
 
 log = logging.getLogger(__name__)
 
+# How a warning about a transcript's figure begins (the next upload clears it when no figure applies).
+TRANSCRIPT_WARNING = "The transcript says its model read"
 USAGE_MAX = 100_000_000  # tokens: far beyond any model's window, well within the columns
 
 
 def exact_usage_record(
-    *, session: AgentSession, read: int, wrote: int, upto_seq: int, raw_request: int, source: str
-) -> None:
+    *,
+    session: AgentSession,
+    read: int,
+    wrote: int,
+    upto_seq: int,
+    raw_request: int,
+    source: str,
+    unseen: int = 0,
+    teach: bool = True,
+) -> bool:
     """``read`` (input, cache reads and writes) + ``wrote`` as the session's exact count through
     ``upto_seq``, when that message still ends the session. ``raw_request``: ctxweb's offline estimate
-    of what the model read. A figure past the session's window, or far from that estimate
-    (``counting.plausible_count``), is a warning on the session instead. ``source`` names the reporter
-    in logs."""
+    of what the model read; ``unseen``: what it may have read that the session doesn't hold. A figure
+    past the session's window, or far from that estimate (``counting.plausible_count``), is a warning
+    on the session instead. ``teach``: whether the figure against the estimate teaches the model's
+    calibration (not when the session lacks part of what the model read). ``source`` names the
+    reporter in logs."""
     window = usage.session_window(session)
     if read + wrote > window and _learnt_window_disproved(session, read, wrote, raw_request):
         session = agent_sessions.session_window_learn(session=session, window=_grown_window(session, read + wrote))
@@ -40,16 +52,16 @@ def exact_usage_record(
     why = ""
     if read + wrote > min(window, USAGE_MAX):
         why = f"more than its {window:,}-token window"
-    elif not counting.plausible_count(exact=read, raw_estimate=raw_request):
+    elif not counting.plausible_count(exact=read, raw_estimate=raw_request, unseen=unseen):
         why = f"not a count of this request (ctxweb estimates {raw_request:,})"
     if why:
         log.warning("%s: session %s: a response's usage (%s tokens) was not believed", source, session.pk, read + wrote)
         counting.session_count_warning(
             session_id=session.pk,
-            warning=f"The upstream said its model read {read + wrote:,} tokens of this session, {why}: not "
-            "believed; the figures are ctxweb's estimate.",
+            warning=f"{TRANSCRIPT_WARNING if source == 'transcript' else 'The upstream said its model read'} "
+            f"{read + wrote:,} tokens of this session, {why}: not believed; the figures are ctxweb's estimate.",
         )
-        return
+        return False
     exact = {
         "exact_tokens": read + wrote,
         "exact_upto_seq": upto_seq,
@@ -63,12 +75,19 @@ def exact_usage_record(
         for field, value in exact.items():
             setattr(session, field, value)
         session_level_record(session)
-    # One observation per model per CTX_PROXY_CALIBRATION_SECONDS: every response would otherwise
-    # write the model's one profile row (every agent of that model waiting on its lock) and move every
-    # figure worked out from the factor (the dashboard's cached costs, the stored levels).
-    model_key = hashlib.sha256(session.model.encode(errors="replace")).hexdigest()[:24]
+    if teach:
+        calibration_observe(model=session.model, exact=read, raw_estimate=raw_request)
+    return True
+
+
+def calibration_observe(*, model: str, exact: int, raw_estimate: int) -> None:
+    """``exact`` tokens where ctxweb's offline count says ``raw_estimate``, for the model's calibration;
+    one observation per model per CTX_PROXY_CALIBRATION_SECONDS: every response would otherwise write
+    the model's one profile row (every agent of that model waiting on its lock) and move every figure
+    worked out from the factor (the dashboard's cached costs, the stored levels)."""
+    model_key = hashlib.sha256(model.encode(errors="replace")).hexdigest()[:24]
     if cache.add(f"ctx:proxy-calibrated:{model_key}", 1, timeout=settings.CTX_PROXY_CALIBRATION_SECONDS):
-        counting.model_calibration_update(model=session.model, exact=read, raw_estimate=raw_request)
+        counting.model_calibration_update(model=model, exact=exact, raw_estimate=raw_estimate)
 
 
 def _learnt_window_disproved(session: AgentSession, read: int, wrote: int, raw_request: int) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
@@ -85,11 +86,19 @@ def _store(
         auto_compact=auto_compact,
         metadata=metadata,
     )
-    stored = recorded.conversation_append(
-        session=session, conversation=conversation, candidates=messages, start=0, source="import", advance=advance
-    )
+    # The rows first: a compaction the transcript records measures the context with the harness they show.
     responses = conversation.responses.values()
     transcript_usage.transcript_requests_record(session=session, keyed_by=session, responses=responses)
+    stored = recorded.conversation_append(
+        session=session,
+        conversation=conversation,
+        candidates=messages,
+        start=0,
+        source="import",
+        advance=advance,
+        before_boundary=partial(transcript_usage.transcript_harness_record, session=session, keyed_by=session),
+    )
+    transcript_usage.transcript_exact_record(session=session, keyed_by=session)
     session.refresh_from_db()
     return session, stored
 

@@ -3,6 +3,7 @@ when the level calls for it, a summary of the older turns. Reads only; writes no
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,9 +36,13 @@ class Snapshot:
     messages: list[Msg]
     factor: float
     window: int  # calibrated, as in STATUS
-    fixed_tokens: int  # raw: system prompt + tools + request framing
+    fixed_tokens: int  # raw: system prompt + tools + request framing (+ the harness, below)
     previous_checkpoint: Checkpoint | None
     rows: dict[int, tuple[str, Any, int, str]] = field(default_factory=dict)  # seq → (role, content, tokens, state)
+    # A recorded transcript's harness (usage.harness_tokens), calibrated as STATUS has it, and in raw
+    # tokens within ``fixed_tokens``: the engine plans around it as around the system prompt.
+    harness: int = 0
+    harness_raw: int = 0
 
     @property
     def engine_policy(self) -> Policy:
@@ -59,8 +64,9 @@ class Snapshot:
         calibrated on its own and the parts added, as STATUS does: rounding the total once could be a
         token off, and a run's saving would then differ from what STATUS shows."""
         system, tools = self.session.system_tokens, self.session.tool_tokens
-        parts = (system, tools, self.fixed_tokens - system - tools + message_tokens, summary_tokens)
-        return sum(calibrate(part, self.factor) for part in parts)
+        framing = self.fixed_tokens - system - tools - self.harness_raw
+        parts = (system, tools, framing + message_tokens, summary_tokens)
+        return sum(calibrate(part, self.factor) for part in parts) + self.harness
 
     def fraction(self, message_tokens: int, summary_tokens: int) -> float:
         return self.used(message_tokens, summary_tokens) / self.window if self.window else 1.0
@@ -86,6 +92,8 @@ def snapshot(session: AgentSession) -> Snapshot:
         )
         for seq, role, content, tokens, state, created, metadata in rows
     ]
+    harness = usage.harness_tokens(session, info.calibration)
+    harness_raw = math.ceil(harness / info.calibration) if info.calibration > 0 else harness
     return Snapshot(
         session=session,
         policy=policy,
@@ -93,9 +101,11 @@ def snapshot(session: AgentSession) -> Snapshot:
         messages=messages,
         factor=info.calibration,
         window=usage.session_window(session, info),
-        fixed_tokens=session.system_tokens + session.tool_tokens + DEFAULT_FRAMING.request,
+        fixed_tokens=session.system_tokens + session.tool_tokens + DEFAULT_FRAMING.request + harness_raw,
         previous_checkpoint=model_context.current_checkpoint(session),
         rows={seq: (role, content, tokens, state) for seq, role, content, tokens, state, _, _ in rows},
+        harness=harness,
+        harness_raw=harness_raw,
     )
 
 

@@ -110,17 +110,20 @@ def conversation_append(
     start: int,
     source: str,
     advance: Callable[[int], None] | None = None,
+    before_boundary: Callable[[], object] | None = None,
 ) -> Stored:
     """Store ``candidates[start:]`` (the conversation's, from ``candidates(conversation)``) in order.
     Where the transcript records a compaction, the messages up to its summary are stored, then the
-    compaction is applied, then the rest follows: so a file read in any number of pieces ends as
-    when read whole."""
+    compaction is applied (``before_boundary`` called first), then the rest follows: so a file read
+    in any number of pieces ends as when read whole."""
     stored = Stored()
     found = boundaries.boundaries_of(conversation, [c.message for c in candidates])
     position = start
     for index in sorted(i for i in found if i >= start):
         part = append(session=session, candidates=candidates[position : index + 1], source=source, advance=advance)
         stored.created, stored.rejected = stored.created + part.created, stored.rejected + part.rejected
+        if before_boundary is not None:
+            before_boundary()
         boundaries.boundary_apply(session=session, boundary=found[index])
         position = index + 1
     part = append(session=session, candidates=candidates[position:], source=source, advance=advance)

@@ -56,6 +56,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -252,18 +253,25 @@ def _read_and_append(session: AgentSession, state: dict[str, Any], text: bytes, 
         _follow_model(target, conversation.model, key, state)
         _follow_prompt(target, conversation.system_prompt)
         done = emitted.get(key, 0)
+        # Every response the file reports, each written once and brought up to date when a later line
+        # of it reports more (rows already as they are cost one read, not a write); before the
+        # messages, as an import writes them: a recorded compaction measures the harness they show.
+        transcript_usage.transcript_requests_record(
+            session=target, keyed_by=own, responses=conversation.responses.values()
+        )
         stored = recorded.conversation_append(
-            session=target, conversation=conversation, candidates=messages, start=done, source=SOURCE
+            session=target,
+            conversation=conversation,
+            candidates=messages,
+            start=done,
+            source=SOURCE,
+            before_boundary=partial(transcript_usage.transcript_harness_record, session=target, keyed_by=own),
         )
         read.created, read.rejected = read.created + stored.created, read.rejected + stored.rejected
         if stored.created:
             read.appended_to.add(target.pk)
         emitted[key] = max(done, len(messages))
-        # Every response the file reports, each written once and brought up to date when a later line
-        # of it reports more (rows already as they are cost one read, not a write).
-        transcript_usage.transcript_requests_record(
-            session=target, keyed_by=own, responses=conversation.responses.values()
-        )
+        transcript_usage.transcript_exact_record(session=target, keyed_by=own)
         cut = reader.cut_open.get(key)
         if cut is not None and (message := messages[cut].message) is not None and message.client_id:
             growing[key] = {"index": cut, "client_id": message.client_id, "blocks": _block_count(message)}

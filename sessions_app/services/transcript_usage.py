@@ -1,7 +1,11 @@
 """What a recorded transcript (an import, the hook's uploads) says its responses used: one
 ``ProviderRequest`` row per response that reports ``usage`` (``source="transcript"``: tokens by kind,
-model, cost at the model's prices; no status or timings, a transcript records none). (The newest
-response's figure as the session's exact count is not taken yet: docs/INGEST.md says why.)
+model, cost at the model's prices; no status or timings, a transcript records none).
+
+The response whose message ends the session gives the session's exact count
+(``transcript_exact_record``): what its model read, ``input + cache write + cache read``, Claude
+Code's own figure for its context. It is worked out from what is stored after each store, never
+from the order pieces of a file arrived in, so any chunking ends as the import does.
 
 A row's key is derived from the session the conversation was first stored in and the response's id,
 so a file read again, in whatever chunks, writes each response once; a later line of the same
@@ -13,14 +17,21 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
+from django.db.models import Sum
 from django.utils.dateparse import parse_datetime
 
+from compaction.tokens import DEFAULT_FRAMING
 from compaction.transcripts import ResponseUsage
-from sessions_app.models import AgentSession, ProviderRequest, RequestSource
+from sessions_app.models import AgentSession, Compaction, Message, MessageState, ProviderRequest, RequestSource
 from sessions_app.selectors.prices import price_of
+from sessions_app.services import counting, exact_usage
 from sessions_app.services.provider_usage import Used, anthropic_used, codex_used
+from sessions_app.services.webhook_events import session_level_record
 
 TOKEN_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+# What a transcript can't show of a request its model read: Claude Code's system prompt and tool
+# definitions (15–25k tokens; more with MCP servers' tools). A figure may exceed the estimate by this.
+HARNESS_UNSEEN = 100_000
 _KEYS = uuid.UUID("5b0c4f0e-8a51-4d39-9a4e-1f6f0c3a7e21")  # the namespace of transcript rows' keys
 
 
@@ -72,3 +83,109 @@ def transcript_requests_record(
 
 def _when(stamp: str | None) -> datetime | None:
     return parse_datetime(stamp) if stamp else None
+
+
+def transcript_exact_record(*, session: AgentSession, keyed_by: AgentSession) -> None:
+    """The session's exact count from the response whose assistant message ends it, when the
+    transcript reports that response's usage (``keyed_by`` as in ``transcript_requests_record``).
+    ``read`` only: the figure Claude Code reports as its context (its status line's), without the
+    reply it wrote. The figure doesn't teach the model's calibration whole (the session lacks the
+    harness's prompt and tools, which the model read): its growth since the first response does.
+    When no response ends the session, a warning an earlier upload's figure left is cleared: an
+    import of the file would have none."""
+    session.refresh_from_db(fields=["last_seq", "exact_tokens", "exact_upto_seq", "count_warning", *_STATE])
+    replies = transcript_harness_record(session=session, keyed_by=keyed_by)
+    last = (
+        Message.objects.filter(session=session, seq=session.last_seq, state=MessageState.ACTIVE, role="assistant")
+        .values_list("client_id", "tokens")
+        .first()
+    )
+    read = 0
+    if last is not None and last[0]:
+        row = (
+            ProviderRequest.objects.filter(key=_key_of(keyed_by, last[0]), session=session)
+            .values_list(*TOKEN_FIELDS[:3])
+            .first()
+        )
+        read = sum(row) if row is not None else 0
+    if last is None or not read:
+        if session.count_warning.startswith(exact_usage.TRANSCRIPT_WARNING):
+            AgentSession.objects.filter(pk=session.pk).update(count_warning="")
+        return
+    if session.exact_upto_seq == session.last_seq and session.exact_tokens == read:
+        return  # most uploads: the figure already holds
+    raw = sum(getattr(session, f) for f in _TOTALS) - last[1] + DEFAULT_FRAMING.request
+    believed = exact_usage.exact_usage_record(
+        session=session,
+        read=read,
+        wrote=0,
+        upto_seq=session.last_seq,
+        raw_request=raw,
+        source="transcript",
+        unseen=HARNESS_UNSEEN,
+        teach=False,
+    )
+    if believed and replies:
+        _growth_observe(session, replies[0], read)
+
+
+def transcript_harness_record(*, session: AgentSession, keyed_by: AgentSession) -> list[tuple[int, int]]:
+    """What the session's first counted response read, and ctxweb's raw estimate of what it held then
+    (its prompt, tools and every message before that reply, whatever became of them since): the
+    difference, when plausible, is the harness (``selectors.usage.harness_tokens``). From what is
+    stored, so any chunking of a file ends as its import does; the stores call it before each
+    compaction the transcript records too (which measures the context with it), after the rows.
+    Returns the first counted replies, (seq, read)."""
+    session.refresh_from_db(fields=["last_seq", *_STATE])
+    replies = _counted_replies(session, keyed_by, limit=5)
+    first = replies[0] if replies else None
+    figures: tuple[int | None, int | None] = (None, None)
+    if first is not None:
+        before = Message.objects.filter(session=session, seq__lt=first[0]).aggregate(tokens=Sum("tokens"))["tokens"]
+        held = session.system_tokens + session.tool_tokens + (before or 0) + DEFAULT_FRAMING.request
+        # A figure no harness explains (a compaction agent's, which read a session the file doesn't
+        # hold; a hostile one) is no harness: the count's own check says so where it matters.
+        if counting.plausible_count(exact=first[1], raw_estimate=held, unseen=HARNESS_UNSEEN):
+            figures = (first[1], held)
+    if figures != (session.harness_read_tokens, session.harness_raw_tokens):
+        AgentSession.objects.filter(pk=session.pk).update(harness_read_tokens=figures[0], harness_raw_tokens=figures[1])
+        session.harness_read_tokens, session.harness_raw_tokens = figures
+        session_level_record(session)
+    return replies
+
+
+def _growth_observe(session: AgentSession, first: tuple[int, int], read: int) -> None:
+    """What the session grew by between its first counted response and its last, as the model counted
+    it (the difference of what each read) and as ctxweb estimates it (the messages in between), teaches
+    the model's calibration: the harness's prompt and tools, read by both and held by neither message,
+    drop out. Only in a session nothing compacted (the first response read another context)."""
+    if first[0] >= session.last_seq or Compaction.objects.filter(session=session).exists():
+        return
+    grew = Message.objects.filter(session=session, seq__gte=first[0], seq__lt=session.last_seq).aggregate(
+        tokens=Sum("tokens")
+    )["tokens"]
+    if grew and read > first[1]:
+        exact_usage.calibration_observe(model=session.model, exact=read - first[1], raw_estimate=grew)
+
+
+def _key_of(keyed_by: AgentSession, client_id: str) -> uuid.UUID:
+    return response_key(keyed_by.pk, client_id.split("#", 1)[0])  # ``<id>#2``: a late line of the same response
+
+
+def _counted_replies(session: AgentSession, keyed_by: AgentSession, *, limit: int) -> list[tuple[int, int]]:
+    """(seq, what its model read) of the session's first assistant messages (of ``limit``, in any
+    state) whose responses the transcript reports usage of."""
+    replies = list(
+        Message.objects.filter(session=session, role="assistant")
+        .exclude(client_id=None)
+        .order_by("seq")
+        .values_list("seq", "client_id")[:limit]
+    )
+    keys = {_key_of(keyed_by, cid): seq for seq, cid in replies if cid}
+    rows = ProviderRequest.objects.filter(key__in=list(keys), session=session).values_list("key", *TOKEN_FIELDS[:3])
+    found = sorted((keys[key], sum(figures)) for key, *figures in rows)
+    return [(seq, read) for seq, read in found if read]
+
+
+_TOTALS = ("system_tokens", "tool_tokens", "message_tokens", "summary_tokens")
+_STATE = (*_TOTALS, "model", "level", "usage_percent", "harness_read_tokens", "harness_raw_tokens")

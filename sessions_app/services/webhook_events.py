@@ -91,6 +91,8 @@ def usage_inputs(session: AgentSession) -> dict[str, Any]:
 
 USAGE_INPUTS = (
     "model",
+    "harness_read_tokens",
+    "harness_raw_tokens",
     "context_window_override",
     "context_window_learnt",
     "last_seq",

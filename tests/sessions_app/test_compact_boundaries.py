@@ -229,6 +229,10 @@ def test_revert_gives_back_the_transcript_as_if_nothing_was_compacted(team, api_
     unmarked = b"".join(line for line in data.splitlines(keepends=True) if b'"compact_boundary"' not in line)
     plain = import_text(team, unmarked, project=projects.project_create(user=team.alice.user, name="Plain"))
     assert not Compaction.objects.filter(session=plain).exists()
+    # The plain import counts by its last reply's usage; the reverted session by estimate (what that
+    # reply read was the compacted context): compare the estimates.
+    assert AgentSession.objects.filter(pk=plain.pk).update(exact_upto_seq=None) == 1
+    plain.refresh_from_db()
     ours, theirs = (model_context.session_context(s) for s in (session, plain))
     assert ours["messages"] == theirs["messages"]
     assert ours["status"]["used"] == theirs["status"]["used"]

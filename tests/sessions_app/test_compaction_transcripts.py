@@ -18,6 +18,7 @@ from django.core.management import call_command
 
 from compaction.policy import DEFAULT_PRESERVE_PATTERNS, Policy
 from sessions_app.models import CONTEXT_STATES, AgentSession, Message
+from sessions_app.selectors.usage import session_status
 from tests.shared_data import SHARED_DATA
 
 pytestmark = [pytest.mark.django_db, pytest.mark.data]
@@ -98,8 +99,11 @@ def kind_of(path) -> str:
 
 def import_at_90_percent(fmt: str, path, project: int) -> AgentSession:
     result = ctx("import", str(path), "--format", fmt, "--project", str(project), "--no-auto")
+    # The compaction's figures are ctxweb's estimates: STATUS is compared as one too (not the count
+    # of a transcript's last response).
+    AgentSession.objects.filter(pk=result["session"]).update(exact_upto_seq=None)
     session = AgentSession.objects.get(pk=result["session"])
-    window = math.ceil(result["status"]["used"] / 0.9)
+    window = math.ceil(session_status(session)["used"] / 0.9)
     AgentSession.objects.filter(pk=session.pk).update(context_window_override=window)
     return session
 

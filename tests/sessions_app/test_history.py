@@ -66,6 +66,7 @@ def assert_consistent(session: AgentSession, history: SessionHistory) -> None:
     for previous, point in zip(history.points, history.points[1:], strict=False):
         if previous.seq not in cut:
             assert point.used >= previous.used, (previous, point)
+    session.exact_upto_seq = None  # the line is an estimate: compare it with STATUS's estimate
     status = usage.session_status(session)
     if history.points:
         assert abs(history.now - status["used"]) <= 1 + len(succeeded)

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.transcripts import read_transcript
-from sessions_app.models import AgentSession, ProviderRequest, RequestSource
+from sessions_app.models import AgentSession, Message, ProviderRequest, RequestSource
 from sessions_app.selectors.usage import session_status
 from sessions_app.services import importing, projects, transcript_sync
 from tests.hypothesis_budget import DATABASE
@@ -100,8 +100,33 @@ def test_an_import_has_the_usage_each_response_reports(shared_data, owner, name)
     times = sorted(datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")) for r in responses_in(data).values())
     assert sorted(r.created_at for r in rows) == times
 
-    # The figures a transcript reports are rows, not yet the session's exact count.
-    assert session_status(result.session)["token_source"] == "estimate"
+    # The newest response, when its reply ends the session, is the session's exact count: what its
+    # model read (input + cache write + cache read), Claude Code's own figure for its context.
+    status = session_status(result.session)
+    newest_id, newest = list(responses_in(data).items())[-1]
+    read = sum(newest["usage"].get(k, 0) for k in KINDS[:3])
+    last = Message.objects.filter(session=result.session).order_by("-seq").first()
+    if last is not None and last.role == "assistant" and (last.client_id or "").split("#")[0] == newest_id:
+        if status["token_source"] == "exact":
+            assert status["used"] == read
+            assert result.session.exact_upto_seq == result.session.last_seq
+        else:  # a figure far beyond what the file holds (a compaction agent's, which read a whole session)
+            assert any(f"read {read:,} tokens" in w and "not believed" in w for w in status["warnings"])
+            assert read > 4 * status["used"]
+    else:
+        assert status["token_source"] == "estimate"
+
+
+def test_most_shared_transcripts_end_on_a_response_that_counts_them(shared_data, owner):
+    """The branch above that asserts the exact figure is the common one: a Claude Code file ends on
+    its last reply."""
+    exact = 0
+    for name in FILES:
+        data = (shared_data / "claude_code" / name).read_bytes()
+        project = _project(owner, f"ends {name}")
+        result = importing.session_import(user=owner, project=project, transcript=read_transcript(data, "claude-code"))
+        exact += session_status(result.session)["token_source"] == "exact"
+    assert exact >= len(FILES) / 2
 
 
 # Sub-agents in the file, parallel tool calls, an interrupted request, a compact boundary.
@@ -138,3 +163,63 @@ def test_uploads_in_any_chunking_record_what_an_import_records(owner, name, seed
     main = AgentSession.objects.get(project=streamed, external_id="cc")
     figures = ("token_source", "used", "messages", "summary")
     assert {k: session_status(main)[k] for k in figures} == {k: session_status(reference.session)[k] for k in figures}
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("name", ["primer_agent-a0294d5.jsonl", "sniffly_ba79134d.jsonl"])
+def test_a_transcript_teaches_calibration_by_how_much_its_context_grew(shared_data, owner, name):
+    """Not by its whole figure (the harness's prompt and tools, which the file lacks, would pass for
+    the tokenizer's error): by what the model read more at the last response than at the first, against
+    ctxweb's estimate of the messages in between."""
+    from django.core.cache import cache
+
+    from sessions_app.models import ModelProfile
+    from sessions_app.selectors.usage import model_info
+
+    cache.clear()
+    data = (shared_data / "claude_code" / name).read_bytes()
+    transcript = read_transcript(data, "claude-code")
+    profile_name = model_info(transcript.conversations[0].model or "").name
+    before = ModelProfile.objects.get(name=profile_name)
+    result = importing.session_import(user=owner, project=_project(owner, name), transcript=transcript)
+
+    reads = {rid: sum(r["usage"].get(k, 0) for k in KINDS[:3]) for rid, r in responses_in(data).items()}
+    replies = [m for m in Message.objects.filter(session=result.session).order_by("seq") if m.role == "assistant"]
+    counted = [m for m in replies if (m.client_id or "").split("#")[0] in reads]
+    first, last = counted[0], counted[-1]
+    assert last.seq == result.session.last_seq
+    grew = sum(m.tokens for m in Message.objects.filter(session=result.session, seq__gte=first.seq, seq__lt=last.seq))
+    ratio = (reads[last.client_id.split("#")[0]] - reads[first.client_id.split("#")[0]]) / grew
+    whole = reads[last.client_id.split("#")[0]] / sum(m.tokens for m in Message.objects.filter(session=result.session))
+    assert 1.0 < ratio < 1.6 < whole  # the growth looks like a tokenizer's difference; the whole figure doesn't
+
+    after = ModelProfile.objects.get(name=profile_name)
+    assert after.calibration_samples == before.calibration_samples + 1
+    assert abs(after.calibration_factor - ratio) < abs(before.calibration_factor - ratio)
+    assert min(before.calibration_factor, ratio) <= after.calibration_factor <= max(before.calibration_factor, ratio)
+
+
+@pytest.mark.data
+def test_the_estimate_between_counts_includes_the_harness_the_file_lacks(shared_data, owner):
+    """Where a counted reply ends a file, the estimate STATUS gives once that count lapses (the next
+    message, a compaction) is near it: the harness (the agent's prompt and tools, which no transcript
+    holds), worked out from the first response, is in it. Without it, a third of the count."""
+    import statistics
+
+    shipped, bare = [], []
+    for name in FILES:
+        data = (shared_data / "claude_code" / name).read_bytes()
+        session = importing.session_import(
+            user=owner, project=_project(owner, f"estimate {name}"), transcript=read_transcript(data, "claude-code")
+        ).session
+        status = session_status(session)
+        if status["token_source"] != "exact":
+            continue
+        assert status["system_prompt"] > 0  # the harness, in the prompt's part
+        AgentSession.objects.filter(pk=session.pk).update(exact_upto_seq=None)
+        shipped.append(session_status(AgentSession.objects.get(pk=session.pk))["used"] / status["used"])
+        AgentSession.objects.filter(pk=session.pk).update(harness_read_tokens=None)
+        bare.append(session_status(AgentSession.objects.get(pk=session.pk))["used"] / status["used"])
+    assert len(shipped) >= len(FILES) / 2
+    assert 0.95 <= statistics.median(shipped) <= 1.08 and min(shipped) >= 0.8 and max(shipped) <= 1.5
+    assert statistics.median(bare) < 0.6
