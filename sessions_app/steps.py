@@ -11,10 +11,15 @@ instead of the services, so none can store and forget the follow-up
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
+
+from django.db import DatabaseError
 
 from sessions_app import tasks
 from sessions_app.services import budgets, demo, handoffs, importing, ingest, proxy, transcript_sync
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -84,7 +89,12 @@ def spent(project_id: int, api_key_id: int | None) -> None:
     """The step after a provider's request was stored (its ``ProviderRequest`` row committed, so
     concurrent recorders each sum the others' rows): the budgets it crossed are announced
     (``budgets.budgets_check``), their deliveries sent. A transcript's rows carry no key."""
-    if budgets.budgets_check(project_id=project_id, api_key_id=api_key_id):
+    try:
+        announced = budgets.budgets_check(project_id=project_id, api_key_id=api_key_id)
+    except DatabaseError as exc:  # what was stored stays; the next stored request announces it
+        log.warning("budgets of project %s not checked: %s", project_id, type(exc).__name__)
+        return
+    if announced:
         tasks.webhooks_send()
 
 

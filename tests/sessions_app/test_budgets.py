@@ -345,3 +345,21 @@ def test_slacks_format_says_which_budget_and_how_far(team, session_of, enabled_h
         "[Alpha] spend is at 80 % of the monthly budget of $2.00 for project Alpha: $2.50 (125.0 %) since 2026-03-01",
         "[Alpha] spend reached the monthly budget of $2.00 for project Alpha: $2.50 (125.0 %) since 2026-03-01",
     ]
+
+
+def test_a_failed_check_leaves_what_was_stored_and_the_next_one_announces(team, session_of, enabled_hook, monkeypatch):
+    from django.db import DatabaseError
+
+    budgets.budget_create(project=team.project, period="day", limit_usd="1")
+    session = session_of()
+    spend(session, None, "1.5", at=datetime.now(UTC))
+
+    def down(**_: object) -> bool:
+        raise DatabaseError("the database went away")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(budgets, "budgets_check", down)
+        steps.spent(team.project.pk, None)  # logged, not raised: the recording is not undone
+    assert WebhookDelivery.objects.count() == 0 and ProviderRequest.objects.count() == 1
+    steps.spent(team.project.pk, None)
+    assert sorted(d.event for d in WebhookDelivery.objects.all()) == ["budget.exceeded", "budget.warning"]
