@@ -16,6 +16,8 @@ _.active_messages
 _.compacted_in_this_step
 _.can_continue
 _.output_tokens  # compaction/transcripts/base.py UsagePoint: recorded per Claude Code response
+_.warned  # api/budget_views.py BudgetOut: the schema's fields of a budget, filled by budget_out
+_.exceeded
 
 # ctxclient's public API (README, docs, the hook's tests), for callers outside this repository.
 _.from_env

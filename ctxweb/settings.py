@@ -326,7 +326,7 @@ SPECTACULAR_SETTINGS = {
         {
             "name": "spend",
             "description": "What proxied requests used and cost: per request (tokens by kind, latency) and per "
-            "project by day, person, API key or model (JSON or CSV).",
+            "project by day, person, API key or model (JSON or CSV); budgets per project or key, per day or month.",
         },
         {"name": "policy", "description": "A project's compaction policy: thresholds and presets (project admins)."},
         {"name": "webhooks", "description": "Be told when a level changes or a compaction ends; deliveries and tests."},

@@ -32,6 +32,7 @@ from sessions_app.models import (
     WebhookEvent,
 )
 from sessions_app.services import keys, projects, webhook_events, webhooks
+from sessions_app.web import admin_budgets  # noqa: F401  # registers BudgetAdmin
 from sessions_app.web.admin_lists import BigTableAdmin, EstimatedCountPaginator, RoleListFilter
 from sessions_app.web.forms import PolicyForm, ProjectForm
 

@@ -2,7 +2,8 @@
 
 Each function runs the service that stores (messages appended, a transcript imported or uploaded, a
 handoff and its continuation, the demo, a proxied exchange) and then sends what the stored messages set off to the
-workers (``tasks.followup_send``: an automatic compaction, an exact count, webhook deliveries). The
+workers (``tasks.followup_send``: an automatic compaction, an exact count, webhook deliveries), and
+what stored spend sets off (``spent``: budgets announced). The
 services know nothing of workers; the interfaces (API, pages, CLI, the proxy's recorder) call these
 instead of the services, so none can store and forget the follow-up
 (``tests/architecture/test_steps.py`` holds them to it).
@@ -10,10 +11,15 @@ instead of the services, so none can store and forget the follow-up
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
+from django.db import DatabaseError
+
 from sessions_app import tasks
-from sessions_app.services import demo, handoffs, importing, ingest, proxy, transcript_sync
+from sessions_app.services import budgets, demo, handoffs, importing, ingest, proxy, transcript_sync
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -35,6 +41,7 @@ def transcript_import(**kwargs: Any) -> importing.ImportResult:
     """``importing.session_import`` (same arguments), then the follow-up of every session it filled."""
     result = importing.session_import(**kwargs)
     tasks.followup_send(*result.appended_to)
+    spent(result.session.project_id, None)
     return result
 
 
@@ -43,6 +50,8 @@ def transcript_upload(**kwargs: Any) -> transcript_sync.SyncResult:
     upload added to."""
     result = transcript_sync.transcript_sync(**kwargs)
     tasks.followup_send(*result.appended_to)
+    if result.appended_to:
+        spent(result.session.project_id, None)
     return result
 
 
@@ -70,7 +79,23 @@ def proxy_exchange_record(**kwargs: Any) -> AgentSession | None:
     recorded = proxy.proxy_record_answered(**kwargs)
     if recorded is not None:
         tasks.followup_send(recorded)
+        answered = kwargs.get("answered")
+        if answered is not None:
+            spent(recorded.project_id, answered.api_key_id)
     return recorded
+
+
+def spent(project_id: int, api_key_id: int | None) -> None:
+    """The step after a provider's request was stored (its ``ProviderRequest`` row committed, so
+    concurrent recorders each sum the others' rows): the budgets it crossed are announced
+    (``budgets.budgets_check``), their deliveries sent. A transcript's rows carry no key."""
+    try:
+        announced = budgets.budgets_check(project_id=project_id, api_key_id=api_key_id)
+    except DatabaseError as exc:  # what was stored stays; the next stored request announces it
+        log.warning("budgets of project %s not checked: %s", project_id, type(exc).__name__)
+        return
+    if announced:
+        tasks.webhooks_send()
 
 
 def proxy_request_record(*, session: AgentSession, body: dict[str, Any], key: str) -> proxy.Recorded:

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from . import budget_views as bv
 from . import compaction_views as cv
 from . import dashboard_views as dv
 from . import history_views as hv
@@ -17,6 +18,8 @@ urlpatterns = [
     path("projects/<int:project_id>/", views.ProjectDetailApi.as_view(), name="project"),
     path("projects/<int:project_id>/dashboard/", dv.ProjectDashboardApi.as_view(), name="project-dashboard"),
     path("projects/<int:project_id>/spend/", sv.ProjectSpendApi.as_view(), name="project-spend"),
+    path("projects/<int:project_id>/budgets/", bv.ProjectBudgetsApi.as_view(), name="project-budgets"),
+    path("projects/<int:project_id>/budgets/<str:budget_id>/", bv.BudgetDetailApi.as_view(), name="project-budget"),
     path("projects/<int:project_id>/policy/", pv.ProjectPolicyApi.as_view(), name="project-policy"),
     path("projects/<int:project_id>/webhooks/", wv.ProjectWebhooksApi.as_view(), name="project-webhooks"),
     path("webhooks/<str:webhook_id>/", wv.WebhookDetailApi.as_view(), name="webhook"),

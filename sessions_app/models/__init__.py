@@ -3,6 +3,7 @@
 here, as Django expects of an app's ``models``."""
 
 from sessions_app.models.archive import ArchiveEntry, ArchiveKind
+from sessions_app.models.budgets import Budget, BudgetPeriod
 from sessions_app.models.compactions import (
     ACTIVE_COMPACTION_STATUSES,
     FALLBACK_NOTE,
@@ -49,6 +50,8 @@ __all__ = [
     "ApiKey",
     "ArchiveEntry",
     "ArchiveKind",
+    "Budget",
+    "BudgetPeriod",
     "Checkpoint",
     "Compaction",
     "CompactionPolicy",

@@ -17,6 +17,8 @@ class WebhookEvent(models.TextChoices):
     COMPACTION_FAILED = "compaction.failed", "A compaction failed"
     HANDOFF_WRITTEN = "handoff.written", "A handoff document was written"
     SESSION_PAUSED = "session.paused", "Automatic compaction paused for a session"
+    BUDGET_WARNING = "budget.warning", "A budget reached 80 % of its limit this period"
+    BUDGET_EXCEEDED = "budget.exceeded", "A budget reached its limit this period"
 
 
 TEST_EVENT = "test"  # the "Send test" button's; not something to subscribe to

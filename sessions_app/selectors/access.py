@@ -15,6 +15,7 @@ from sessions_app.models import (
     ROLE_RANK,
     AgentSession,
     ApiKey,
+    Budget,
     Checkpoint,
     Compaction,
     HandoffDocument,
@@ -251,3 +252,13 @@ def webhook_get_for(user: User, webhook_id: Any, *, min_role: Role = Role.ADMIN)
     key = as_pk(webhook_id)
     row = None if key is None else Webhook.objects.select_related("project").filter(pk=key).first()
     return _require(row, role_in(user, row.project_id) if row else None, min_role, "Webhook")
+
+
+def budget_get_for(user: User, project_id: Any, budget_id: Any, *, min_role: Role = Role.VIEWER) -> Budget:
+    """A budget of one of the user's projects, by the project's id and its own."""
+    project = project_get_for(user, project_id, min_role=min_role)
+    key = as_pk(budget_id)
+    found = None if key is None else Budget.objects.select_related("api_key", "project").filter(pk=key).first()
+    if found is None or found.project_id != project.pk:
+        raise NotFound("Budget not found.")
+    return found

@@ -35,6 +35,7 @@ from sessions_app.models import (
     Project,
     SessionStatus,
 )
+from sessions_app.selectors.budgets import session_budget_warnings
 
 # ----------------------------------------------------------------------------- models and policy
 
@@ -351,6 +352,7 @@ def session_status(session: AgentSession) -> Status:
     compacted = session.summary_tokens > 0 or finished is not None
     just_compacted = finished is not None and finished >= session.last_activity_at
     warnings = _warnings(session, info, window, current, latest, compacted=compacted)
+    warnings += session_budget_warnings(session)
     open_ = session.status == SessionStatus.ACTIVE
     continued_in = None if open_ else continuation_of(session)
     if not open_:

@@ -191,6 +191,12 @@ def describe(body: dict[str, Any]) -> str:
             what = f"{where}: automatic compaction paused after {data['failures_in_a_row']} failures in a row"
         case WebhookEvent.HANDOFF_WRITTEN:
             what = f"{where}: handoff document written (<{data['download']}|download>)"
+        case WebhookEvent.BUDGET_WARNING | WebhookEvent.BUDGET_EXCEEDED:
+            reached = "reached" if body["event"] == WebhookEvent.BUDGET_EXCEEDED else "is at 80 % of"
+            what = (
+                f"spend {reached} the {data['name']}: ${float(data['spent_usd']):,.2f} "
+                f"({data['percent']} %) since {data['period_start']}"
+            )
         case _:
             what = data.get("message", body["event"])
     return f"[{project}] {what}"

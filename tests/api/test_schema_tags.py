@@ -44,6 +44,7 @@ def test_operations_land_under_their_resource(schema):
     assert tags["POST /api/v1/sessions/{session_id}/compactions/"] == ["compactions"]
     assert tags["PATCH /api/v1/projects/{project_id}/policy/"] == ["policy"]
     assert tags["POST /api/v1/projects/{project_id}/webhooks/"] == ["webhooks"]
+    assert tags["PATCH /api/v1/projects/{project_id}/budgets/{budget_id}/"] == ["spend"]
     assert tags["POST /api/v1/count_tokens/"] == ["tokens"]
     assert tags["GET /api/v1/sessions/{session_id}/status/"] == ["sessions"]
     assert tags["POST /api/v1/sessions/import/"] == ["import"]

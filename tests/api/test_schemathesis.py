@@ -34,7 +34,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from sessions_app.services import agent_sessions, compaction_runs, handoffs, projects
+from sessions_app.services import agent_sessions, budgets, compaction_runs, handoffs, projects
 from tests.conftest import Persona, make_persona
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 
@@ -138,7 +138,7 @@ class Seeded:
 @pytest.fixture
 def seeded(transactional_db, settings) -> Iterator[Seeded]:
     """A project Alice administers, one busy session compacted (summarize: compaction + checkpoint)
-    and a handoff document of it; the session stays open for the operations under its path."""
+    and a handoff document of it, and a budget; the session stays open for the operations under its path."""
 
     settings.ANTHROPIC_API_KEY = ""  # the offline summarizer and counts: no network, deterministic
     alice = make_persona("alice")
@@ -152,12 +152,14 @@ def seeded(transactional_db, settings) -> Iterator[Seeded]:
     checkpoint = session.checkpoints.order_by("-version").first()
     assert checkpoint is not None, "the summarize compaction wrote no checkpoint"
     document = handoffs.handoff_create(session=session, user=alice.user)
+    budget, _ = budgets.budget_create(project=project, period="day", limit_usd="5.00", refuse=True)
     REAL_IDS.update(
         project_id=str(project.pk),
         session_id=str(session.pk),
         compaction_id=str(record.pk),
         checkpoint_id=str(checkpoint.pk),
         handoff_id=str(document.pk),
+        budget_id=str(budget.pk),
     )
     yield Seeded(admin=alice, project=project, session=session)
     REAL_IDS.clear()

@@ -40,7 +40,14 @@ def test_an_admin_adds_a_webhook_and_sends_a_test(open_as, live_server, crew, vi
         page.locator("#add input[name=events][value='session.level_changed']").uncheck()
         page.get_by_role("button", name="Add webhook").click()
         hook = Webhook.objects.get()
-        assert hook.events == ["compaction.succeeded", "compaction.failed", "handoff.written", "session.paused"]
+        assert hook.events == [
+            "compaction.succeeded",
+            "compaction.failed",
+            "handoff.written",
+            "session.paused",
+            "budget.warning",
+            "budget.exceeded",
+        ]
         card = page.locator(f"#webhook-{hook.pk}")
         assert card.locator("code.secret").inner_text() == hook.secret
         card.get_by_role("button", name="Send test").click()

@@ -6,17 +6,19 @@ database can't tell (the request is then forwarded, unrecorded)."""
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 
 from sessions_app.api.proxy import headers as proxy_headers
 from sessions_app.api.proxy.dialects import Dialect, error_type
 from sessions_app.api.proxy.headers import KEY_HEADER, PROJECT_HEADER
 from sessions_app.errors import ServiceError
 from sessions_app.models import ApiKey, Project, Role
-from sessions_app.selectors import access
+from sessions_app.selectors import access, budgets
 from sessions_app.services import keys, projects
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,25 @@ def member_refusal(request: HttpRequest, user: Any, dialect: Dialect) -> HttpRes
     except DatabaseError as exc:
         log.warning("proxy: the project could not be looked up, forwarding unrecorded: %s", type(exc).__name__)
     return None
+
+
+def budget_refusal(request: HttpRequest, caller_key: ApiKey, dialect: Dialect) -> HttpResponse | None:
+    """A 429 when a refusing budget covering the caller's project or key reached its limit this
+    period (one indexed query; the sum only when one did), with ``retry-after`` the seconds to its
+    reset; None when none did, or when ctxweb's database can't tell (the request is forwarded)."""
+    try:
+        state = budgets.refusing_budget(project_of(request, caller_key.user).pk, caller_key.pk)
+    except (ServiceError, DatabaseError):  # answered where the project is looked up / forwarded
+        return None
+    if state is None:
+        return None
+    message = (
+        f"ctxweb budget exceeded: {state.label}: ${state.spent_usd:,.2f} spent since "
+        f"{state.period_start.isoformat()} 00:00 UTC; resets at {state.resets_at:%Y-%m-%d %H:%M} UTC."
+    )
+    response = dialect.rate_limited(message)
+    response["retry-after"] = str(max(1, math.ceil((state.resets_at - timezone.now()).total_seconds())))
+    return response
 
 
 def project_key(request: HttpRequest, user: Any, dialect: Dialect) -> tuple[str | None, HttpResponse | None]:

@@ -50,6 +50,7 @@ class Dialect:
     broke_off: Callable[[str], bytes]  # the end of a stream the upstream broke off, for the caller
     own_key_header: str  # where the caller's own key goes, for the refusal that asks for it
     project_key: bool  # a request without a key of its own may use the project's
+    rate_limited: Callable[[str], JsonResponse]  # a 429 past a refusing budget, as the API words one
     # How the session's compacted context goes upstream and how the API refuses a prompt as too long:
     # transparent compaction (proxy_compaction) and the too-long retry; None: neither applies.
     wire: Wire | None
@@ -75,6 +76,16 @@ def openai_error(status: int, error_type: str, message: str) -> JsonResponse:
     return JsonResponse({"error": {"message": message, "type": kind, "param": None, "code": code}}, status=status)
 
 
+def anthropic_rate_limited(message: str) -> JsonResponse:
+    return anthropic_error(429, "rate_limit_error", message)
+
+
+def openai_rate_limited(message: str) -> JsonResponse:
+    """OpenAI's own 429 shape, with a code of ctxweb's that tells it from the provider's limits."""
+    error = {"message": message, "type": "rate_limit_error", "param": None, "code": "budget_exceeded"}
+    return JsonResponse({"error": error}, status=429)
+
+
 def _anthropic_reply(message: Any) -> dict[str, Any] | None:
     return message if isinstance(message, dict) and message.get("type") == "message" else None
 
@@ -98,6 +109,7 @@ ANTHROPIC = Dialect(
     ),
     own_key_header="x-api-key",
     project_key=True,
+    rate_limited=anthropic_rate_limited,
     wire=ANTHROPIC_MESSAGES,
 )
 
@@ -113,6 +125,7 @@ OPENAI = Dialect(
     ),
     own_key_header="Authorization: Bearer",
     project_key=False,
+    rate_limited=openai_rate_limited,
     wire=OPENAI_CHAT,
 )
 
@@ -128,5 +141,6 @@ RESPONSES = Dialect(
     ),
     own_key_header="Authorization: Bearer",
     project_key=False,
+    rate_limited=openai_rate_limited,
     wire=OPENAI_RESPONSES,
 )

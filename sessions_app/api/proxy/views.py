@@ -36,7 +36,7 @@ from sessions_app import steps
 from sessions_app.api.proxy import body as proxy_body
 from sessions_app.api.proxy import headers as proxy_headers
 from sessions_app.api.proxy import limits as proxy_limits
-from sessions_app.api.proxy.caller import caller, member_refusal, project_key, project_of
+from sessions_app.api.proxy.caller import budget_refusal, caller, member_refusal, project_key, project_of
 from sessions_app.api.proxy.dialects import ANTHROPIC, OPENAI, RESPONSES, Dialect, error_type
 from sessions_app.api.proxy.exchange import NO_ANSWER, Answer, Exchange, Meter, Relay
 from sessions_app.api.proxy.headers import SESSION_HEADER, agent_session_header
@@ -71,7 +71,7 @@ def messages(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
 
 @csrf_exempt
 def count_tokens(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
-    return _proxy(request, ANTHROPIC, "/v1/messages/count_tokens", record=False)
+    return _proxy(request, ANTHROPIC, "/v1/messages/count_tokens", record=False, spends=False)
 
 
 @csrf_exempt
@@ -91,7 +91,10 @@ def responses_compact(request: HttpRequest) -> HttpResponse | StreamingHttpRespo
     return _proxy(request, RESPONSES, "/v1/responses/compact", record=False)
 
 
-def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -> HttpResponse | StreamingHttpResponse:
+def _proxy(
+    request: HttpRequest, dialect: Dialect, path: str, *, record: bool, spends: bool = True
+) -> HttpResponse | StreamingHttpResponse:
+    """``spends``: the request costs money, so a budget past its limit refuses it (a count doesn't)."""
     meter = Meter()  # the request's arrival: its TTFB and duration count from here
     if request.method != "POST":
         return dialect.refuse(405, "invalid_request_error", f"{request.method} is not allowed here; POST.")
@@ -106,6 +109,8 @@ def _proxy(request: HttpRequest, dialect: Dialect, path: str, *, record: bool) -
     user = caller_key.user if caller_key is not None else None
     if refusal is None and user is not None:  # a member's, whatever the body, before anything goes or is written
         refusal = member_refusal(request, user, dialect)
+    if refusal is None and caller_key is not None and spends:  # past a refusing budget: nothing goes upstream
+        refusal = budget_refusal(request, caller_key, dialect)
     if refusal is not None:
         return refusal
     api_key = None
