@@ -17,6 +17,7 @@ urlpatterns = [
     path("projects/<int:project_id>/", views.ProjectDetailApi.as_view(), name="project"),
     path("projects/<int:project_id>/dashboard/", dv.ProjectDashboardApi.as_view(), name="project-dashboard"),
     path("projects/<int:project_id>/spend/", sv.ProjectSpendApi.as_view(), name="project-spend"),
+    path("projects/<int:project_id>/requests/", rv.ProjectRequestsApi.as_view(), name="project-requests"),
     path("projects/<int:project_id>/policy/", pv.ProjectPolicyApi.as_view(), name="project-policy"),
     path("projects/<int:project_id>/webhooks/", wv.ProjectWebhooksApi.as_view(), name="project-webhooks"),
     path("webhooks/<str:webhook_id>/", wv.WebhookDetailApi.as_view(), name="webhook"),
