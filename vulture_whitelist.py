@@ -91,6 +91,18 @@ _.ticks
 _.total_ingested
 _.total_saved
 
+# sessions_app/web/request_chart.py RequestBar and RequestChart: geometry the session page's
+# _requests.html draws by name.
+_.context_y
+_.context_h
+_.cached_y
+_.cached_h
+_.cost_h
+_.context_ticks
+_.cost_ticks
+_.context_description
+_.cost_description
+
 # ModelProfile's prices: read by name in selectors/usage.py's values_list; edited in admin
 # (ModelProfileAdmin.list_editable, a Django admin option).
 _.input_price_per_mtok

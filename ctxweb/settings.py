@@ -338,6 +338,7 @@ SPECTACULAR_SETTINGS = {
         "CompactionLevelEnum": "compaction.types.level_choices",
         "UsageLevelEnum": ["ok", "remind", "compact", "summarize", "handoff"],
         "WebhookFormatEnum": "sessions_app.models.WebhookFormat",
+        "RequestSourceEnum": "sessions_app.models.RequestSource",
     },
 }
 

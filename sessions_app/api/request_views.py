@@ -1,19 +1,31 @@
-"""A session's provider requests: one row per proxied exchange, newest first, with what it used by
-kind of token, its cost and latency."""
+"""Provider requests, one row per proxied exchange or recorded response, newest first, with what each
+used by kind of token, its cost and latency: a session's, and a project's over its last days. Pages
+of JSON, or (``?format=csv``) every row as a CSV download streamed as it is read."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from collections.abc import Iterator
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import HttpResponseBase
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.response import Response
+from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from sessions_app.api.auth import AuthenticatedRequest
+from sessions_app.api.csv_stream import csv_download
 from sessions_app.api.pagination import PageNumberPagination
+from sessions_app.api.params import int_param
+from sessions_app.api.spend_views import DEFAULT_DAYS, FORMATS, MAX_DAYS
 from sessions_app.api.views import _paginate
-from sessions_app.models import Compaction, ProviderRequest
+from sessions_app.errors import InvalidInput
+from sessions_app.models import AgentSession, ApiKey, Compaction, ProviderRequest
 from sessions_app.selectors import access
-from sessions_app.selectors.spend import session_requests
+from sessions_app.selectors.spend import project_requests, session_requests
+
+CSV_CHUNK = 2000  # rows read per query while a CSV streams
 
 
 class ProviderRequestOut(serializers.ModelSerializer):
@@ -48,10 +60,83 @@ class ProviderRequestOut(serializers.ModelSerializer):
         ]
 
 
+class ProjectRequestOut(ProviderRequestOut):
+    session: serializers.PrimaryKeyRelatedField[AgentSession] = serializers.PrimaryKeyRelatedField(
+        read_only=True, help_text="The session the request was recorded in"
+    )
+    user: serializers.PrimaryKeyRelatedField[Any] = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True, help_text="Who made it: the user of its ctxweb key or sign-in"
+    )
+    api_key: serializers.PrimaryKeyRelatedField[ApiKey] = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True, help_text="The ctxweb API key that sent it; null: none"
+    )
+
+    class Meta(ProviderRequestOut.Meta):
+        fields = ["session", "user", "api_key", *ProviderRequestOut.Meta.fields]
+
+
+FORMAT_PARAM = OpenApiParameter(
+    "format", str, enum=list(FORMATS), description="csv: every row as an attachment, the JSON rows' fields as columns"
+)
+
+
+def _csv_response(name: str) -> OpenApiResponse:
+    return OpenApiResponse(str, description=f"Every {name} request, newest first, as CSV: the JSON rows' fields")
+
+
+def _format(request: Request) -> str:
+    fmt = request.query_params.get("format") or "json"
+    if fmt not in FORMATS:
+        raise InvalidInput("format is json or csv.", code="invalid_format")
+    return fmt
+
+
+def _rows(rows: QuerySet[ProviderRequest], out: serializers.ModelSerializer[Any]) -> Iterator[dict[str, Any]]:
+    # Each row exactly as the JSON pages answer it; read a chunk at a time (a server-side cursor on
+    # PostgreSQL), so a long history never sits in memory whole.
+    for row in rows.iterator(chunk_size=CSV_CHUNK):
+        yield out.to_representation(row)
+
+
 class SessionRequestsApi(APIView):
     pagination_class = PageNumberPagination  # GET answers pages (``_paginate``); this documents them
 
-    @extend_schema(responses=ProviderRequestOut(many=True))
-    def get(self, request: AuthenticatedRequest, session_id: str) -> Response:
+    @extend_schema(
+        parameters=[FORMAT_PARAM],
+        responses={
+            (200, "application/json"): ProviderRequestOut(many=True),
+            (200, "text/csv"): _csv_response("of the session's"),
+        },
+    )
+    def get(self, request: AuthenticatedRequest, session_id: str) -> HttpResponseBase:
         session = access.session_get_for(request.user, session_id)
-        return _paginate(self, request, session_requests(session), ProviderRequestOut)
+        rows = session_requests(session)
+        if _format(request) == "csv":
+            out = ProviderRequestOut()
+            return csv_download(f"requests-session-{session.pk}.csv", out.Meta.fields, _rows(rows, out))
+        return _paginate(self, request, rows, ProviderRequestOut)
+
+
+class ProjectRequestsApi(APIView):
+    pagination_class = PageNumberPagination
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("days", int, description=f"how many days back, today included: 1 to {MAX_DAYS} (30)"),
+            FORMAT_PARAM,
+        ],
+        responses={
+            (200, "application/json"): ProjectRequestOut(many=True),
+            (200, "text/csv"): _csv_response("of the period's"),
+        },
+    )
+    def get(self, request: AuthenticatedRequest, project_id: int) -> HttpResponseBase:
+        project = access.project_get_for(request.user, project_id)
+        days = int_param(request, "days", default=DEFAULT_DAYS, low=1, high=MAX_DAYS)
+        fmt = _format(request)
+        rows = project_requests(project=project, days=days)
+        if fmt == "csv":
+            out = ProjectRequestOut()
+            name = f"requests-project-{project.pk}-last-{days}-days.csv"
+            return csv_download(name, out.Meta.fields, _rows(rows, out))
+        return _paginate(self, request, rows, ProjectRequestOut)

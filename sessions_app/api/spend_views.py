@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app.api.auth import AuthenticatedRequest
+from sessions_app.api.csv_stream import csv_cell
 from sessions_app.api.params import int_param
 from sessions_app.errors import InvalidInput
 from sessions_app.selectors import access
@@ -124,13 +125,5 @@ def spend_csv(spend: ProjectSpend) -> str:
     writer.writerow(columns)
     for row in spend.rows:
         values = _json(row.as_dict())
-        writer.writerow([_cell(values[name]) for name in columns])
+        writer.writerow([csv_cell(values[name]) for name in columns])
     return out.getvalue()
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    text = str(value)
-    # A spreadsheet runs a cell that starts like a formula; key names and models are anyone's text.
-    return f"'{text}" if isinstance(value, str) and text[:1] in ("=", "+", "-", "@", "\t", "\r") else text

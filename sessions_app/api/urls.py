@@ -20,6 +20,7 @@ urlpatterns = [
     path("projects/<int:project_id>/spend/", sv.ProjectSpendApi.as_view(), name="project-spend"),
     path("projects/<int:project_id>/budgets/", bv.ProjectBudgetsApi.as_view(), name="project-budgets"),
     path("projects/<int:project_id>/budgets/<str:budget_id>/", bv.BudgetDetailApi.as_view(), name="project-budget"),
+    path("projects/<int:project_id>/requests/", rv.ProjectRequestsApi.as_view(), name="project-requests"),
     path("projects/<int:project_id>/policy/", pv.ProjectPolicyApi.as_view(), name="project-policy"),
     path("projects/<int:project_id>/webhooks/", wv.ProjectWebhooksApi.as_view(), name="project-webhooks"),
     path("webhooks/<str:webhook_id>/", wv.WebhookDetailApi.as_view(), name="webhook"),

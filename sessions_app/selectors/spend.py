@@ -1,6 +1,6 @@
 """What provider requests used and cost: a session's rows of ``ProviderRequest``, newest first
-(``session_requests``), and their sums (``session_spend``); a project's per day, owner, API key or
-model (``project_spend``)."""
+(``session_requests``), and their sums (``session_spend``); a project's rows over its last days
+(``project_requests``) and their sums per day, owner, API key or model (``project_spend``)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,30 @@ TOKEN_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input
 def session_requests(session: AgentSession) -> QuerySet[ProviderRequest]:
     """The session's requests, newest first, each with its ``cache_hit_ratio``: the part of what the
     model read that came from the cache (None when it read nothing)."""
+    return _newest_first(ProviderRequest.objects.filter(session=session))
+
+
+def project_requests(*, project: Project, days: int, now: datetime | None = None) -> QuerySet[ProviderRequest]:
+    """The project's requests of the last ``days`` local days (today included; the days
+    ``project_spend`` sums), newest first, each with its ``cache_hit_ratio``."""
+    start, end = _period(days, now)[2:]
+    rows = ProviderRequest.objects.filter(project=project, created_at__gte=start, created_at__lt=end)
+    return _newest_first(rows)
+
+
+def _newest_first(rows: QuerySet[ProviderRequest]) -> QuerySet[ProviderRequest]:
     read = F("input_tokens") + F("cache_creation_input_tokens") + F("cache_read_input_tokens")
     ratio = Cast("cache_read_input_tokens", FloatField()) / Cast(NullIf(read, 0), FloatField())
-    rows = ProviderRequest.objects.filter(session=session).annotate(cache_hit_ratio=ratio)
-    return rows.order_by("-created_at", "-pk")
+    return rows.annotate(cache_hit_ratio=ratio).order_by("-created_at", "-pk")
+
+
+def _period(days: int, now: datetime | None) -> tuple[date, date, datetime, datetime]:
+    """The last ``days`` local days up to today: the first and last day, and the instants they span."""
+    until = timezone.localdate(now or timezone.now())
+    since = until - timedelta(days=days - 1)
+    start = timezone.make_aware(datetime.combine(since, time.min))
+    end = timezone.make_aware(datetime.combine(until + timedelta(days=1), time.min))
+    return since, until, start, end
 
 
 @dataclass(frozen=True)
@@ -105,11 +125,7 @@ def project_spend(*, project: Project, days: int, by: str, now: datetime | None 
     and cost, one row per ``by`` group: per day (every day, oldest first, days without a request at
     0), per owner (the user whose key or sign-in made the request), per API key or per model (these
     three by cost, the highest first). One aggregate query over the ``(project, created_at)`` index."""
-    now = now or timezone.now()
-    until = timezone.localdate(now)
-    since = until - timedelta(days=days - 1)
-    start = timezone.make_aware(datetime.combine(since, time.min))
-    end = timezone.make_aware(datetime.combine(until + timedelta(days=1), time.min))
+    since, until, start, end = _period(days, now)
     rows = ProviderRequest.objects.filter(project=project, created_at__gte=start, created_at__lt=end)
     if by == "day":
         rows = rows.annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))

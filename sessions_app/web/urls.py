@@ -33,6 +33,7 @@ urlpatterns = [
     path("keys/<int:key_id>/revoke/", project_settings.key_revoke, name="key-revoke"),
     path("sessions/<int:session_id>/", views.session_detail, name="session"),
     path("sessions/<int:session_id>/live/", views.session_live, name="session-live"),
+    path("sessions/<int:session_id>/requests/", views.session_requests, name="session-requests"),
     path("sessions/<int:session_id>/timeline/", views.session_timeline, name="session-timeline"),
     path("sessions/<int:session_id>/compactions/preview/", actions.compaction_preview, name="compaction-preview"),
     path("sessions/<int:session_id>/compactions/", actions.compaction_run, name="compaction-run"),

@@ -8,18 +8,21 @@ Outside a user's projects everything is 404; a member whose role does not allow 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from sessions_app.models import AgentSession, Message
 from sessions_app.selectors import access
 from sessions_app.web import pages
 from sessions_app.web.access import AuthenticatedHttpRequest, message_for, project_for, session_for
 from sessions_app.web.forms import CompactionForm, HandoffForm, SessionFilterForm
+from sessions_app.web.request_panel import requests_page, requests_panel
 
 SESSIONS_PER_PAGE = 25
 
@@ -100,6 +103,7 @@ def render_session(
             "entries": pages.timeline(session),
             "compaction_form": CompactionForm(),
             "handoff_form": HandoffForm(),
+            "requests": requests_panel(session, page=request.GET.get("requests")),
             **extra,
         }
     )
@@ -128,6 +132,17 @@ def session_live(request: AuthenticatedHttpRequest, session_id: int) -> HttpResp
 def session_timeline(request: AuthenticatedHttpRequest, session_id: int) -> HttpResponse:
     session = session_for(request, session_id)
     return render(request, "sessions_app/_timeline.html", {"session": session, "entries": pages.timeline(session)})
+
+
+@login_required
+def session_requests(request: AuthenticatedHttpRequest, session_id: int) -> HttpResponse:
+    """A page of the session's provider requests: the pager's rows (htmx), else the session page at it."""
+    session = session_for(request, session_id)
+    if not is_htmx(request):
+        query = urlencode({"requests": request.GET.get("page", "")})
+        return redirect(f"{reverse('web:session', args=[session.pk])}?{query}#requests")
+    page = requests_page(session, page=request.GET.get("page"))
+    return render(request, "sessions_app/_request_rows.html", {"session": session, "page": page})
 
 
 def _message_page(
