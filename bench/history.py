@@ -5,7 +5,9 @@
 For sessions of each size (realistic message lengths, as bench/ingest.py makes them): the median
 latency of ``GET /sessions/{id}/status/`` (the baseline: running totals, flat in the size) next to
 ``GET /sessions/{id}/history/`` (every message's stored count, read and summed; nothing re-tokenized),
-and their ratio. The session page draws the chart from the same selector.
+and their ratio. The session page draws the chart from the same selector. Last,
+``GET /sessions/{id}/tools/`` (tokens by tool: every message's content read, the small blocks
+tokenized).
 """
 
 from __future__ import annotations
@@ -43,14 +45,15 @@ def main() -> None:
     with gunicorn_on_postgres("ctxweb_bench_history", workers=2) as (hostport, env):
         client = Client(hostport, make_key(env))
         _, project = client.call("POST", "/api/v1/projects/", {"name": "bench"})
-        print(f"{'messages':>9} {'status ms':>10} {'history ms':>11} {'ratio':>6}")
+        print(f"{'messages':>9} {'status ms':>10} {'history ms':>11} {'ratio':>6} {'tools ms':>9}")
         for size in (int(s) for s in args.sizes.split(",")):
             session = new_session(client, project["id"], f"s{size}")
             ingest(client, session, realistic_messages(size, rng), 500)
             status_ms, _ = median_ms(client, f"/api/v1/sessions/{session}/status/", args.repeat)
             history_ms, points = median_ms(client, f"/api/v1/sessions/{session}/history/", args.repeat)
             assert points == size
-            print(f"{size:>9,} {status_ms:>10.2f} {history_ms:>11.2f} {history_ms / status_ms:>6.1f}")
+            tools_ms, _ = median_ms(client, f"/api/v1/sessions/{session}/tools/", args.repeat)
+            print(f"{size:>9,} {status_ms:>10.2f} {history_ms:>11.2f} {history_ms / status_ms:>6.1f} {tools_ms:>9.2f}")
 
 
 if __name__ == "__main__":

@@ -325,8 +325,9 @@ SPECTACULAR_SETTINGS = {
         },
         {
             "name": "spend",
-            "description": "What proxied requests used and cost: per request (tokens by kind, latency) and per "
-            "project by day, person, API key or model (JSON or CSV); budgets per project or key, per day or month.",
+            "description": "What proxied requests used and cost: per request (tokens by kind, latency), per "
+            "session and per project by day, person, API key or model (JSON or CSV), with what compaction saved; "
+            "a session's tokens by tool; budgets per project or key, per day or month.",
         },
         {"name": "policy", "description": "A project's compaction policy: thresholds and presets (project admins)."},
         {"name": "webhooks", "description": "Be told when a level changes or a compaction ends; deliveries and tests."},

@@ -1,6 +1,7 @@
 """Provider requests, one row per proxied exchange or recorded response, newest first, with what each
 used by kind of token, its cost and latency: a session's, and a project's over its last days. Pages
-of JSON, or (``?format=csv``) every row as a CSV download streamed as it is read."""
+of JSON, or (``?format=csv``) every row as a CSV download streamed as it is read. And a session's
+sums, with what compaction saved them."""
 
 from __future__ import annotations
 
@@ -9,21 +10,22 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.http import HttpResponseBase
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.csv_stream import csv_download
 from sessions_app.api.pagination import PageNumberPagination
 from sessions_app.api.params import int_param
-from sessions_app.api.spend_views import DEFAULT_DAYS, FORMATS, MAX_DAYS
+from sessions_app.api.spend_views import DEFAULT_DAYS, FORMATS, MAX_DAYS, SAVED_FIELDS, money
 from sessions_app.api.views import _paginate
 from sessions_app.errors import InvalidInput
 from sessions_app.models import AgentSession, ApiKey, Compaction, ProviderRequest
 from sessions_app.selectors import access
-from sessions_app.selectors.spend import project_requests, session_requests
+from sessions_app.selectors.spend import TOKEN_FIELDS, project_requests, session_requests, session_spend
 
 CSV_CHUNK = 2000  # rows read per query while a CSV streams
 
@@ -140,3 +142,36 @@ class ProjectRequestsApi(APIView):
             name = f"requests-project-{project.pk}-last-{days}-days.csv"
             return csv_download(name, out.Meta.fields, _rows(rows, out))
         return _paginate(self, request, rows, ProjectRequestOut)
+
+
+SESSION_SPEND_SCHEMA = inline_serializer(
+    "SessionSpend",
+    {
+        "session": serializers.IntegerField(),
+        "requests": serializers.IntegerField(),
+        **{name: serializers.IntegerField() for name in TOKEN_FIELDS},
+        "cost_usd": serializers.DecimalField(
+            max_digits=20, decimal_places=10, help_text="US dollars over the requests whose model has a price"
+        ),
+        "unpriced_requests": serializers.IntegerField(help_text="requests whose model has no price (cost unknown)"),
+        **SAVED_FIELDS,
+    },
+)
+
+
+class SessionSpendApi(APIView):
+    @extend_schema(responses=SESSION_SPEND_SCHEMA)
+    def get(self, request: AuthenticatedRequest, session_id: str) -> Response:
+        session = access.session_get_for(request.user, session_id)
+        spend = session_spend(session)
+        return Response(
+            {
+                "session": session.pk,
+                "requests": spend.requests,
+                **{name: getattr(spend, name) for name in TOKEN_FIELDS},
+                "cost_usd": money(spend.cost_usd),
+                "unpriced_requests": spend.unpriced,
+                "saved_tokens": spend.saved_tokens,
+                "saved_usd": money(spend.saved_usd),
+            }
+        )

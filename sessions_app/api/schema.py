@@ -37,7 +37,7 @@ RESOURCE_TAGS = [
     (r"sessions/[^/]+/handoff/|handoffs/", "handoffs"),
     (r"sessions/(import|transcript)/", "import"),
     (r"sessions/[^/]+/history/|projects/[^/]+/dashboard/", "history"),
-    (r"sessions/[^/]+/requests/|projects/[^/]+/(spend|budgets|requests)/", "spend"),
+    (r"sessions/[^/]+/(requests|spend|tools)/|projects/[^/]+/(spend|budgets|requests)/", "spend"),
     (r"projects/[^/]+/policy/", "policy"),
     (r"(projects/[^/]+/)?webhooks/", "webhooks"),
     (r"count_tokens/|models/", "tokens"),

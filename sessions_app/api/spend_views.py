@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from decimal import Decimal
 from typing import Any
 
 from django.http import HttpResponse
@@ -25,6 +26,20 @@ DEFAULT_DAYS = 30
 FORMATS = ("json", "csv")
 
 
+# What compaction saved (``selectors.savings``; docs/PROXY.md, "What compaction saved").
+SAVED_FIELDS: dict[str, serializers.Field] = {
+    "saved_tokens": serializers.IntegerField(
+        help_text="input tokens compaction kept out of the requests: for each request, the tokens_before − "
+        "tokens_after of its session's compactions in force (succeeded, not reverted) when it was sent"
+    ),
+    "saved_usd": serializers.DecimalField(
+        max_digits=20,
+        decimal_places=10,
+        help_text="saved_tokens at each request's model's uncached input price (models without a price add 0)",
+    ),
+}
+
+
 def _sums(name: str) -> dict[str, serializers.Field]:
     return {
         "requests": serializers.IntegerField(),
@@ -39,6 +54,7 @@ def _sums(name: str) -> dict[str, serializers.Field]:
             help_text=f"US dollars over the {name}'s priced requests; null when none of them has a price",
         ),
         "unpriced_requests": serializers.IntegerField(help_text="requests whose model has no price (cost unknown)"),
+        **SAVED_FIELDS,
     }
 
 
@@ -115,7 +131,12 @@ def spend_payload(spend: ProjectSpend, *, project_id: int, days: int) -> dict[st
 def _json(row: dict[str, Any]) -> dict[str, Any]:
     cost = row["cost_usd"]
     # A string with the stored precision, as ``GET /sessions/{id}/requests/`` answers each request's.
-    return {**row, "cost_usd": None if cost is None else f"{cost:.10f}"}
+    return {**row, "cost_usd": None if cost is None else f"{cost:.10f}", "saved_usd": money(row["saved_usd"])}
+
+
+def money(amount: Decimal) -> str:
+    """Dollars as the API answers them: a string with the stored precision."""
+    return f"{amount:.10f}"
 
 
 def spend_csv(spend: ProjectSpend) -> str:

@@ -7,6 +7,7 @@ from . import history_views as hv
 from . import policy_views as pv
 from . import request_views as rv
 from . import spend_views as sv
+from . import tool_views as tlv
 from . import transcript_views as tv
 from . import views
 from . import webhook_views as wv
@@ -34,6 +35,8 @@ urlpatterns = [
     path("sessions/<str:session_id>/status/", views.SessionStatusApi.as_view(), name="session-status"),
     path("sessions/<str:session_id>/history/", hv.SessionHistoryApi.as_view(), name="session-history"),
     path("sessions/<str:session_id>/requests/", rv.SessionRequestsApi.as_view(), name="session-requests"),
+    path("sessions/<str:session_id>/spend/", rv.SessionSpendApi.as_view(), name="session-spend"),
+    path("sessions/<str:session_id>/tools/", tlv.SessionToolsApi.as_view(), name="session-tools"),
     path("sessions/<str:session_id>/context/", views.SessionContextApi.as_view(), name="session-context"),
     path("sessions/<str:session_id>/compactions/", cv.SessionCompactionsApi.as_view(), name="session-compactions"),
     path("sessions/<str:session_id>/checkpoints/", cv.SessionCheckpointsApi.as_view(), name="session-checkpoints"),

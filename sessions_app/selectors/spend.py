@@ -14,6 +14,7 @@ from django.db.models.functions import Cast, NullIf, TruncDate
 from django.utils import timezone
 
 from sessions_app.models import AgentSession, Project, ProviderRequest
+from sessions_app.selectors.savings import NONE, Savings, savings_by
 
 TOKEN_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
@@ -56,11 +57,16 @@ class Spend:
     output_tokens: int
     cost_usd: Decimal  # over the requests whose model has a price
     unpriced: int  # requests whose model has no price: their tokens are counted, not their cost
+    saved_tokens: int = 0  # input tokens compaction kept out of the requests (``selectors.savings``)
+    saved_usd: Decimal = Decimal(0)  # those at the requests' models' input prices
 
 
 def session_spend(session: AgentSession) -> Spend:
-    """The sums over the session's requests: tokens by kind and cost. One query."""
-    totals = ProviderRequest.objects.filter(session=session).aggregate(
+    """The sums over the session's requests: tokens by kind and cost, and what compaction saved them.
+    Two queries."""
+    requests = ProviderRequest.objects.filter(session=session)
+    saved = savings_by(requests).get((), NONE)
+    totals = requests.aggregate(
         requests=Count("pk"),
         unpriced=Count("pk", filter=Q(cost_usd__isnull=True)),
         cost_usd=Sum("cost_usd"),
@@ -71,6 +77,8 @@ def session_spend(session: AgentSession) -> Spend:
         unpriced=totals["unpriced"],
         cost_usd=Decimal(totals["cost_usd"] or 0),
         **{name: int(totals[name] or 0) for name in TOKEN_FIELDS},
+        saved_tokens=saved.tokens,
+        saved_usd=saved.usd,
     )
 
 
@@ -92,7 +100,7 @@ GROUP_FIELDS: dict[str, tuple[str, ...]] = {
     "key": ("key", "key_prefix", "key_name", "key_owner"),
     "model": ("model",),
 }
-SUM_FIELDS = ("requests", *TOKEN_FIELDS, "cost_usd", "unpriced_requests")
+SUM_FIELDS = ("requests", *TOKEN_FIELDS, "cost_usd", "unpriced_requests", "saved_tokens", "saved_usd")
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,8 @@ class SpendRow:
     output_tokens: int
     cost_usd: Decimal | None  # over the priced requests; None when none of the group's has a price
     unpriced_requests: int  # requests whose model has no price: their tokens count, their cost is unknown
+    saved_tokens: int = 0  # input tokens compaction kept out of the group's requests (``selectors.savings``)
+    saved_usd: Decimal = Decimal(0)  # those at the requests' models' input prices
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.group, **{name: getattr(self, name) for name in SUM_FIELDS}}
@@ -124,7 +134,8 @@ def project_spend(*, project: Project, days: int, by: str, now: datetime | None 
     """What the project's provider requests of the last ``days`` local days (today included) used
     and cost, one row per ``by`` group: per day (every day, oldest first, days without a request at
     0), per owner (the user whose key or sign-in made the request), per API key or per model (these
-    three by cost, the highest first). One aggregate query over the ``(project, created_at)`` index."""
+    three by cost, the highest first), with what compaction saved each group. Two aggregate queries over
+    the ``(project, created_at)`` index: the sums, and the savings (``selectors.savings``)."""
     since, until, start, end = _period(days, now)
     rows = ProviderRequest.objects.filter(project=project, created_at__gte=start, created_at__lt=end)
     if by == "day":
@@ -139,7 +150,8 @@ def project_spend(*, project: Project, days: int, by: str, now: datetime | None 
         )
         .order_by()
     )
-    found = [_row(by, values) for values in sums]
+    saved = savings_by(rows, _GROUP_VALUES[by])
+    found = [_row(by, values, saved.get(tuple(values[n] for n in _GROUP_VALUES[by]), NONE)) for values in sums]
     if by == "day":
         seen = {row.group["day"]: row for row in found}
         found = [seen.get(day.isoformat()) or _empty(day) for day in _days(since, until)]
@@ -152,7 +164,7 @@ def _days(since: date, until: date) -> list[date]:
     return [since + timedelta(days=n) for n in range((until - since).days + 1)]
 
 
-def _row(by: str, values: dict[str, Any]) -> SpendRow:
+def _row(by: str, values: dict[str, Any], saved: Savings) -> SpendRow:
     group = dict(zip(GROUP_FIELDS[by], (values[name] for name in _GROUP_VALUES[by]), strict=True))
     if by == "day":
         group["day"] = _as_date(group["day"]).isoformat()
@@ -167,6 +179,8 @@ def _row(by: str, values: dict[str, Any]) -> SpendRow:
         unpriced_requests=values["unpriced_requests"],
         cost_usd=None if cost is None else Decimal(cost),
         **{name: int(values[name] or 0) for name in TOKEN_FIELDS},
+        saved_tokens=saved.tokens,
+        saved_usd=saved.usd,
     )
 
 
@@ -203,5 +217,6 @@ def _total(rows: list[SpendRow]) -> SpendRow:
         unpriced_requests=unpriced,
         # Unknown only when every request is unpriced: no request at all costs $0.
         cost_usd=None if requests and requests == unpriced else sum(costs, Decimal(0)),
-        **{name: sum(getattr(row, name) for row in rows) for name in TOKEN_FIELDS},
+        **{name: sum(getattr(row, name) for row in rows) for name in (*TOKEN_FIELDS, "saved_tokens")},
+        saved_usd=sum((row.saved_usd for row in rows), Decimal(0)),
     )

@@ -27,6 +27,7 @@ from sessions_app.models import (
 from sessions_app.selectors import access, dashboard, usage
 from sessions_app.selectors.compactions import newest_revertible_id, revert_refusal, strategy_totals
 from sessions_app.selectors.history import session_history
+from sessions_app.selectors.tools import session_tools
 from sessions_app.web.charts import session_chart
 from sessions_app.web.dashboard_chart import daily_chart
 from sessions_app.web.spend_panel import spend_tables
@@ -195,6 +196,7 @@ def session_page(session: AgentSession, user: User) -> dict[str, Any]:
         "checkpoints": [(c, checkpoint_sections(c)) for c in session.checkpoints.order_by("-version")[:20]],
         "handoffs": list(HandoffDocument.objects.filter(session=session).select_related("continuation")[:20]),
         "continuations": list(session.continuations.all()),
+        "tools": session_tools(session),
     }
 
 

@@ -47,6 +47,9 @@ def _spend_cells(row: spend.SpendRow, by: str) -> dict[str, Any]:
         "cost": "" if row.cost_usd is None else f"{row.cost_usd:.10f}",
         "cost_text": usd(row.cost_usd),
         "unpriced": row.unpriced_requests,
+        "saved_tokens": f"{row.saved_tokens:,}",
+        "saved": f"{row.saved_usd:.10f}",
+        "saved_text": usd(row.saved_usd),
     }
 
 
