@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0031_transcript_requests'),
+        ('sessions_app', '0032_budgets'),
     ]
 
     operations = [
