@@ -30,6 +30,7 @@ urlpatterns = [
     path("sessions/<str:session_id>/status/", views.SessionStatusApi.as_view(), name="session-status"),
     path("sessions/<str:session_id>/history/", hv.SessionHistoryApi.as_view(), name="session-history"),
     path("sessions/<str:session_id>/requests/", rv.SessionRequestsApi.as_view(), name="session-requests"),
+    path("sessions/<str:session_id>/spend/", rv.SessionSpendApi.as_view(), name="session-spend"),
     path("sessions/<str:session_id>/context/", views.SessionContextApi.as_view(), name="session-context"),
     path("sessions/<str:session_id>/compactions/", cv.SessionCompactionsApi.as_view(), name="session-compactions"),
     path("sessions/<str:session_id>/checkpoints/", cv.SessionCheckpointsApi.as_view(), name="session-checkpoints"),

@@ -38,9 +38,11 @@ class Spend:
     unpriced: int  # requests whose model has no price: their tokens are counted, not their cost
 
 
-def session_spend(session: AgentSession) -> Spend:
-    """The sums over the session's requests: tokens by kind and cost. One query."""
-    totals = ProviderRequest.objects.filter(session=session).aggregate(
+def session_spend(session: AgentSession, *, with_sub_agents: bool = False) -> Spend:
+    """The sums over the session's requests: tokens by kind and cost; ``with_sub_agents``: its
+    sub-agents' sessions' requests too (``spawned_by``). One query."""
+    mine = Q(session=session) | Q(session__spawned_by=session) if with_sub_agents else Q(session=session)
+    totals = ProviderRequest.objects.filter(mine).aggregate(
         requests=Count("pk"),
         unpriced=Count("pk", filter=Q(cost_usd__isnull=True)),
         cost_usd=Sum("cost_usd"),
