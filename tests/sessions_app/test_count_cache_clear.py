@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import uuid
 
 import pytest
@@ -155,3 +156,13 @@ def test_with_redis_only_ctxwebs_exact_counts_go():
         assert client.get(celery_key) == b"{}" and client.llen(other_key) == 1
     finally:
         client.delete(celery_key, other_key)
+
+
+@pytest.mark.django_db
+def test_with_redis_down_the_clear_removes_nothing_and_fails_nothing():
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    down = {"BACKEND": "ctxweb.cache.ResilientRedisCache", "LOCATION": f"redis://127.0.0.1:{port}/0"}
+    with override_settings(CACHES={"default": down, "exact_counts": {**down, "KEY_PREFIX": "ctx-exact"}}):
+        assert exact_count_cache_clear() == 0
