@@ -41,7 +41,11 @@ class Spend:
 def session_spend(session: AgentSession, *, with_sub_agents: bool = False) -> Spend:
     """The sums over the session's requests: tokens by kind and cost; ``with_sub_agents``: its
     sub-agents' sessions' requests too (``spawned_by``). One query."""
-    mine = Q(session=session) | Q(session__spawned_by=session) if with_sub_agents else Q(session=session)
+    mine = Q(session=session)
+    if with_sub_agents:
+        # The sessions as a subquery: an OR across the join would read every request, not the index.
+        sessions = AgentSession.objects.filter(Q(pk=session.pk) | Q(spawned_by=session)).values("pk")
+        mine = Q(session_id__in=sessions)
     totals = ProviderRequest.objects.filter(mine).aggregate(
         requests=Count("pk"),
         unpriced=Count("pk", filter=Q(cost_usd__isnull=True)),
