@@ -15,6 +15,8 @@ _.token_source
 _.active_messages
 _.compacted_in_this_step
 _.can_continue
+_.counted_at
+_.expected_error
 _.output_tokens  # compaction/transcripts/base.py UsagePoint: recorded per Claude Code response
 _.warned  # api/budget_views.py BudgetOut: the schema's fields of a budget, filled by budget_out
 _.exceeded
@@ -172,9 +174,11 @@ _.field_order
 
 # ProviderRequest's columns, the serializer's fields and Spend's sums (sessions_app/models/requests.py,
 # api/request_views.py, selectors/spend.py): read by name (DRF's Meta.fields, the aggregate's keywords).
-# session_spend: a session's total over its requests, which STATUS and the session page show next (issue 31).
 _.cache_creation_input_tokens
 _.cache_read_input_tokens
 _.cost_usd
 _.cache_hit_ratio
-_.session_spend
+
+# AgentSession.spawned_by (sessions_app/models/sessions.py, api/serializers.SessionOut): a sub-agent's
+# session's link to the session that started it, read by name (spawned_by_id, the ORM's lookups, DRF).
+_.spawned_by

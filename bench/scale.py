@@ -11,7 +11,11 @@ appends (p50/p99 of 200), STATUS, the 10,000-message session's context and page 
 the big project's page with and without filters, admin's change lists; and in-process the pruner's
 plan and run (a tenth of each stage's new sessions were quiet for 40 days), a compaction of the
 10,000-message session (then reverted) and the relevel job over every session (a tenth of the new
-sessions hold a succeeded compaction with ten backed-up messages). Prints one table, with each
+sessions hold a succeeded compaction with ten backed-up messages). Each stage also loads provider
+requests (COPY, about one per two messages: the big session's 5,000 at stage one, then ``count // 2``
+per new session) spread over 30 days, over 6 people, 12 API keys and 4 models, each with its cost;
+and measures the spend over them: ``GET /projects/{id}/spend/?by=day|owner|key|model``, the
+dashboard's API, and the 10,000-message session's per-request list (first page and page 90). Prints one table, with each
 cost at the last stage as a ratio of the first (target ≤ 1.3). ``--explain`` runs every query the
 measured requests make under EXPLAIN at the last stage and lists sequential scans of the big tables.
 """
@@ -36,8 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._server import Client, gunicorn_on_postgres
 from bench.ingest import realistic_messages
+from bench.scale_requests import PEOPLE, REQUEST_DAYS, copy_requests
 
-BIG_TABLES = ("sessions_app_message", "sessions_app_tooluse", "sessions_app_messagebackup", "sessions_app_compaction")
+BIG_TABLES = ("sessions_app_message", "sessions_app_tooluse", "sessions_app_messagebackup", "sessions_app_compaction",
+              "sessions_app_providerrequest")  # fmt: skip
+DEEP_PAGE = 90  # of the big session's 5,000 requests, 50 a page
 PROJECTS = 50
 APPENDS = 200
 
@@ -81,8 +88,12 @@ def make_team() -> dict[str, Any]:
     appender = agent_sessions.session_create(
         user=user, project=made[1], name="appender", context_window=100_000_000, auto_compact=False
     )
+    people = [get_user_model().objects.create_user(f"person{n}") for n in range(PEOPLE)]
+    callers = [
+        (person.pk, keys.apikey_create(user=person, name=f"laptop {k}")[0].pk) for person in people for k in (1, 2)
+    ]
     return {"user": user, "key": key, "cookie": f"sessionid={store.session_key}", "projects": made,
-            "big": big, "appender": appender}  # fmt: skip
+            "big": big, "appender": appender, "callers": callers}  # fmt: skip
 
 
 def copy_messages(session_sizes: list[tuple[int, int, int]], rng: random.Random, *, quiet_days: int = 0) -> None:
@@ -153,6 +164,7 @@ def grow(team: dict[str, Any], total: int, rng: random.Random) -> int:
     sizes, made = [], 0
     if stored == 0:
         copy_messages([(team["big"].pk, 1, 10_000)], rng)
+        copy_requests([(team["big"].pk, team["projects"][0].pk, 5_000)], team["callers"], rng)
         # And enough small sessions that every list has a second page from the first stage on.
         sizes = [(team["projects"][0 if i % 5 == 0 else 1 + i % (PROJECTS - 1)], 2) for i in range(150)]
         stored, made = 10_300, 150
@@ -172,6 +184,9 @@ def grow(team: dict[str, Any], total: int, rng: random.Random) -> int:
         batch = plan[k : k + 500]
         copy_messages([p for p in batch if p[0] not in quiet], rng)
         copy_messages([p for p in batch if p[0] in quiet], rng, quiet_days=40)
+    requests = [(row.pk, row.project_id, count // 2) for row, (_, count) in zip(rows, sizes, strict=True)]
+    for k in range(0, len(requests), 2_000):  # bounded memory per COPY
+        copy_requests(requests[k : k + 2_000], team["callers"], rng)
     add_compactions([row.pk for i, row in enumerate(rows) if i % 10 == 4])
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
@@ -262,6 +277,18 @@ def measure(api: Client, web: Web, team: dict[str, Any], repeat: int, stage: int
                         ("messages ?q=big-10k", "message/?q=big-10k"), ("compactions", "compaction/"),
                         ("sessions", "agentsession/")):  # fmt: skip
         out[f"admin {label}"] = sized(f"/admin/sessions_app/{path}")
+
+    def answered(path: str) -> tuple[float, str]:
+        ms, (status, body) = median_ms(lambda: api.call("GET", path), repeat)
+        assert status == 200, (path, status, body)
+        rows = body.get("results", body.get("rows")) if isinstance(body, dict) else None
+        return ms, f"{len(rows)} rows" if isinstance(rows, list) else ""
+
+    out["dashboard API"] = answered(f"/api/v1/projects/{p0}/dashboard/")
+    for by in ("day", "owner", "key", "model"):
+        out[f"spend ?by={by} (30 days)"] = answered(f"/api/v1/projects/{p0}/spend/?days={REQUEST_DAYS}&by={by}")
+    out["requests (10,000 msgs) page 1"] = answered(f"/api/v1/sessions/{big}/requests/")
+    out[f"requests (10,000 msgs) page {DEEP_PAGE}"] = answered(f"/api/v1/sessions/{big}/requests/?page={DEEP_PAGE}")
     out["pruner plan"] = (median_ms(lambda: retention.prune_plan(), 3)[0], "")
     t0 = time.perf_counter()
     done = retention.prune_run()
@@ -332,7 +359,11 @@ def main() -> int:
                          "/admin/sessions_app/message/?role=user", "/admin/sessions_app/message/?q=big-10k",
                          "/admin/sessions_app/compaction/"]  # fmt: skip
             api_paths = [f"/api/v1/sessions/{big}/status/", f"/api/v1/sessions/{big}/context/",
-                         f"/api/v1/sessions/{big}/messages/", "/api/v1/sessions/?project=" + str(p0)]  # fmt: skip
+                         f"/api/v1/sessions/{big}/messages/", "/api/v1/sessions/?project=" + str(p0),
+                         f"/api/v1/projects/{p0}/dashboard/", f"/api/v1/sessions/{big}/requests/",
+                         f"/api/v1/sessions/{big}/requests/?page={DEEP_PAGE}",
+                         *(f"/api/v1/projects/{p0}/spend/?days={REQUEST_DAYS}&by={by}"
+                           for by in ("day", "owner", "key", "model"))]  # fmt: skip
             scans = explain(web_paths, api_paths, team["key"], team["user"])
     first, last = stages[0], stages[-1]
     print(f"\n{'request':32}" + "".join(f"{f'{s:,} msgs':>18}" for s in stages) + f"{'ratio':>8}")

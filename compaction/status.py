@@ -76,6 +76,13 @@ class Status(TypedDict):
     # The exact count was served from ctxweb's exact-count cache (the same request was counted before);
     # always false for an estimate.
     cached: bool
+    # When the figures were counted (ISO 8601, UTC): the exact count's time when token_source is
+    # "exact", else when the estimate's totals last changed (a message stored, a compaction applied).
+    counted_at: str
+    # The relative error the count is expected to stay within: 0 for an exact count (the provider's
+    # count endpoint, a response's usage, either from the cache); for an estimate, the calibrated
+    # estimate's measured spread (docs/TOKEN_COUNTING.md).
+    expected_error: float
     # What a person should act on: an unknown model, failures, paused auto-compaction, skipped lines.
     warnings: list[str]
     # Whether ctxweb compacts on its own: the session's choice, else its project's policy.

@@ -20,6 +20,7 @@ from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.csv_stream import csv_download
 from sessions_app.api.pagination import PageNumberPagination
 from sessions_app.api.params import int_param
+from sessions_app.api.schema import error_response
 from sessions_app.api.spend_views import DEFAULT_DAYS, FORMATS, MAX_DAYS, SAVED_FIELDS, money
 from sessions_app.api.views import _paginate
 from sessions_app.errors import InvalidInput
@@ -148,6 +149,7 @@ SESSION_SPEND_SCHEMA = inline_serializer(
     "SessionSpend",
     {
         "session": serializers.IntegerField(),
+        "sub_agents": serializers.BooleanField(help_text="the sums include the sub-agents' sessions"),
         "requests": serializers.IntegerField(),
         **{name: serializers.IntegerField() for name in TOKEN_FIELDS},
         "cost_usd": serializers.DecimalField(
@@ -160,13 +162,25 @@ SESSION_SPEND_SCHEMA = inline_serializer(
 
 
 class SessionSpendApi(APIView):
-    @extend_schema(responses=SESSION_SPEND_SCHEMA)
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("sub_agents", bool, description="true: include the sessions this session's agent started")
+        ],
+        responses={200: SESSION_SPEND_SCHEMA, 400: error_response("400"), 404: error_response("404")},
+    )
     def get(self, request: AuthenticatedRequest, session_id: str) -> Response:
+        """The session's provider requests summed: tokens by kind, cost and what compaction saved them;
+        its sub-agents' too on request."""
         session = access.session_get_for(request.user, session_id)
-        spend = session_spend(session)
+        raw = request.query_params.get("sub_agents", "false").lower()
+        if raw not in ("true", "false", "1", "0"):
+            raise InvalidInput("sub_agents is true or false.", code="invalid_sub_agents")
+        with_sub_agents = raw in ("true", "1")
+        spend = session_spend(session, with_sub_agents=with_sub_agents)
         return Response(
             {
                 "session": session.pk,
+                "sub_agents": with_sub_agents,
                 "requests": spend.requests,
                 **{name: getattr(spend, name) for name in TOKEN_FIELDS},
                 "cost_usd": money(spend.cost_usd),

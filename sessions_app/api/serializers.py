@@ -50,6 +50,9 @@ class SessionOut(serializers.ModelSerializer):
     # class (into ``_declared_fields``), so the two never meet.
     parent: serializers.PrimaryKeyRelatedField[AgentSession]  # type: ignore[assignment]
     parent = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+    spawned_by: serializers.PrimaryKeyRelatedField[AgentSession] = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True, help_text="A sub-agent's session: the session whose agent started it"
+    )
 
     class Meta:
         model = AgentSession
@@ -64,6 +67,7 @@ class SessionOut(serializers.ModelSerializer):
             "tools",
             "status",
             "parent",
+            "spawned_by",
             "auto_compact",
             "metadata",
             "last_seq",
@@ -78,8 +82,15 @@ class SessionOut(serializers.ModelSerializer):
 class SessionListOut(SessionOut):
     """The list view leaves out the (possibly large) system prompt, tool schemas and metadata."""
 
+    sub_agents = serializers.IntegerField(
+        source="sub_agent_count", read_only=True, help_text="How many sub-agents' sessions this session's agent started"
+    )
+
     class Meta(SessionOut.Meta):
-        fields = [f for f in SessionOut.Meta.fields if f not in {"system_prompt", "tools", "metadata", "updated_at"}]
+        fields = [
+            *(f for f in SessionOut.Meta.fields if f not in {"system_prompt", "tools", "metadata", "updated_at"}),
+            "sub_agents",
+        ]
 
 
 class SessionIn(serializers.Serializer):

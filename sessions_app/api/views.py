@@ -23,7 +23,7 @@ from sessions_app.api.params import int_param
 from sessions_app.api.schema import error_response
 from sessions_app.errors import InvalidInput, TooLarge
 from sessions_app.models import Role, SessionStatus
-from sessions_app.selectors import access, model_context, prices, usage
+from sessions_app.selectors import access, model_context, prices, sub_agents, usage
 from sessions_app.services import agent_sessions, counting, importing, projects
 
 STATUS_SCHEMA = s.status_schema()
@@ -71,6 +71,9 @@ class SessionListCreateApi(APIView):
             OpenApiParameter("model", str, description="Only sessions whose model contains this"),
             OpenApiParameter("owner", int, description="Only this user's sessions (a user id)"),
             OpenApiParameter("key", int, description="Only sessions with a provider request made with this API key id"),
+            OpenApiParameter(
+                "spawned_by", int, description="Only the sub-agents' sessions this session's agent started"
+            ),
         ],
         responses=s.SessionListOut(many=True),
     )
@@ -91,7 +94,10 @@ class SessionListCreateApi(APIView):
             owner=int_param(request, "owner", default=None, low=1),
             key=int_param(request, "key", default=None, low=1),
         )
-        return _paginate(self, request, qs, s.SessionListOut)
+        spawner = int_param(request, "spawned_by", default=None, low=1)
+        if spawner is not None:
+            qs = qs.filter(spawned_by_id=spawner)
+        return _paginate(self, request, sub_agents.with_sub_agent_links(qs), s.SessionListOut)
 
     @extend_schema(
         request=s.SessionIn,

@@ -19,6 +19,7 @@ from sessions_app.models.requests import ProviderRequest, RequestSource
 from sessions_app.models.sessions import (
     BULK_UPDATE_BATCH,
     CONTEXT_STATES,
+    SIDECHAIN_OF,
     AgentSession,
     DailyIngest,
     IngestRejection,
@@ -44,6 +45,7 @@ __all__ = [
     "CONTEXT_STATES",
     "FALLBACK_NOTE",
     "ROLE_RANK",
+    "SIDECHAIN_OF",
     "STEP_UP_NOTE",
     "TEST_EVENT",
     "AgentSession",

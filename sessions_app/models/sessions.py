@@ -16,6 +16,10 @@ class SessionStatus(models.TextChoices):
     ARCHIVED = "archived", "Archived"
 
 
+# The metadata key naming the session a sub-agent's session belongs to (its id), as ``spawned_by``.
+SIDECHAIN_OF = "sidechain_of"
+
+
 class AgentSession(models.Model):
     # Indexes that lead with a foreign key make its own index redundant (db_index=False below).
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="sessions", db_index=False)
@@ -32,6 +36,11 @@ class AgentSession(models.Model):
     tools = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=12, choices=SessionStatus.choices, default=SessionStatus.ACTIVE)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="continuations")
+    # The session whose agent started this one: a sub-agent's (a sidechain of a Claude Code transcript,
+    # a subagent's requests through the proxy). Its metadata says the same (``SIDECHAIN_OF``).
+    spawned_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="sub_agents", db_index=True
+    )
     auto_compact = models.BooleanField(null=True, blank=True, help_text="Empty: the project policy decides.")
     metadata = models.JSONField(default=dict, blank=True)
 

@@ -61,10 +61,15 @@ class Spend:
     saved_usd: Decimal = Decimal(0)  # those at the requests' models' input prices
 
 
-def session_spend(session: AgentSession) -> Spend:
-    """The sums over the session's requests: tokens by kind and cost, and what compaction saved them.
-    Two queries."""
-    requests = ProviderRequest.objects.filter(session=session)
+def session_spend(session: AgentSession, *, with_sub_agents: bool = False) -> Spend:
+    """The sums over the session's requests: tokens by kind and cost, and what compaction saved them;
+    ``with_sub_agents``: its sub-agents' sessions' requests too (``spawned_by``). Two queries."""
+    mine = Q(session=session)
+    if with_sub_agents:
+        # The sessions as a subquery: an OR across the join would read every request, not the index.
+        sessions = AgentSession.objects.filter(Q(pk=session.pk) | Q(spawned_by=session)).values("pk")
+        mine = Q(session_id__in=sessions)
+    requests = ProviderRequest.objects.filter(mine)
     saved = savings_by(requests).get((), NONE)
     totals = requests.aggregate(
         requests=Count("pk"),

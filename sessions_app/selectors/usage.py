@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -21,7 +21,7 @@ from compaction import model_catalog
 from compaction.model_prices import TOKEN_KINDS, TokenPrices
 from compaction.policy import Policy, preset
 from compaction.status import Status
-from compaction.tokens import DEFAULT_FRAMING, calibrate
+from compaction.tokens import DEFAULT_FRAMING, ESTIMATE_EXPECTED_ERROR, EXACT_EXPECTED_ERROR, calibrate
 from compaction.types import Level, Usage
 from compaction.usage import compute_usage, recommendation, usage_warnings
 from sessions_app.models import (
@@ -218,6 +218,20 @@ def _exact(session: AgentSession) -> bool:
     return session.exact_tokens is not None and session.exact_upto_seq == session.last_seq
 
 
+def _counted_at(session: AgentSession, compacted_at: datetime | None) -> datetime:
+    """When STATUS's figures were counted: the exact count's time, else when the totals the estimate
+    reads last moved (the newest message, or a compaction that changed messages since)."""
+    if _exact(session) and session.exact_counted_at is not None:
+        return session.exact_counted_at
+    return max(filter(None, (session.last_activity_at, compacted_at)))
+
+
+def _iso(moment: datetime) -> str:
+    """As DRF writes a datetime: ISO 8601, UTC as ``Z``."""
+    text = moment.astimezone(UTC).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
 def _pending_work(session: AgentSession, latest: Mapping[str, Any] | None) -> list[str]:
     """Background work that has waited too long: the broker or the workers may be down. ``latest``:
     the session's newest compaction (a queued one is always the newest: one at a time)."""
@@ -382,6 +396,8 @@ def session_status(session: AgentSession) -> Status:
         "recommendation": recommendation(current, just_compacted=just_compacted),
         "token_source": "exact" if _exact(session) else "estimate",
         "cached": _exact(session) and session.exact_cached,
+        "counted_at": _iso(_counted_at(session, finished)),
+        "expected_error": EXACT_EXPECTED_ERROR if _exact(session) else ESTIMATE_EXPECTED_ERROR,
         "warnings": warnings,
         "auto_compact": auto,
         "auto_paused": session.auto_paused,

@@ -11,6 +11,7 @@ from compaction import jsonvalues
 from sessions_app.engine import offline_tokenizer
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import (
+    SIDECHAIN_OF,
     AgentSession,
     Project,
 )
@@ -83,6 +84,14 @@ def validate_tools(tools: Any) -> list[dict[str, Any]]:
     return tools
 
 
+def spawner_id(project: Project, named: Any) -> int | None:
+    """The session a sub-agent's metadata names (``SIDECHAIN_OF``) as its ``spawned_by``, when it is
+    one of the same project's."""
+    if not isinstance(named, int) or isinstance(named, bool):
+        return None
+    return named if AgentSession.objects.filter(pk=named, project=project).exists() else None
+
+
 def session_create(
     *,
     user: User | None,
@@ -113,6 +122,7 @@ def session_create(
         tools=tools,
         auto_compact=auto_compact,
         parent=parent,
+        spawned_by_id=spawner_id(project, (metadata or {}).get(SIDECHAIN_OF)),
         metadata=metadata or {},
         system_tokens=tokenizer.count_system(system_prompt),
         tool_tokens=tokenizer.count_tools(tools),

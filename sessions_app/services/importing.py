@@ -14,7 +14,7 @@ from django.db import transaction
 from compaction import jsonvalues
 from compaction.transcripts import Conversation, Transcript, TranscriptError, read_transcript
 from sessions_app.errors import InvalidInput
-from sessions_app.models import AgentSession, Project
+from sessions_app.models import SIDECHAIN_OF, AgentSession, Project
 from sessions_app.selectors.usage import session_status
 from sessions_app.services import agent_sessions, recorded, transcript_usage
 from sessions_app.services.progress import Progress, ticker
@@ -152,7 +152,7 @@ def session_import(
             auto_compact=auto_compact,
             external_id=f"{external_id}:{side.key}" if external_id else "",
             messages=messages,
-            metadata={"imported_from": transcript.format, "conversation": side.key, "sidechain_of": session.pk},
+            metadata={"imported_from": transcript.format, "conversation": side.key, SIDECHAIN_OF: session.pk},
             advance=advance,
         )
         sidechains.append(side_session)

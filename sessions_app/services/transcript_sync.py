@@ -67,7 +67,7 @@ from compaction.numbers import whole_number
 from compaction.transcripts.claude_code import ClaudeCodeReader
 from compaction.transcripts.codex import CodexReader
 from sessions_app.errors import Conflict, InvalidInput, TooLarge
-from sessions_app.models import AgentSession, Project, SessionStatus, TranscriptChunk
+from sessions_app.models import SIDECHAIN_OF, AgentSession, Project, SessionStatus, TranscriptChunk
 from sessions_app.selectors.usage import continuation_of, session_status
 from sessions_app.services import agent_sessions, recorded, transcript_usage
 
@@ -381,7 +381,7 @@ def _sidechain_session(main: AgentSession, conversation: Any, state: dict[str, A
                 name=agent_sessions.fit(f"{main.name} · sub-agent {number}", recorded.NAME_MAX),
                 model=recorded.model_name(conversation.model) or DEFAULT_MODEL,
                 external_id=external_id,
-                metadata={"conversation": conversation.key, "sidechain_of": main.pk},
+                metadata={"conversation": conversation.key, SIDECHAIN_OF: main.pk},
             )
         except Conflict:
             session = AgentSession.objects.get(project_id=main.project_id, external_id=external_id)

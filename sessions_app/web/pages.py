@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from django.db.models import Q
+from django.utils.dateparse import parse_datetime
 
 from compaction.checkpoint import checkpoint_decisions
 from compaction.reversible import MARK, result_text
@@ -28,6 +29,8 @@ from sessions_app.selectors import access, dashboard, usage
 from sessions_app.selectors.compactions import newest_revertible_id, revert_refusal, strategy_totals
 from sessions_app.selectors.history import session_history
 from sessions_app.selectors.tools import session_tools
+from sessions_app.selectors.spend import session_spend
+from sessions_app.selectors.sub_agents import sub_agents_of
 from sessions_app.web.charts import session_chart
 from sessions_app.web.dashboard_chart import daily_chart
 from sessions_app.web.spend_panel import spend_tables
@@ -180,6 +183,8 @@ def live_panel(session: AgentSession, user: User, *, version: str | None = None)
     return {
         "session": session,
         "status": status,
+        "counted_at": parse_datetime(status["counted_at"]),
+        "error_percent": round(status["expected_error"] * 100, 1),
         "bar": breakdown(status),
         "history": history,
         "chart": session_chart(history),
@@ -190,9 +195,31 @@ def live_panel(session: AgentSession, user: User, *, version: str | None = None)
     }
 
 
+SUB_AGENTS_SHOWN = 100
+
+
+def sub_agent_panel(session: AgentSession) -> dict[str, Any]:
+    """The session's sub-agents' sessions and its spend with and without theirs; and the session that
+    started this one, when it is a sub-agent's."""
+    started = list(sub_agents_of(session)[: SUB_AGENTS_SHOWN + 1])
+    spawner = (
+        AgentSession.objects.filter(pk=session.spawned_by_id).only("pk", "name", "external_id").first()
+        if session.spawned_by_id
+        else None
+    )
+    return {
+        "sub_agents": started[:SUB_AGENTS_SHOWN],
+        "sub_agents_more": len(started) > SUB_AGENTS_SHOWN,
+        "spawned_by": spawner,
+        "spend_alone": session_spend(session) if started else None,
+        "spend_with_sub_agents": session_spend(session, with_sub_agents=True) if started else None,
+    }
+
+
 def session_page(session: AgentSession, user: User) -> dict[str, Any]:
     return {
         **live_panel(session, user),
+        **sub_agent_panel(session),
         "checkpoints": [(c, checkpoint_sections(c)) for c in session.checkpoints.order_by("-version")[:20]],
         "handoffs": list(HandoffDocument.objects.filter(session=session).select_related("continuation")[:20]),
         "continuations": list(session.continuations.all()),

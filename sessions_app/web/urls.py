@@ -11,6 +11,7 @@ urlpatterns = [
     path("healthz/", views.healthz, name="healthz"),
     path("metrics", metrics.metrics_view, name="metrics"),
     path("ops/", ops.ops, name="ops"),
+    path("ops/exact-count-cache/clear/", ops.ops_cache_clear, name="ops-cache-clear"),
     path("projects/", views.project_list, name="projects"),
     path("projects/<int:project_id>/", views.project_detail, name="project"),
     path("projects/<int:project_id>/settings/", project_settings.project_settings, name="project-settings"),

@@ -18,7 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from sessions_app.models import AgentSession, Message
-from sessions_app.selectors import access
+from sessions_app.selectors import access, sub_agents
 from sessions_app.web import pages
 from sessions_app.web.access import AuthenticatedHttpRequest, message_for, project_for, session_for
 from sessions_app.web.forms import CompactionForm, HandoffForm, SessionFilterForm
@@ -73,7 +73,7 @@ def project_detail(request: AuthenticatedHttpRequest, project_id: int) -> HttpRe
     if values.get("level"):
         sessions = pages.sessions_at_level(sessions, level=values["level"])
     # The sessions are paged, then their rows take their place on the page.
-    paginator: Paginator[Any] = Paginator(sessions, SESSIONS_PER_PAGE)
+    paginator: Paginator[Any] = Paginator(sub_agents.with_sub_agent_links(sessions), SESSIONS_PER_PAGE)
     page = paginator.get_page(request.GET.get("page"))
     page.object_list = pages.session_rows(page.object_list)
     query = request.GET.copy()

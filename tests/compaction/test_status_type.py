@@ -33,6 +33,8 @@ def test_status_names_every_key_of_the_contract():
         "recommendation",
         "token_source",
         "cached",
+        "counted_at",
+        "expected_error",
         "warnings",
         "auto_compact",
         "auto_paused",

@@ -123,7 +123,8 @@ def snapshot(session: AgentSession) -> dict:
                 "tool_tokens",
             )
         },
-        "status": usage.session_status(session),
+        # Not when it was counted: the two sessions were recorded at different times.
+        "status": {k: v for k, v in usage.session_status(session).items() if k != "counted_at"},
     }
 
 

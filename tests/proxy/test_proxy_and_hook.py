@@ -86,5 +86,7 @@ def test_a_session_the_hook_already_records_stays_the_hooks_and_the_proxys_is_li
     ask(client, history, "first")
     main = AgentSession.objects.get(pk=hooked["session"])
     child = AgentSession.objects.exclude(pk=main.pk).get(project=team.project)
-    assert child.metadata["sidechain_of"] == main.pk and Message.objects.filter(session=child).count() == len(history)
+    assert child.metadata["sidechain_of"] == main.pk == child.spawned_by_id and Message.objects.filter(
+        session=child
+    ).count() == len(history)
     assert Message.objects.filter(session=main).count() == 2  # the hook's, untouched

@@ -147,7 +147,7 @@ def assert_one_conversation_and_its_title(team: Any, agent_session: str) -> None
     session = conversations[0]
     assert session.external_id == agent_session and session.parent_id is None
     sides = [s for s in sessions if s is not session]
-    assert [(s.metadata[SIDECHAIN_OF], s.parent_id) for s in sides] == [(session.pk, None)]
+    assert [(s.metadata[SIDECHAIN_OF], s.spawned_by_id, s.parent_id) for s in sides] == [(session.pk, session.pk, None)]
     assert sides[0].external_id.startswith(f"{agent_session}#")
     last = MAIN[-1]["body"]["messages"]
     stored = list(Message.objects.filter(session=session).order_by("seq").values_list("role", "content"))
@@ -207,6 +207,7 @@ def test_a_title_made_while_its_conversation_was_made_is_linked_all_the_same(tea
     title = session_for(team, SIDES[0], "ses_race")
     title.refresh_from_db()
     assert title.metadata[SIDECHAIN_OF] == conversation.pk and title.external_id.startswith("ses_race#")
+    assert title.spawned_by_id == conversation.pk
 
 
 def test_the_session_header_and_claude_codes_user_id_come_before_opencodes_session_id():

@@ -17,6 +17,7 @@ from compaction.messages import MessageError
 from compaction.usage import render_bar
 from sessions_app import steps, tasks
 from sessions_app.errors import ServiceError
+from sessions_app.management import count_cache_text
 from sessions_app.management.history_text import render_history
 from sessions_app.management.level_colours import colour_wanted, level_painter
 from sessions_app.management.progress_bar import bars, wanted
@@ -36,6 +37,7 @@ from sessions_app.services import (
     reverting,
     webhook_delivery,
 )
+from sessions_app.services import count_cache as count_cache_service
 
 IMPORT_FORMATS = ("claude-code", "openai", "anthropic", "codex")
 
@@ -81,7 +83,12 @@ class Command(BaseCommand):
             "--stats", action="store_true", help="instead of counting: the exact-count cache's hits, misses and size"
         )
         p.add_argument(
-            "--json", action="store_true", help="counts are always JSON; with --stats, JSON instead of a line"
+            "--clear",
+            action="store_true",
+            help="instead of counting: remove every cached exact count and reset the hits and misses",
+        )
+        p.add_argument(
+            "--json", action="store_true", help="counts are always JSON; with --stats/--clear, JSON instead of a line"
         )
 
         p = sub.add_parser("context", help="the model-ready request of a session")
@@ -248,8 +255,13 @@ class Command(BaseCommand):
         self.emit(options, overview_payload(project, levels, closest), human)
 
     def do_count(self, options: dict[str, Any]) -> None:
+        if options["stats"] and options["clear"]:
+            raise CommandError("--stats or --clear, not both.")
         if options["stats"]:
             self.count_stats(options)
+            return
+        if options["clear"]:
+            self.count_clear(options)
             return
         raw = sys.stdin.read()
         try:
@@ -267,18 +279,12 @@ class Command(BaseCommand):
 
     def count_stats(self, options: dict[str, Any]) -> None:
         stats = count_cache.exact_count_cache_stats()
-        if stats.backend == "redis":
-            where, size = "Redis, shared by every process", f"{stats.size:,} entries"
-        else:
-            # Without Redis each process has its own cache: this command's is new and empty.
-            where = "this command's own memory: without Redis, the web server's is on its /ops/ page"
-            size = f"{stats.size:,} of {stats.max_entries or 0:,} entries"
-        rate = f" ({stats.hit_rate:.1%} hits)" if stats.hit_rate is not None else ""
-        human = (
-            f"Exact-count cache ({where}): {stats.hits:,} hits, {stats.misses:,} misses{rate}; "
-            f"{size}, each kept {stats.ttl_seconds:,} s."
-        )
-        self.emit(options, stats.as_dict(), human)
+        self.emit(options, stats.as_dict(), count_cache_text.stats_line(stats))
+
+    def count_clear(self, options: dict[str, Any]) -> None:
+        backend = count_cache.exact_count_cache_stats().backend
+        removed = count_cache_service.exact_count_cache_clear()
+        self.emit(options, {"removed": removed, "backend": backend}, count_cache_text.cleared_line(removed, backend))
 
     def do_context(self, options: dict[str, Any]) -> None:
         session = access.session_find(options["session"])

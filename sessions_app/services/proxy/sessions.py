@@ -22,6 +22,7 @@ from django.db.models import QuerySet
 from compaction import model_catalog
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import (
+    SIDECHAIN_OF,
     AgentSession,
     Project,
     SessionStatus,
@@ -42,10 +43,6 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
 
 log = logging.getLogger(__name__)
-
-# Another conversation of the same agent session (a subagent, a side request): the session of the
-# main one, as ``ctx import`` and the hook link a sub-agent's (``parent`` is what a session continues).
-SIDECHAIN_OF = "sidechain_of"
 
 
 # Anthropic's beta that gives a model its 1M-token window (``context-1m-2025-08-07``), in the
@@ -70,7 +67,7 @@ def proxy_session_for(
     request's model, system prompt and tools); a closed one (archived, handed off) is continued in a
     fresh session. ``agent``: the agent's own session id and the request's prompt hash
     (``proxy_identity.agent_conversation``), when the request names them: the agent's main
-    conversation is then the session with that id, its others are linked to it (``sidechain_of``). A
+    conversation is then the session with that id, its others are linked to it (``spawned_by``). A
     caller records into the session's external id (it may not be ``key``). ``long_context``: the
     request asks for the model's 1M-token window (``long_context_beta``); the session's model is then
     named as Claude Code names it, ``…[1m]``."""
@@ -118,7 +115,7 @@ def _sides_linked(main: AgentSession, agent: str) -> None:
     sides = AgentSession.objects.filter(project_id=main.project_id, external_id__startswith=f"{agent}#")
     for pk, metadata in sides.values_list("pk", "metadata"):
         if SIDECHAIN_OF not in metadata:
-            AgentSession.objects.filter(pk=pk).update(metadata={**metadata, SIDECHAIN_OF: main.pk})
+            AgentSession.objects.filter(pk=pk).update(metadata={**metadata, SIDECHAIN_OF: main.pk}, spawned_by=main)
 
 
 def _agent_conversation(
