@@ -28,9 +28,9 @@ from sessions_app.models import (
 from sessions_app.selectors import access, dashboard, usage
 from sessions_app.selectors.compactions import newest_revertible_id, revert_refusal, strategy_totals
 from sessions_app.selectors.history import session_history
-from sessions_app.selectors.tools import session_tools
 from sessions_app.selectors.spend import session_spend
 from sessions_app.selectors.sub_agents import sub_agents_of
+from sessions_app.selectors.tools import session_tools
 from sessions_app.web.charts import session_chart
 from sessions_app.web.dashboard_chart import daily_chart
 from sessions_app.web.spend_panel import spend_tables
