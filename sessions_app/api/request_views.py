@@ -60,6 +60,7 @@ class ProviderRequestOut(serializers.ModelSerializer):
             "compacted",
             "cache_hit_ratio",
             "source",
+            "estimated",
         ]
 
 

@@ -54,6 +54,11 @@ class ProviderRequest(models.Model):
         help_text="The compaction whose context went upstream in place of the agent's history.",
     )
     source = models.CharField(max_length=20, choices=RequestSource.choices, default=RequestSource.PROXY)
+    estimated = models.BooleanField(
+        default=False,
+        help_text="The upstream reported no usage (an OpenAI stream without include_usage): the tokens and "
+        "cost are ctxweb's estimate of the request and its reply.",
+    )
 
     class Meta:
         indexes = [

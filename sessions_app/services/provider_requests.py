@@ -26,6 +26,7 @@ class Answered:
     ttfb_ms: float | None = None
     duration_ms: float | None = None
     compacted_id: int | None = None
+    estimated: bool = False  # ``used`` is ctxweb's estimate: the answer reported none
 
 
 def provider_request_record(
@@ -54,6 +55,7 @@ def provider_request_record(
             "status": answered.status,
             "compacted_id": answered.compacted_id,
             "source": source,
+            "estimated": answered.estimated,
         },
     )
     return row

@@ -212,3 +212,31 @@ def test_a_request_sent_as_the_compacted_context_names_its_compaction(proxy_sdk,
     assert last.compacted_id == int(answer.headers["ctxweb-compacted"]) and last.compacted_id is not None
     assert before and all(row.compacted_id is None for row in before)
     assert last.cost_usd is None and last.input_tokens > 0  # a model without a price: tokens, no cost
+
+
+def test_a_stream_without_usage_is_estimated_and_says_so(proxy_openai_sdk, team, fake_openai):
+    """A chat stream the caller didn't ask usage of reports none: its row holds ctxweb's estimate of
+    the request and its reply (STATUS's figures once the exchange is recorded), marked ``estimated``,
+    priced like any; one that reports usage is not marked."""
+    from sessions_app.selectors.usage import session_status
+
+    client, history = gpt(proxy_openai_sdk, team), [{"role": "user", "content": "Explain the build. " * 20}]
+    fake_openai.queue_message("The build runs lint, then the tests, then packages the wheel.")
+    answer = client.chat.completions.create(model=GPT, messages=history, stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in answer if c.choices)
+    assert text
+    (row,) = rows(team)
+    session = AgentSession.objects.get(project=team.project)
+    status = session_status(session)
+    assert row.estimated and row.status == 200
+    assert row.input_tokens + row.output_tokens == status["used"] and row.output_tokens > 0 and row.input_tokens > 0
+    assert same_money(row.cost_usd, priced(GPT, "openai", row.input_tokens, 0, 0, row.output_tokens))
+
+    history += [{"role": "assistant", "content": text}, {"role": "user", "content": "And the wheel?"}]
+    fake_openai.queue_message("It goes to dist/.")
+    answer = client.chat.completions.create(
+        model=GPT, messages=history, stream=True, stream_options={"include_usage": True}
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in answer if c.choices)
+    reported = rows(team)[1]
+    assert not reported.estimated and reported.input_tokens == count_tokens_for(fake_openai.requests[1]["body"])
