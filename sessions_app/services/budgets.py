@@ -146,7 +146,9 @@ def limit_check(value: Any) -> Decimal:
         limit = Decimal(str(value))
     except (InvalidOperation, ValueError):
         limit = Decimal("NaN")
-    if not limit.is_finite() or limit <= 0 or limit > MAX_LIMIT_USD or isinstance(value, bool):
+    # Only ASCII digits: Decimal reads "１" and "৪" (a Bengali 4) as numbers an admin would misread.
+    foreign = isinstance(value, str) and not value.isascii()
+    if not limit.is_finite() or limit <= 0 or limit > MAX_LIMIT_USD or isinstance(value, bool) or foreign:
         raise InvalidInput("limit_usd is an amount of US dollars above 0.", code="invalid_limit_usd", field="limit_usd")
     rounded = limit.quantize(Decimal("0.01"))
     if rounded != limit or rounded <= 0:
