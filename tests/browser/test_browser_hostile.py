@@ -26,7 +26,7 @@ NAMES = [f"{SCRIPT} {RTL}", LONG, '=HYPERLINK("http://evil")']
 
 
 def _hostile_session(user, project) -> AgentSession:
-    session = agent_sessions.session_create(user=user, project=project, name=f"{SCRIPT}{RTL}", model=LONG)
+    session = agent_sessions.session_create(user=user, project=project, name=f"{SCRIPT}{RTL}", model=LONG[:100])
     blocks = [{"type": "tool_use", "id": "toolu_1", "name": f"{SCRIPT[:40]}{'w' * 60}", "input": {"q": RTL}}]
     ingest.message_append(
         session=session,
@@ -39,7 +39,7 @@ def _hostile_session(user, project) -> AgentSession:
         ],
     )
     agent_sessions.session_create(
-        user=user, project=project, name=f"sub {SCRIPT}{RTL}", model=LONG, metadata={SIDECHAIN_OF: session.pk}
+        user=user, project=project, name=f"sub {SCRIPT}{RTL}", model=LONG[:100], metadata={SIDECHAIN_OF: session.pk}
     )
     key, _ = keys.apikey_create(user=user, name=f"{SCRIPT}{RTL}"[:100])
     api_key = ApiKey.objects.get(prefix=key.prefix)
@@ -83,8 +83,13 @@ def test_hostile_names_render_as_text_and_fit_a_phone(open_as, crew, live_server
     page.goto(f"/sessions/{session.pk}/")
     assert page.locator("#requests td.model").first.inner_text() in NAMES or LONG in page.content()
     assert page.get_by_text(SCRIPT[:20], exact=False).count() >= 1  # the markup shows as text
+    assert page.locator("#sub-agents").count() == 1
     tools = page.locator("#tools")
     assert tools.count() == 1 and "w" * 60 in tools.inner_text()
+
+    page.goto(f"/projects/{crew.project.pk}/")  # the dashboard's spend panel, by key: the key's name as text
+    assert page.locator(".spend-table").count() >= 1
+    assert SCRIPT[:20] in page.locator(".spend-table").all_inner_texts().__str__()
 
     ops = open_as(staff, viewport=PHONE)
     response = ops.goto("/ops/")
