@@ -21,7 +21,7 @@ class BudgetAdminForm(forms.ModelForm):
 
     class Meta:
         model = Budget
-        fields = "__all__"
+        fields = ["project", "api_key", "period", "limit_usd", "refuse"]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -59,7 +59,8 @@ def believed(value: Any) -> int:
 
 class Lines:
     def __init__(self, session: str = "cc-hostile") -> None:
-        self.session, self.lines, self.n = session, [], 0
+        self.session, self.n = session, 0
+        self.lines: list[str] = []
 
     def event(self, kind: str, message: dict[str, Any], *, sidechain: bool = False, **extra: Any) -> None:
         self.n += 1
