@@ -47,16 +47,26 @@ class BudgetOut(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class DollarsField(serializers.DecimalField):
+    """An amount in ASCII digits: Python reads "１" or "৪" (a Bengali 4, which looks like an 8) as
+    numbers, so a limit could differ from what its admin saw."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and not data.isascii():
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class BudgetIn(serializers.Serializer):
     scope = serializers.ChoiceField(choices=SCOPES, required=False, help_text="default: key when key is given")
     key = serializers.IntegerField(required=False, allow_null=True, help_text="an API key id of a project member")
     period = serializers.ChoiceField(choices=BudgetPeriod.choices, required=False, default=BudgetPeriod.DAY)
-    limit_usd = serializers.DecimalField(max_digits=12, decimal_places=2, help_text="US dollars, above 0")
+    limit_usd = DollarsField(max_digits=12, decimal_places=2, help_text="US dollars, above 0")
     refuse = serializers.BooleanField(required=False, default=False)
 
 
 class BudgetPatchIn(serializers.Serializer):
-    limit_usd = serializers.DecimalField(max_digits=12, decimal_places=2, required=False)
+    limit_usd = DollarsField(max_digits=12, decimal_places=2, required=False)
     refuse = serializers.BooleanField(required=False)
 
 

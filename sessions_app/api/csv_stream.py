@@ -26,9 +26,16 @@ def csv_cell(value: Any) -> str:
     return f"'{text}" if isinstance(value, str) and text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
+def csv_writer(out: Any) -> Any:
+    """CRLF line ends, as RFC 4180 has them: the writer then quotes a cell holding a bare carriage
+    return, which with LF line ends would end the row there (and start the next with the cell's rest,
+    a formula a spreadsheet runs)."""
+    return csv.writer(out, lineterminator="\r\n")
+
+
 def csv_lines(columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> Iterator[str]:
     """The header, then one line per row: its ``columns`` in order."""
-    writer = csv.writer(_Line(), lineterminator="\n")
+    writer = csv_writer(_Line())
     yield writer.writerow(columns)
     for row in rows:
         yield writer.writerow([csv_cell(row[name]) for name in columns])

@@ -3,7 +3,6 @@ API key or model, as JSON or (``?format=csv``) the same rows as a CSV download."
 
 from __future__ import annotations
 
-import csv
 import io
 from decimal import Decimal
 from typing import Any
@@ -15,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app.api.auth import AuthenticatedRequest
-from sessions_app.api.csv_stream import csv_cell
+from sessions_app.api.csv_stream import csv_cell, csv_writer
 from sessions_app.api.params import int_param
 from sessions_app.errors import InvalidInput
 from sessions_app.selectors import access
@@ -141,7 +140,7 @@ def money(amount: Decimal) -> str:
 
 def spend_csv(spend: ProjectSpend) -> str:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv_writer(out)
     columns = (*GROUP_FIELDS[spend.by], *SUM_FIELDS)
     writer.writerow(columns)
     for row in spend.rows:

@@ -168,13 +168,18 @@ def session_usage(session: AgentSession, *, policy: Policy | None = None) -> Usa
     # one already resolved (policy_for) stays as it is.
     policy = (policy or project_engine_policy(session.project)).for_window(window)
     factor = info.calibration
-    system = calibrate(session.system_tokens, factor) + harness_tokens(session, factor)
+    system = calibrate(session.system_tokens, factor)
+    harness = harness_tokens(session, factor)
     tools = calibrate(session.tool_tokens, factor)
     summary = calibrate(session.summary_tokens, factor)
     exact = session.exact_tokens if _exact(session) else None
     if exact is not None:
+        # The harness is inferred from the first counted reply; a count below it (a later reply that
+        # read less) holds only what fits, so the parts add up to the count.
+        system += min(harness, max(0, exact - system - tools - summary))
         messages = max(0, exact - system - tools - summary)
     else:
+        system += harness
         messages = calibrate(session.message_tokens + DEFAULT_FRAMING.request, factor)
     return compute_usage(
         model=session.model,

@@ -39,7 +39,7 @@ def budget_create(
     limit = limit_check(limit_usd)
     if period not in BudgetPeriod.values:
         raise InvalidInput("period is day or month.", code="invalid_period", field="period")
-    api_key = _key_check(project, key)
+    api_key = budget_key_check(project, key)
     if Budget.objects.filter(project=project).count() >= MAX_BUDGETS_PER_PROJECT:
         raise InvalidInput(f"A project has at most {MAX_BUDGETS_PER_PROJECT} budgets.", code="too_many_budgets")
     try:
@@ -146,7 +146,9 @@ def limit_check(value: Any) -> Decimal:
         limit = Decimal(str(value))
     except (InvalidOperation, ValueError):
         limit = Decimal("NaN")
-    if not limit.is_finite() or limit <= 0 or limit > MAX_LIMIT_USD or isinstance(value, bool):
+    # Only ASCII digits: Decimal reads "１" and "৪" (a Bengali 4) as numbers an admin would misread.
+    foreign = isinstance(value, str) and not value.isascii()
+    if not limit.is_finite() or limit <= 0 or limit > MAX_LIMIT_USD or isinstance(value, bool) or foreign:
         raise InvalidInput("limit_usd is an amount of US dollars above 0.", code="invalid_limit_usd", field="limit_usd")
     rounded = limit.quantize(Decimal("0.01"))
     if rounded != limit or rounded <= 0:
@@ -154,7 +156,7 @@ def limit_check(value: Any) -> Decimal:
     return rounded
 
 
-def _key_check(project: Project, key: int | None) -> ApiKey | None:
+def budget_key_check(project: Project, key: int | None) -> ApiKey | None:
     """The API key ``key`` names, when it is one of a member of the project; else a 400 (never telling
     whether another project's key exists)."""
     if key is None:

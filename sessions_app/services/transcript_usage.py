@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import Sum
-from django.utils.dateparse import parse_datetime
 
+from compaction.messages import parse_created_at
 from compaction.tokens import DEFAULT_FRAMING
 from compaction.transcripts import ResponseUsage
 from sessions_app.models import AgentSession, Compaction, Message, MessageState, ProviderRequest, RequestSource
@@ -82,7 +82,9 @@ def transcript_requests_record(
 
 
 def _when(stamp: str | None) -> datetime | None:
-    return parse_datetime(stamp) if stamp else None
+    """The response's time; a stamp without an offset is UTC, as its messages' (``ingest``)."""
+    when = parse_created_at(stamp) if stamp else None
+    return when.replace(tzinfo=UTC) if when is not None and when.tzinfo is None else when
 
 
 def transcript_exact_record(*, session: AgentSession, keyed_by: AgentSession) -> None:
@@ -100,17 +102,19 @@ def transcript_exact_record(*, session: AgentSession, keyed_by: AgentSession) ->
         .values_list("client_id", "tokens")
         .first()
     )
-    read = 0
+    read, reported = 0, False
     if last is not None and last[0]:
         row = (
             ProviderRequest.objects.filter(key=_key_of(keyed_by, last[0]), session=session)
             .values_list(*TOKEN_FIELDS[:3])
             .first()
         )
-        read = sum(row) if row is not None else 0
+        read, reported = (sum(row) if row is not None else 0), row is not None
     if last is None or not read:
         if session.count_warning.startswith(exact_usage.TRANSCRIPT_WARNING):
             AgentSession.objects.filter(pk=session.pk).update(count_warning="")
+        if reported:
+            _stale_exact_drop(session)
         return
     if session.exact_upto_seq == session.last_seq and session.exact_tokens == read:
         return  # most uploads: the figure already holds
@@ -125,8 +129,20 @@ def transcript_exact_record(*, session: AgentSession, keyed_by: AgentSession) ->
         unseen=HARNESS_UNSEEN,
         teach=False,
     )
-    if believed and replies:
+    if not believed:
+        _stale_exact_drop(session)
+    elif replies:
         _growth_observe(session, replies[0], read)
+
+
+def _stale_exact_drop(session: AgentSession) -> None:
+    """The reply ending the session reports a figure that gives no count (0, or not believed): one an
+    earlier line of the same reply gave no longer holds (an import of the file would have none)."""
+    if session.exact_upto_seq != session.last_seq:
+        return
+    if AgentSession.objects.filter(pk=session.pk, exact_upto_seq=session.last_seq).update(exact_upto_seq=None):
+        session.exact_upto_seq = None
+        session_level_record(session)
 
 
 def transcript_harness_record(*, session: AgentSession, keyed_by: AgentSession) -> list[tuple[int, int]]:
