@@ -340,7 +340,8 @@ def main() -> int:
     results: dict[int, dict[str, tuple[float, str]]] = {}
     # Redis as the cache, as in production (tasks still run in-process: no compaction is queued here).
     redis = {"REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11"), "CELERY_TASK_ALWAYS_EAGER": "1"}
-    with gunicorn_on_postgres("ctxweb_bench_scale", workers=2, extra_env=redis) as (hostport, env):
+    database = os.environ.get("BENCH_SCALE_DB", "ctxweb_bench_scale")  # another name: runs side by side
+    with gunicorn_on_postgres(database, workers=2, extra_env=redis) as (hostport, env):
         setup_django(env)
         team = make_team()
         api, web = Client(hostport, team["key"]), Web(hostport, team["cookie"])

@@ -14,9 +14,9 @@ from django.db.migrations.executor import MigrationExecutor
 from django.template.defaultfilters import floatformat
 
 from compaction.transcripts import read_transcript
-from sessions_app.models import SIDECHAIN_OF, AgentSession, ProviderRequest
+from sessions_app.models import SIDECHAIN_OF, AgentSession
 from sessions_app.selectors.spend import session_spend
-from sessions_app.services import agent_sessions, importing, projects
+from sessions_app.services import agent_sessions, importing, projects, spend_rollup
 from tests.claude_code_lines import SESSION, agent_session
 
 
@@ -90,7 +90,7 @@ def test_the_session_page_lists_its_sub_agents_and_spends_with_them(team, client
     result = _imported(team)
     main, side = result.session, result.sidechains[0]
     for session, cost in ((main, "0.25"), (side, "0.5")):
-        ProviderRequest.objects.create(
+        spend_rollup.request_store(
             key=uuid.uuid4(),
             session=session,
             project=team.project,
