@@ -1,5 +1,6 @@
 """Each provider request's ``saved_tokens`` and the spend rollup (``DailySpend``), filled from the rows
-stored: once, O(rows), streamed in chunks (services/spend_rollup.py keeps both from then on)."""
+stored: once, O(rows), streamed in chunks (services/spend_rollup.py keeps both from then on). And a
+partial index of the sessions without a stored level, which the dashboard looks for on every view."""
 
 from collections import defaultdict
 from datetime import UTC
@@ -115,4 +116,12 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunPython(fill, migrations.RunPython.noop),
+        migrations.AddIndex(
+            model_name="agentsession",
+            index=models.Index(
+                condition=models.Q(("level", ""), ("usage_percent__isnull", True), _connector="OR"),
+                fields=["project", "status"],
+                name="session_unleveled",
+            ),
+        ),
     ]

@@ -7,6 +7,7 @@ recorders adding to one bucket at once both count (Postgres, threads)."""
 
 from __future__ import annotations
 
+import importlib
 import threading
 import uuid
 from collections import defaultdict
@@ -212,3 +213,38 @@ def test_two_recorders_adding_to_one_bucket_at_once_both_count(team):
     (bucket,) = DailySpend.objects.filter(project=team.project)
     assert bucket.requests == 40 == ProviderRequest.objects.filter(project=team.project).count()
     assert stored_buckets(team.project.pk) == expected_buckets(team.project.pk)
+
+
+@pytest.mark.django_db
+def test_the_migration_fills_the_rollup_and_the_savings_from_the_rows_already_stored(team):
+    from django.apps import apps
+
+    fill = importlib.import_module("sessions_app.migrations.0035_rollup").fill
+    alice_key = ApiKey.objects.get(user=team.alice.user)
+    session = agent_sessions.session_create(user=team.alice.user, project=team.project, name="m", model=MODELS[0])
+    made = Compaction.objects.create(
+        session=session, level="compact", status=CompactionStatus.SUCCEEDED, trigger="manual",
+        tokens_before=9_000, tokens_after=4_000, finished_at=T0 + timedelta(hours=1),
+    )  # fmt: skip
+    Compaction.objects.create(  # reverted: saves nothing
+        session=session, level="compact", status=CompactionStatus.REVERTED, trigger="manual",
+        tokens_before=9_000, tokens_after=1_000, finished_at=T0,
+    )  # fmt: skip
+    plan = [  # minutes after T0, key, model, cost, made from the compaction
+        (0, alice_key, MODELS[0], Decimal("0.0123456789"), False),  # before it: saves nothing
+        (30, None, MODELS[0], Decimal("0.5"), True),  # the proxy compacted for it
+        (150, alice_key, MODELS[0], Decimal("0.25"), False),  # after it, the next UTC day
+        (155, alice_key, "mystery-model", None, False),
+    ]
+    for at, key, model, cost, from_it in plan:
+        ProviderRequest.objects.create(  # as stored before the rollup existed
+            key=uuid.uuid4(), session=session, project=team.project, user=team.alice.user, api_key=key,
+            created_at=T0 + timedelta(minutes=at), model=model, input_tokens=at + 1, output_tokens=7,
+            cost_usd=cost, compacted=made if from_it else None,
+        )  # fmt: skip
+    DailySpend.objects.all().delete()
+    fill(apps, None)
+    saved = list(ProviderRequest.objects.order_by("created_at").values_list("saved_tokens", flat=True))
+    assert saved == [0, 5_000, 5_000, 5_000]
+    assert_consistent(team.project.pk)
+    assert len(stored_buckets(team.project.pk)) == 4  # the key's and the key-less one's day; the next day's two
