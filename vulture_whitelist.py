@@ -182,3 +182,7 @@ _.cache_hit_ratio
 # AgentSession.spawned_by (sessions_app/models/sessions.py, api/serializers.SessionOut): a sub-agent's
 # session's link to the session that started it, read by name (spawned_by_id, the ORM's lookups, DRF).
 _.spawned_by
+
+# services/spend_rollup.request_store: a request's row stored as given, with its saving and its rollup
+# bucket; what tests and scripts that make rows of their own call instead of ProviderRequest.objects.create.
+_.request_store

@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/scale.py [--stages 10000,100000,1000000] [--repeat 7] [--explain]
 
-A fresh Postgres database (``BENCH_PG``) served by gunicorn, Redis as the cache. Stage one holds one 10,000-message
+A fresh Postgres database (``BENCH_SCALE_DB``, default ``ctxweb_bench_scale``, on ``BENCH_PG``)
+served by gunicorn, Redis as the cache. Stage one holds one 10,000-message
 session and 150 of two messages; each later stage adds sessions of 20–180 messages (agent-like sizes, ~1 kB on average,
 loaded with COPY: tool calls indexed, running totals set) until the stage's total is stored, a fifth
 of them in one big project, the rest over 49 others (10,000 sessions at 1M, ~2,000 in the big
@@ -340,7 +341,8 @@ def main() -> int:
     results: dict[int, dict[str, tuple[float, str]]] = {}
     # Redis as the cache, as in production (tasks still run in-process: no compaction is queued here).
     redis = {"REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11"), "CELERY_TASK_ALWAYS_EAGER": "1"}
-    with gunicorn_on_postgres("ctxweb_bench_scale", workers=2, extra_env=redis) as (hostport, env):
+    database = os.environ.get("BENCH_SCALE_DB", "ctxweb_bench_scale")  # another name: runs side by side
+    with gunicorn_on_postgres(database, workers=2, extra_env=redis) as (hostport, env):
         setup_django(env)
         team = make_team()
         api, web = Client(hostport, team["key"]), Web(hostport, team["cookie"])

@@ -31,7 +31,7 @@ from sessions_app.models import (
     WebhookDelivery,
     WebhookEvent,
 )
-from sessions_app.services import keys, projects, webhook_events, webhooks
+from sessions_app.services import agent_sessions, keys, projects, webhook_events, webhooks
 from sessions_app.web import admin_budgets  # noqa: F401  # registers BudgetAdmin
 from sessions_app.web.admin_lists import BigTableAdmin, EstimatedCountPaginator, RoleListFilter
 from sessions_app.web.forms import PolicyForm, ProjectForm
@@ -287,6 +287,14 @@ class AgentSessionAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: AgentSession, form, change: bool) -> None:
         super().save_model(request, obj, form, change)
         webhook_events.session_level_record(obj)  # its model, window or project may have changed
+
+    # Through the service: a session's provider requests leave the project's spend rollup with it.
+    def delete_model(self, request: HttpRequest, obj: AgentSession) -> None:
+        agent_sessions.session_delete(session=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[AgentSession]) -> None:
+        for session in queryset:
+            agent_sessions.session_delete(session=session)
 
 
 @admin.register(Message)

@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from sessions_app.models import AgentSession, Compaction, ProviderRequest, RequestSource
+from sessions_app.services import spend_rollup
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TOKENS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
@@ -22,7 +23,7 @@ def requests_in(session: AgentSession, count: int, *, start: datetime = T0) -> l
     for n in range(count):
         transcript = n % 5 == 4
         rows.append(
-            ProviderRequest.objects.create(
+            spend_rollup.request_store(
                 key=uuid.uuid4(),
                 session=session,
                 project_id=session.project_id,

@@ -54,14 +54,18 @@ DASHBOARD_SCHEMA = inline_serializer(
             many=True,
         ),
         "cost": inline_serializer(
-            "ContextCost",
+            "DashboardSpend",
             {
-                "dollars": serializers.DecimalField(max_digits=20, decimal_places=2),
-                "tokens_priced": serializers.IntegerField(),
-                "sessions_priced": serializers.IntegerField(),
-                "tokens_unpriced": serializers.IntegerField(),
-                "sessions_unpriced": serializers.IntegerField(),
+                "dollars": serializers.DecimalField(
+                    max_digits=20, decimal_places=2, help_text="the priced requests' cost over the dashboard's days"
+                ),
+                "requests": serializers.IntegerField(help_text="provider requests over those days"),
+                "unpriced_requests": serializers.IntegerField(help_text="of them, of a model without a price"),
+                "saved_usd": serializers.DecimalField(
+                    max_digits=20, decimal_places=2, help_text="what compaction kept out of them"
+                ),
                 "unpriced_models": serializers.ListField(child=serializers.CharField()),
+                "since": serializers.DateField(help_text="the first UTC day counted"),
             },
         ),
     },

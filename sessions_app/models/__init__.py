@@ -15,7 +15,7 @@ from sessions_app.models.compactions import (
     MessageBackup,
 )
 from sessions_app.models.projects import ROLE_RANK, ApiKey, CompactionPolicy, Membership, ModelProfile, Project, Role
-from sessions_app.models.requests import ProviderRequest, RequestSource
+from sessions_app.models.requests import COST_UNITS, DailySpend, ProviderRequest, RequestSource, cost_from_units
 from sessions_app.models.sessions import (
     BULK_UPDATE_BATCH,
     CONTEXT_STATES,
@@ -43,6 +43,7 @@ __all__ = [
     "ACTIVE_COMPACTION_STATUSES",
     "BULK_UPDATE_BATCH",
     "CONTEXT_STATES",
+    "COST_UNITS",
     "FALLBACK_NOTE",
     "ROLE_RANK",
     "SIDECHAIN_OF",
@@ -59,6 +60,7 @@ __all__ = [
     "CompactionPolicy",
     "CompactionStatus",
     "DailyIngest",
+    "DailySpend",
     "DeliveryStatus",
     "HandoffDocument",
     "IngestRejection",
@@ -79,4 +81,5 @@ __all__ = [
     "WebhookDelivery",
     "WebhookEvent",
     "WebhookFormat",
+    "cost_from_units",
 ]

@@ -3,6 +3,8 @@ recorded transcript reports), with what it used by kind of token, what that cost
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import models
 
@@ -59,6 +61,11 @@ class ProviderRequest(models.Model):
         help_text="The upstream reported no usage (an OpenAI stream without include_usage): the tokens and "
         "cost are ctxweb's estimate of the request and its reply.",
     )
+    # Kept equal to selectors.savings' definition by the services that record a row and that move a
+    # compaction in or out of force (services/spend_rollup.py); may be negative, as a compaction's may.
+    saved_tokens = models.BigIntegerField(
+        default=0, help_text="Input tokens the compactions in force when it arrived kept out of it."
+    )
 
     class Meta:
         indexes = [
@@ -68,3 +75,47 @@ class ProviderRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} {self.status or self.source} at {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+# A ``DailySpend`` row's cost in integer units of 1e-10 USD (``ProviderRequest.cost_usd``'s places):
+# sums that stay exact on SQLite as on Postgres.
+COST_UNITS = 10**10
+_PLACES = Decimal(1).scaleb(-10)
+
+
+def cost_from_units(units: int) -> Decimal:
+    """A rollup's cost (1e-10 USD units) in dollars, to ``ProviderRequest.cost_usd``'s places."""
+    return (Decimal(units) / COST_UNITS).quantize(_PLACES)
+
+
+class DailySpend(models.Model):
+    """The sums of a project's ``ProviderRequest`` rows per UTC day (of ``created_at``), user, API key
+    and model, moved by the services that write those rows, in the same transaction: what the
+    project's spend, the dashboard and budgets read instead of the rows. ``user_id`` and ``api_key_id``
+    are plain ids, 0 for none (one bucket for "none" on every database: a unique constraint holds
+    NULLs distinct); a deleted user's or key's id stays, and readers fold it into "none" as the rows'
+    ``SET_NULL`` does."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    day = models.DateField()
+    user_id = models.BigIntegerField(default=0)
+    api_key_id = models.BigIntegerField(default=0)
+    model = models.CharField(max_length=200, blank=True)
+    requests = models.BigIntegerField(default=0)
+    unpriced_requests = models.BigIntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    cache_creation_input_tokens = models.BigIntegerField(default=0)
+    cache_read_input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cost_units = models.BigIntegerField(default=0, help_text="The priced requests' cost, in 1e-10 USD.")
+    saved_tokens = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "day", "user_id", "api_key_id", "model"], name="daily_spend_bucket"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} {self.day} {self.model}: {self.requests} requests"

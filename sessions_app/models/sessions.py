@@ -102,6 +102,12 @@ class AgentSession(models.Model):
             # The level filter and the dashboard's counts and closest five, without a pass over the project.
             models.Index(fields=["project", "status", "level"], name="session_project_level"),
             models.Index(fields=["project", "status", "-usage_percent"], name="session_project_usage"),
+            # The few sessions without a stored level yet (``selectors.usage.unleveled``), not all of them.
+            models.Index(
+                fields=["project", "status"],
+                name="session_unleveled",
+                condition=Q(level="") | Q(usage_percent__isnull=True),
+            ),
         ]
 
     def __str__(self) -> str:

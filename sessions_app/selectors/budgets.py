@@ -12,7 +12,7 @@ from django.core.cache import cache
 from django.db.models import Q, QuerySet, Sum
 from django.utils import timezone
 
-from sessions_app.models import AgentSession, Budget, BudgetPeriod, ProviderRequest
+from sessions_app.models import AgentSession, Budget, BudgetPeriod, DailySpend, cost_from_units
 
 WARN_AT = Decimal("0.8")  # the share of the limit that is announced as ``budget.warning``
 # How long a process may go on believing a project has no budget after another process added one
@@ -66,15 +66,14 @@ def covering(project_id: int, api_key_id: int | None) -> QuerySet[Budget]:
 
 def budget_spent(budget: Budget, start: date) -> Decimal:
     """What the budget's scope spent from ``start`` to the end of its period (requests without a price
-    count as nothing). One aggregate query over ``(project, created_at)``."""
-    rows = ProviderRequest.objects.filter(
-        project_id=budget.project_id,
-        created_at__gte=as_moment(start),
-        created_at__lt=as_moment(next_start(budget.period, start)),
+    count as nothing). One aggregate over the rollup's buckets of the period (``DailySpend``: UTC days,
+    at most 31 of them per person, key and model)."""
+    buckets = DailySpend.objects.filter(
+        project_id=budget.project_id, day__gte=start, day__lt=next_start(budget.period, start)
     )
     if budget.api_key_id is not None:
-        rows = rows.filter(api_key_id=budget.api_key_id)
-    return Decimal(rows.aggregate(spent=Sum("cost_usd"))["spent"] or 0)
+        buckets = buckets.filter(api_key_id=budget.api_key_id)
+    return cost_from_units(buckets.aggregate(spent=Sum("cost_units"))["spent"] or 0)
 
 
 @dataclass(frozen=True)

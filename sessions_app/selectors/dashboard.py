@@ -1,7 +1,7 @@
 """A project at a glance (the dashboard above its sessions): levels, the sessions closest to their
 window, tokens ingested and saved per day, compactions by level and outcome, what failed or is
-paused, and what the context sent to the models cost. A bounded number of queries however many
-sessions the project holds; nothing is re-tokenized."""
+paused, and what the project's provider requests cost (the spend rollup). A bounded number of queries
+however many sessions and requests the project holds; nothing is re-tokenized."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.core.cache import cache
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
@@ -26,7 +25,7 @@ from sessions_app.models import (
     Project,
     SessionStatus,
 )
-from sessions_app.selectors.history import context_sent_by_session
+from sessions_app.selectors.spend import project_spend
 from sessions_app.selectors.usage import model_info, project_policy, session_usage, unleveled
 
 LEVELS = [level.value for level in Level]
@@ -34,7 +33,6 @@ OUTCOMES = ["succeeded", "failed", "reverted", "in_progress"]  # in progress: qu
 COMPACTION_LEVELS = ["compact", "summarize", "handoff"]  # what a compaction runs at (the levels past remind)
 CLOSEST = 5
 TROUBLE_LIMIT = 20
-_SENT_CACHE_SECONDS = 7 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -68,12 +66,14 @@ class Trouble:
 
 @dataclass(frozen=True)
 class Cost:
-    dollars: Decimal
-    tokens_priced: int
-    sessions_priced: int
-    tokens_unpriced: int
-    sessions_unpriced: int
+    """What the project's provider requests cost over the dashboard's days (UTC days, as spend's)."""
+
+    dollars: Decimal  # the priced requests' cost, to the cent
+    requests: int
+    unpriced_requests: int  # requests whose model has no price: not in ``dollars``
+    saved_usd: Decimal  # what compaction kept out of them, at their models' input prices
     unpriced_models: list[str] = field(default_factory=list)
+    since: date | None = None  # the first UTC day counted
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def project_dashboard(*, project: Project, days: int = 14, now: datetime | None 
         days=_days(project, since, today, start),
         compactions=_compactions(project, start),
         trouble=_trouble(project),
-        cost=_cost(project),
+        cost=_cost(project, days, now),
         since=since,
     )
 
@@ -212,42 +212,20 @@ def _trouble(project: Project) -> list[Trouble]:
     ]
 
 
-# What a session's cached ``context_sent`` was worked out from: whatever changes its history changes
-# one of these (a compaction or revert changes its message and summary totals; a new calibration,
-# the factor, added below).
-_SENT_FIELDS = ("last_seq", "message_tokens", "summary_tokens", "system_tokens", "tool_tokens", "model")
-
-
-def _cost(project: Project) -> Cost:
-    """``context_sent`` of every session (the input tokens its model calls carried) at its model's
-    input price (``usage.model_info``: an admin's over the genai-prices package's; the base price, as
-    the figure sums many requests). The figures are cached, one entry per project holding each
-    session's figure with what it was worked out from, so a dashboard reads a narrow row per session,
-    one cache entry, and the history of only the sessions that moved since it was last drawn (a
-    message, a compaction, a revert)."""
-    rows = list(AgentSession.objects.filter(project=project).values_list("pk", *_SENT_FIELDS))
-    infos = {model: model_info(model) for model in {row[-1] for row in rows}}  # once per model
-    versions = {pk: (*fields, infos[fields[-1]].calibration) for pk, *fields in rows}
-    # (The project's created_at: a database rebuilt with the same ids never reads another's figures.)
-    key = f"ctxweb:sent:project:{project.pk}:{project.created_at.timestamp()}"
-    cached: dict[int, tuple[tuple[Any, ...], int]] = cache.get(key) or {}
-    figures = {pk: cached[pk][1] for pk, version in versions.items() if pk in cached and cached[pk][0] == version}
-    missing = [pk for pk in versions if pk not in figures]
-    if missing:
-        figures.update(context_sent_by_session(_with_project(AgentSession.objects.filter(pk__in=missing), project)))
-        cache.set(key, {pk: (version, figures[pk]) for pk, version in versions.items()}, _SENT_CACHE_SECONDS)
-    dollars, priced, priced_n, unpriced, unpriced_n = Decimal(0), 0, 0, 0, 0
-    unpriced_models: set[str] = set()
-    for pk, *_fields, model in rows:
-        sent = figures[pk]
-        price = infos[model].input_price
-        if price is None:
-            unpriced, unpriced_n = unpriced + sent, unpriced_n + 1
-            unpriced_models.add(model)
-        else:
-            dollars += Decimal(sent) * price / Decimal(1_000_000)
-            priced, priced_n = priced + sent, priced_n + 1
-    return Cost(dollars.quantize(Decimal("0.01")), priced, priced_n, unpriced, unpriced_n, sorted(unpriced_models))
+def _cost(project: Project, days: int, now: datetime) -> Cost:
+    """What the project's provider requests of the dashboard's days cost, from the spend rollup
+    (``selectors.spend``, the tables below the dashboard): one aggregate over at most ``days`` ×
+    models buckets."""
+    spent = project_spend(project=project, days=days, by="model", now=now)
+    total = spent.total
+    return Cost(
+        dollars=(total.cost_usd or Decimal(0)).quantize(Decimal("0.01")),
+        requests=total.requests,
+        unpriced_requests=total.unpriced_requests,
+        saved_usd=total.saved_usd.quantize(Decimal("0.01")),
+        unpriced_models=sorted(row.label for row in spent.rows if row.unpriced_requests),
+        since=spent.since,
+    )
 
 
 def dashboard_payload(board: ProjectDashboard) -> dict[str, Any]:
@@ -272,11 +250,11 @@ def dashboard_payload(board: ProjectDashboard) -> dict[str, Any]:
         ],
         "cost": {
             "dollars": str(cost.dollars),
-            "tokens_priced": cost.tokens_priced,
-            "sessions_priced": cost.sessions_priced,
-            "tokens_unpriced": cost.tokens_unpriced,
-            "sessions_unpriced": cost.sessions_unpriced,
+            "requests": cost.requests,
+            "unpriced_requests": cost.unpriced_requests,
+            "saved_usd": str(cost.saved_usd),
             "unpriced_models": cost.unpriced_models,
+            "since": cost.since.isoformat() if cost.since else None,
         },
     }
 

@@ -12,7 +12,6 @@ estimates: an exact count replaces only the present value in STATUS, never the p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -71,13 +70,6 @@ class SessionHistory:
 
 def session_history(session: AgentSession) -> SessionHistory:
     return _history(session, _stored([session.pk])[session.pk])
-
-
-def context_sent_by_session(sessions: Sequence[AgentSession]) -> dict[int, int]:
-    """Each session's ``context_sent``, for many sessions in four queries however many they are (the
-    project dashboard's cost). Give sessions loaded with ``select_related("project__policy")``."""
-    stored = _stored([s.pk for s in sessions])
-    return {s.pk: _history(s, stored[s.pk]).context_sent for s in sessions}
 
 
 @dataclass

@@ -5,25 +5,53 @@ without compaction, the tokens each compaction in force at the time took out of 
 succeeded (not reverted) compaction of its session that finished before the request arrived, or that
 the proxy made for that very request, its ``tokens_before − tokens_after``. Those tokens are priced at
 the request's model's uncached input price: more than was saved where the provider would have read them
-from its cache, which it bills lower."""
+from its cache, which it bills lower.
+
+Each request carries its figure (``ProviderRequest.saved_tokens``, kept by ``services.spend_rollup``
+from ``saved_by_request``/``saved_at``, the definition's one statement in SQL); ``savings_by`` sums it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import F, Q, QuerySet, Sum
 
 from compaction.model_prices import PER_TOKENS
-from sessions_app.models import CompactionStatus, ProviderRequest
+from sessions_app.models import Compaction, CompactionStatus, ProviderRequest
 from sessions_app.selectors.usage import model_info
 
 _IN_FORCE = Q(session__compactions__status=CompactionStatus.SUCCEEDED) & (
     Q(session__compactions__finished_at__lte=F("created_at")) | Q(session__compactions__pk=F("compacted_id"))
 )
 _SAVED = F("session__compactions__tokens_before") - F("session__compactions__tokens_after")
+
+
+def saved_by_request(requests: QuerySet[ProviderRequest]) -> dict[int, int]:
+    """What the compactions in force saved each of ``requests`` (absent: nothing), by its id: one
+    grouped query joining the requests to their sessions' compactions."""
+    rows = (
+        requests.filter(_IN_FORCE, session__compactions__tokens_after__isnull=False)
+        .values("pk")
+        .annotate(saved=Sum(_SAVED))
+        .order_by()
+    )
+    return {row["pk"]: int(row["saved"] or 0) for row in rows}
+
+
+def saved_at(session_id: int, created_at: datetime, compacted_id: int | None) -> int:
+    """What a request of the session arriving at ``created_at`` (made from compaction ``compacted_id``,
+    if any) is saved by the compactions in force now: the figure a new row starts with."""
+    in_force = Q(finished_at__lte=created_at)
+    if compacted_id is not None:
+        in_force |= Q(pk=compacted_id)
+    saved = Compaction.objects.filter(
+        in_force, session_id=session_id, status=CompactionStatus.SUCCEEDED, tokens_after__isnull=False
+    ).aggregate(saved=Sum(F("tokens_before") - F("tokens_after")))["saved"]
+    return int(saved or 0)
 
 
 @dataclass(frozen=True)
@@ -41,20 +69,19 @@ NONE = Savings(0, Decimal(0), 0)
 
 def savings_by(requests: QuerySet[ProviderRequest], group: Iterable[str] = ()) -> dict[tuple[Any, ...], Savings]:
     """What compaction saved the ``requests``, per ``group`` (the values of those fields; ``()``: one
-    group for all). One aggregate query joining each request to its session's compactions, per group
-    and model; the dollars are worked out per model after."""
+    group for all). One aggregate query of the rows' ``saved_tokens`` per group and model; the dollars
+    are worked out per model after (``savings_priced``)."""
     fields = tuple(group)
-    sums = (
-        requests.filter(_IN_FORCE, session__compactions__tokens_after__isnull=False)
-        .values(*fields, "model")
-        .annotate(saved=Sum(_SAVED))
-        .order_by()
-    )
+    sums = requests.exclude(saved_tokens=0).values(*fields, "model").annotate(saved=Sum("saved_tokens")).order_by()
+    return savings_priced((tuple(row[name] for name in fields), row["model"], row["saved"]) for row in sums)
+
+
+def savings_priced(sums: Iterable[tuple[tuple[Any, ...], str, int | None]]) -> dict[tuple[Any, ...], Savings]:
+    """(group, model, tokens) summed per group, each model's tokens at its input price."""
     prices: dict[str, Decimal | None] = {}
     found: dict[tuple[Any, ...], Savings] = {}
-    for row in sums:
-        tokens = int(row["saved"] or 0)
-        model = row["model"]
+    for key, model, summed in sums:
+        tokens = int(summed or 0)
         if model not in prices:
             prices[model] = model_info(model).input_price
         price = prices[model]
@@ -63,6 +90,5 @@ def savings_by(requests: QuerySet[ProviderRequest], group: Iterable[str] = ()) -
             if price is not None
             else Savings(tokens, Decimal(0), tokens)
         )
-        key = tuple(row[name] for name in fields)
         found[key] = found.get(key, NONE) + saved
     return found

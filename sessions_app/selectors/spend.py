@@ -1,20 +1,22 @@
 """What provider requests used and cost: a session's rows of ``ProviderRequest``, newest first
 (``session_requests``), and their sums (``session_spend``); a project's rows over its last days
-(``project_requests``) and their sums per day, owner, API key or model (``project_spend``)."""
+(``project_requests``) and their sums per day, owner, API key or model (``project_spend``, from the
+rollup ``DailySpend``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import Count, F, FloatField, Q, QuerySet, Sum
-from django.db.models.functions import Cast, NullIf, TruncDate
+from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
 
-from sessions_app.models import AgentSession, Project, ProviderRequest
-from sessions_app.selectors.savings import NONE, Savings, savings_by
+from sessions_app.models import AgentSession, ApiKey, DailySpend, Project, ProviderRequest, cost_from_units
+from sessions_app.selectors.savings import NONE, Savings, savings_by, savings_priced
 
 TOKEN_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
@@ -26,7 +28,7 @@ def session_requests(session: AgentSession) -> QuerySet[ProviderRequest]:
 
 
 def project_requests(*, project: Project, days: int, now: datetime | None = None) -> QuerySet[ProviderRequest]:
-    """The project's requests of the last ``days`` local days (today included; the days
+    """The project's requests of the last ``days`` UTC days (today included; the days
     ``project_spend`` sums), newest first, each with its ``cache_hit_ratio``."""
     start, end = _period(days, now)[2:]
     rows = ProviderRequest.objects.filter(project=project, created_at__gte=start, created_at__lt=end)
@@ -40,11 +42,12 @@ def _newest_first(rows: QuerySet[ProviderRequest]) -> QuerySet[ProviderRequest]:
 
 
 def _period(days: int, now: datetime | None) -> tuple[date, date, datetime, datetime]:
-    """The last ``days`` local days up to today: the first and last day, and the instants they span."""
-    until = timezone.localdate(now or timezone.now())
+    """The last ``days`` UTC days up to today (the rollup's days, and budgets'): the first and last
+    day, and the instants they span."""
+    until = (now or timezone.now()).astimezone(UTC).date()
     since = until - timedelta(days=days - 1)
-    start = timezone.make_aware(datetime.combine(since, time.min))
-    end = timezone.make_aware(datetime.combine(until + timedelta(days=1), time.min))
+    start = datetime.combine(since, time.min, tzinfo=UTC)
+    end = datetime.combine(until + timedelta(days=1), time.min, tzinfo=UTC)
     return since, until, start, end
 
 
@@ -91,14 +94,10 @@ def session_spend(session: AgentSession, *, with_sub_agents: bool = False) -> Sp
 
 SPEND_GROUPS = ("day", "owner", "key", "model")
 
-# What each grouping reads from a row (a join to the user or key for their names) and how a group
-# appears in JSON and CSV: the group's own fields first, then the sums.
-_GROUP_VALUES: dict[str, tuple[str, ...]] = {
-    "day": ("day",),
-    "owner": ("user_id", "user__username"),
-    "key": ("api_key_id", "api_key__prefix", "api_key__name", "api_key__user__username"),
-    "model": ("model",),
-}
+# The rollup's field each grouping reads, and how a group appears in JSON and CSV: the group's own
+# fields first (an owner's and a key's names looked up after the sums), then the sums.
+_ROLLUP_GROUP = {"day": "day", "owner": "user_id", "key": "api_key_id", "model": "model"}
+ROLLUP_SUMS = ("requests", "unpriced_requests", *TOKEN_FIELDS, "cost_units", "saved_tokens")
 GROUP_FIELDS: dict[str, tuple[str, ...]] = {
     "day": ("day",),
     "owner": ("owner", "owner_name"),
@@ -136,27 +135,34 @@ class ProjectSpend:
 
 
 def project_spend(*, project: Project, days: int, by: str, now: datetime | None = None) -> ProjectSpend:
-    """What the project's provider requests of the last ``days`` local days (today included) used
-    and cost, one row per ``by`` group: per day (every day, oldest first, days without a request at
-    0), per owner (the user whose key or sign-in made the request), per API key or per model (these
-    three by cost, the highest first), with what compaction saved each group. Two aggregate queries over
-    the ``(project, created_at)`` index: the sums, and the savings (``selectors.savings``)."""
-    since, until, start, end = _period(days, now)
-    rows = ProviderRequest.objects.filter(project=project, created_at__gte=start, created_at__lt=end)
-    if by == "day":
-        rows = rows.annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
+    """What the project's provider requests of the last ``days`` UTC days (today included) used and
+    cost, one row per ``by`` group: per day (every day, oldest first, days without a request at 0),
+    per owner (the user whose key or sign-in made the request), per API key or per model (these three
+    by cost, the highest first), with what compaction saved each group. One aggregate query over the
+    rollup (``DailySpend``: at most ``days`` × people × keys × models rows, however many requests),
+    then one for the names of the owners or keys found."""
+    since, until = _period(days, now)[:2]
+    group = _ROLLUP_GROUP[by]
     sums = (
-        rows.values(*_GROUP_VALUES[by])
-        .annotate(
-            requests=Count("pk"),
-            unpriced_requests=Count("pk", filter=Q(cost_usd__isnull=True)),
-            cost_usd=Sum("cost_usd"),
-            **{name: Sum(name) for name in TOKEN_FIELDS},
-        )
+        DailySpend.objects.filter(project=project, day__gte=since, day__lte=until)
+        .values_list(group, "model")
+        .annotate(*(Sum(name) for name in ROLLUP_SUMS))
         .order_by()
     )
-    saved = savings_by(rows, _GROUP_VALUES[by])
-    found = [_row(by, values, saved.get(tuple(values[n] for n in _GROUP_VALUES[by]), NONE)) for values in sums]
+    figures: dict[Any, list[int]] = {}
+    saved: list[tuple[tuple[Any, ...], str, int]] = []
+    names = _names(by, {row[0] for row in sums})
+    for value, model, *row in sums:
+        key = _as_date(value).isoformat() if by == "day" else (model if by == "model" else value)
+        if by in ("owner", "key") and value not in names:
+            key = 0  # a user or key deleted since: "none", as its requests' rows say (SET_NULL)
+        totals = figures.setdefault(key, [0] * len(ROLLUP_SUMS))
+        for n, amount in enumerate(row):
+            totals[n] += int(amount or 0)
+        saved.append(((key,), model, int(row[-1] or 0)))
+    priced = savings_priced(saved)
+    # A bucket emptied (its session deleted) is no group.
+    found = [_row(by, key, sums, names, priced.get((key,), NONE)) for key, sums in figures.items() if sums[0]]
     if by == "day":
         seen = {row.group["day"]: row for row in found}
         found = [seen.get(day.isoformat()) or _empty(day) for day in _days(since, until)]
@@ -165,32 +171,42 @@ def project_spend(*, project: Project, days: int, by: str, now: datetime | None 
     return ProjectSpend(by=by, since=since, until=until, rows=found, total=_total(found))
 
 
+def _names(by: str, ids: set[Any]) -> dict[Any, tuple[str, ...]]:
+    """The few owners' or keys' names, after the aggregate; 0 (none) has none."""
+    wanted = [pk for pk in ids if pk]
+    if by == "owner":
+        users = get_user_model().objects.filter(pk__in=wanted).values_list("pk", "username")
+        return {0: ("",), **{pk: (name,) for pk, name in users}}
+    if by == "key":
+        keys = ApiKey.objects.filter(pk__in=wanted).values_list("pk", "prefix", "name", "user__username")
+        return {0: ("", "", ""), **{pk: tuple(rest) for pk, *rest in keys}}
+    return {}
+
+
 def _days(since: date, until: date) -> list[date]:
     return [since + timedelta(days=n) for n in range((until - since).days + 1)]
 
 
-def _row(by: str, values: dict[str, Any], saved: Savings) -> SpendRow:
-    group = dict(zip(GROUP_FIELDS[by], (values[name] for name in _GROUP_VALUES[by]), strict=True))
-    if by == "day":
-        group["day"] = _as_date(group["day"]).isoformat()
-    for name in ("owner_name", "key_prefix", "key_name", "key_owner"):
-        if name in group:
-            group[name] = group[name] or ""
-    cost = values["cost_usd"]
+def _row(by: str, key: Any, totals: list[int], names: dict[Any, tuple[str, ...]], saved: Savings) -> SpendRow:
+    if by in ("owner", "key"):
+        group = dict(zip(GROUP_FIELDS[by], (key or None, *names[key]), strict=True))
+    else:
+        group = {GROUP_FIELDS[by][0]: key}
+    sums = dict(zip(ROLLUP_SUMS, totals, strict=True))
     return SpendRow(
         group=group,
         label=_label(by, group),
-        requests=values["requests"],
-        unpriced_requests=values["unpriced_requests"],
-        cost_usd=None if cost is None else Decimal(cost),
-        **{name: int(values[name] or 0) for name in TOKEN_FIELDS},
+        requests=sums["requests"],
+        unpriced_requests=sums["unpriced_requests"],
+        cost_usd=None if sums["requests"] == sums["unpriced_requests"] else cost_from_units(sums["cost_units"]),
+        **{name: sums[name] for name in TOKEN_FIELDS},
         saved_tokens=saved.tokens,
         saved_usd=saved.usd,
     )
 
 
 def _as_date(value: date | str) -> date:
-    # TruncDate answers a date; on SQLite it can answer the ISO text instead.
+    # A DateField answers a date; raw SQLite values can be the ISO text instead.
     return value if isinstance(value, date) else date.fromisoformat(value)
 
 

@@ -16,6 +16,7 @@ from sessions_app.models import (
     Project,
 )
 from sessions_app.selectors import usage
+from sessions_app.services import spend_rollup
 from sessions_app.services.webhook_events import session_level_record
 
 if TYPE_CHECKING:
@@ -189,4 +190,8 @@ def session_window_learn(*, session: AgentSession, window: int | None) -> AgentS
 
 
 def session_delete(*, session: AgentSession) -> None:
-    session.delete()
+    """The session and everything of it; its provider requests' figures leave the project's rollup."""
+    with transaction.atomic():
+        locked = AgentSession.objects.select_for_update().get(pk=session.pk)
+        spend_rollup.session_rollup_remove(locked)
+        locked.delete()

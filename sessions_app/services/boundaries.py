@@ -47,7 +47,7 @@ from sessions_app.models import (
     MessageState,
 )
 from sessions_app.selectors import model_context, usage
-from sessions_app.services import ingest, planning
+from sessions_app.services import ingest, planning, spend_rollup
 
 TRIGGER = "transcript"
 PROVIDER = "provider"  # a compaction the model's provider made (the proxy records it)
@@ -224,6 +224,7 @@ def _summarized(
     )
     record.tokens_after = usage.session_usage(locked, policy=policy).used
     record.save(update_fields=["tokens_after"])
+    spend_rollup.session_savings_refresh(locked.pk)  # in force for requests stamped after it
     return record
 
 

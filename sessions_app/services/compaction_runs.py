@@ -38,7 +38,7 @@ from sessions_app.models import (
     SessionStatus,
 )
 from sessions_app.selectors import model_context, usage
-from sessions_app.services import webhook_events
+from sessions_app.services import spend_rollup, webhook_events
 from sessions_app.services.compaction_records import (
     MAX_ATTEMPTS,
     LostClaim,
@@ -249,6 +249,7 @@ def apply(record: Compaction, snap: Snapshot, outcome: Outcome) -> str:
         current.finished_at = now
         current.revertible_until = now + timedelta(hours=policy.revert_hours)
         current.save()
+        spend_rollup.session_savings_refresh(session.pk)
         webhook_events.compaction_succeeded(session, current)
     return "succeeded"
 

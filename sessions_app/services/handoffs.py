@@ -33,7 +33,7 @@ from sessions_app.models import (
     SessionStatus,
 )
 from sessions_app.selectors import model_context, usage
-from sessions_app.services import agent_sessions, ingest, webhook_events
+from sessions_app.services import agent_sessions, ingest, spend_rollup, webhook_events
 from sessions_app.services.compaction_records import compaction_fail, lock_running
 from sessions_app.services.planning import Outcome, Snapshot, snapshot
 from sessions_app.services.summarizers import summarizer_choice
@@ -205,6 +205,7 @@ def handoff_auto_document(record: Compaction) -> HandoffDocument:
         if current.status == CompactionStatus.SKIPPED:
             current.status, current.error = CompactionStatus.SUCCEEDED, ""
         current.save(update_fields=["items", "status", "error"])
+        spend_rollup.session_savings_refresh(locked.pk)
         webhook_events.handoff_written(locked, document)
     return document
 
@@ -253,6 +254,7 @@ def handoff_from_compaction(
             current.finished_at = now
             current.revertible_until = None  # nothing changed, nothing to revert
             current.save()
+            spend_rollup.session_savings_refresh(session.pk)
             webhook_events.handoff_written(session, document)
             webhook_events.compaction_succeeded(session, current)
             session.compaction_failures = 0

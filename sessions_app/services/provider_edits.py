@@ -28,7 +28,7 @@ from sessions_app.models import (
     MessageState,
 )
 from sessions_app.selectors import usage
-from sessions_app.services import ingest
+from sessions_app.services import ingest, spend_rollup
 from sessions_app.services.boundaries import PROVIDER
 
 log = logging.getLogger(__name__)
@@ -121,5 +121,6 @@ def tool_clearing_apply(
         record.items = items
         record.tokens_after = usage.session_usage(locked, policy=policy).used
         record.save(update_fields=["items", "tokens_after"])
+        spend_rollup.session_savings_refresh(locked.pk)
     log.info("proxy: session %s: %s message(s) cleared by the provider's context editing", session.pk, len(changed))
     return record

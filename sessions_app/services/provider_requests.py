@@ -1,5 +1,6 @@
 """Rows of ``ProviderRequest``: what one request a provider answered used, what that cost at the
-model's prices (``selectors.prices.price_of``), how long it took. ``selectors.spend`` reads them."""
+model's prices (``selectors.prices.price_of``), how long it took, what compaction saved it; the
+rollup (``spend_rollup``) moved with it. ``selectors.spend`` reads them."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import transaction
+
 from sessions_app.models import AgentSession, ProviderRequest, RequestSource
 from sessions_app.selectors.prices import price_of
+from sessions_app.selectors.savings import saved_at
+from sessions_app.services import spend_rollup
 from sessions_app.services.provider_usage import Used
 
 
@@ -35,7 +40,14 @@ def provider_request_record(
     """The request's row in ``session``; the one written already when its recording runs again."""
     used = answered.used or Used()
     model = used.model or answered.model[:200]
-    row, _ = ProviderRequest.objects.get_or_create(
+    with transaction.atomic():
+        # The session's lock orders this row with a compaction applied meanwhile (spend_rollup).
+        AgentSession.objects.select_for_update().filter(pk=session.pk).values_list("pk").first()
+        return _record(session, answered, used, model, source)
+
+
+def _record(session: AgentSession, answered: Answered, used: Used, model: str, source: str) -> ProviderRequest:
+    row, created = ProviderRequest.objects.get_or_create(
         key=answered.key,
         defaults={
             "session": session,
@@ -56,6 +68,9 @@ def provider_request_record(
             "compacted_id": answered.compacted_id,
             "source": source,
             "estimated": answered.estimated,
+            "saved_tokens": saved_at(session.pk, answered.arrived_at, answered.compacted_id),
         },
     )
+    if created:
+        spend_rollup.rows_added([spend_rollup.row_figures(row)])
     return row

@@ -10,6 +10,7 @@ from django.utils import timezone
 from sessions_app.models import BULK_UPDATE_BATCH, CONTEXT_STATES, AgentSession, Compaction, CompactionStatus, Message
 from sessions_app.selectors import model_context
 from sessions_app.selectors.compactions import revert_refusal
+from sessions_app.services import spend_rollup
 from sessions_app.services.webhook_events import session_level_record
 
 
@@ -38,6 +39,8 @@ def compaction_revert(*, compaction: Compaction) -> Compaction:
         record.status = CompactionStatus.REVERTED
         record.reverted_at = now
         record.save(update_fields=["status", "reverted_at"])
+        # Out of force: the session's requests it saved are saved that much less (rows and rollup).
+        spend_rollup.session_savings_refresh(session.pk)
         _totals_refresh(session)
         session_level_record(session)
     return record

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from django.db import transaction
 from django.db.models import Sum
 
 from compaction.messages import parse_created_at
@@ -24,7 +25,8 @@ from compaction.tokens import DEFAULT_FRAMING
 from compaction.transcripts import ResponseUsage
 from sessions_app.models import AgentSession, Compaction, Message, MessageState, ProviderRequest, RequestSource
 from sessions_app.selectors.prices import price_of
-from sessions_app.services import counting, exact_usage
+from sessions_app.selectors.savings import saved_at
+from sessions_app.services import counting, exact_usage, spend_rollup
 from sessions_app.services.provider_usage import Used, anthropic_used, codex_used
 from sessions_app.services.webhook_events import session_level_record
 
@@ -50,35 +52,53 @@ def transcript_requests_record(
 ) -> None:
     """A row in ``session`` for each of ``responses``, written or brought up to date; ``keyed_by``: the
     session the conversation was first stored in (a handed-off one's messages go on in another). Rows
-    already as the responses report them are left alone (one query reads them all)."""
+    already as the responses report them are left alone (one query reads them all). The rollup moves
+    by each row's difference (``spend_rollup``), under the session's lock."""
     wanted = {response_key(keyed_by.pk, r.response_id): r for r in responses}
-    fields = ("key", "session_id", "model", *TOKEN_FIELDS, "service_tier")
-    stored = {row[0]: row[1:] for row in ProviderRequest.objects.filter(key__in=list(wanted)).values_list(*fields)}
-    for key, response in wanted.items():
-        used = transcript_used(response)
-        model = (used.model or session.model)[:200]
-        tokens = used.tokens
-        figures = (session.pk, model, tokens.input, tokens.cache_write, tokens.cache_read, tokens.output)
-        if stored.get(key) == (*figures, used.service_tier):
-            continue
-        ProviderRequest.objects.update_or_create(
-            key=key,
-            defaults={
-                "session": session,
-                "project_id": session.project_id,
-                "user_id": session.owner_id,
-                "created_at": _when(response.created_at) or keyed_by.created_at,
-                "model": model,
-                "input_tokens": used.tokens.input,
-                "cache_creation_input_tokens": used.tokens.cache_write,
-                "cache_read_input_tokens": used.tokens.cache_read,
-                "output_tokens": used.tokens.output,
-                "service_tier": used.service_tier,
-                "cost_usd": price_of(model, used.tokens),
-                "status": None,
-                "source": RequestSource.TRANSCRIPT,
-            },
-        )
+    if not wanted:
+        return
+    compared = ("session_id", "model", *TOKEN_FIELDS, "service_tier")
+    with transaction.atomic():
+        AgentSession.objects.select_for_update().filter(pk=session.pk).values_list("pk").first()
+        stored = {
+            row["key"]: row
+            for row in ProviderRequest.objects.filter(key__in=list(wanted)).values(
+                "key", "session_id", "service_tier", *spend_rollup.ROW_FIELDS
+            )
+        }
+        deltas = spend_rollup.Deltas()
+        for key, response in wanted.items():
+            used = transcript_used(response)
+            model = (used.model or session.model)[:200]
+            tokens = used.tokens
+            figures = (session.pk, model, tokens.input, tokens.cache_write, tokens.cache_read, tokens.output)
+            old = stored.get(key)
+            if old is not None and tuple(old[name] for name in compared) == (*figures, used.service_tier):
+                continue
+            created_at = _when(response.created_at) or keyed_by.created_at
+            row, _ = ProviderRequest.objects.update_or_create(
+                key=key,
+                defaults={
+                    "session": session,
+                    "project_id": session.project_id,
+                    "user_id": session.owner_id,
+                    "created_at": created_at,
+                    "model": model,
+                    "input_tokens": tokens.input,
+                    "cache_creation_input_tokens": tokens.cache_write,
+                    "cache_read_input_tokens": tokens.cache_read,
+                    "output_tokens": tokens.output,
+                    "service_tier": used.service_tier,
+                    "cost_usd": price_of(model, tokens),
+                    "status": None,
+                    "source": RequestSource.TRANSCRIPT,
+                    "saved_tokens": saved_at(session.pk, created_at, None),
+                },
+            )
+            if old is not None:
+                deltas.add_row(old, -1)
+            deltas.add_row(spend_rollup.row_figures(row))
+        deltas.apply()
 
 
 def _when(stamp: str | None) -> datetime | None:

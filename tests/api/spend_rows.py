@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from sessions_app.models import AgentSession, ApiKey, ProviderRequest
-from sessions_app.services import agent_sessions, keys
+from sessions_app.services import agent_sessions, keys, spend_rollup
 
 NOW = datetime(2026, 3, 20, 15, 30, tzinfo=UTC)
 SONNET = "claude-sonnet-4-5"
@@ -59,7 +59,7 @@ def _mallorys(team: Any) -> Any:
 
 def _request(project, session, key, model, days_ago, hours_ago, tokens, cost) -> ProviderRequest:
     at = NOW.replace(hour=15, minute=0) - timedelta(days=days_ago, hours=hours_ago)  # never across midnight
-    return ProviderRequest.objects.create(
+    return spend_rollup.request_store(
         key=uuid.uuid4(),
         session=session,
         project=project,

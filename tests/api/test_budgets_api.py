@@ -11,8 +11,9 @@ from decimal import Decimal
 import pytest
 import time_machine
 
-from sessions_app.models import ApiKey, Budget, ProviderRequest
+from sessions_app.models import ApiKey, Budget
 from sessions_app.selectors import budgets as budget_reads
+from sessions_app.services import spend_rollup
 
 pytestmark = pytest.mark.django_db
 
@@ -47,7 +48,7 @@ def test_an_admin_adds_budgets_and_members_read_them_with_the_periods_spend(team
     assert keyed.status_code == 201, keyed.content
     whole = add(api_as(team.alice), team, period="month", limit_usd="250")
     assert whole.status_code == 201, whole.content
-    ProviderRequest.objects.create(
+    spend_rollup.request_store(
         key=uuid.uuid4(),
         session=session_of(),
         project=team.project,
@@ -85,7 +86,7 @@ def test_an_admin_adds_budgets_and_members_read_them_with_the_periods_spend(team
 
 def test_patching_the_limit_takes_back_a_crossing_it_no_longer_reaches(team, api_as, session_of, at_now):
     created = add(api_as(team.alice), team, limit_usd="0.50", refuse=True).json()
-    ProviderRequest.objects.create(
+    spend_rollup.request_store(
         key=uuid.uuid4(), session=session_of(), project=team.project, created_at=NOW, cost_usd=Decimal("0.60")
     )
     lowered = api_as(team.alice).patch(url(team, created["id"]), {"limit_usd": "0.55"})

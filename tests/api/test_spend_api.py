@@ -104,12 +104,15 @@ def test_the_csv_holds_the_json_rows(team, api_as, at_now, by):
     assert table == as_text
 
 
-def test_two_queries_per_grouping_however_many_rows(team, at_now):
+def test_one_query_of_the_rollup_per_grouping_however_many_rows(team, at_now):
     spread(team)
     for by in SPEND_GROUPS:
         with CaptureQueriesContext(connection) as queries:
             found = project_spend(project=team.project, days=30, by=by, now=NOW)
-        assert len(queries) == 2 and found.total.requests == 7, by  # the sums, and the savings
+        names = 1 if by in ("owner", "key") else 0  # the owners' or keys' names, after the sums
+        assert len(queries) == 1 + names and found.total.requests == 7, by
+        assert "sessions_app_dailyspend" in queries[0]["sql"], by
+        assert not any("sessions_app_providerrequest" in q["sql"] for q in queries), by
 
 
 @pytest.mark.parametrize(

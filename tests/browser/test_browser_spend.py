@@ -12,9 +12,9 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from sessions_app.api.spend_views import spend_payload
-from sessions_app.models import ApiKey, ProviderRequest
+from sessions_app.models import ApiKey
 from sessions_app.selectors.spend import SPEND_GROUPS, project_spend
-from sessions_app.services import keys
+from sessions_app.services import keys, spend_rollup
 from tests.browser.helpers import ARTIFACTS, PHONE, demo_signed_in, horizontal_overflow
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -30,7 +30,7 @@ def requests_in(demo) -> None:
         ("a-model-nobody-prices-with-a-rather-long-name", 2, (500, 0, 0, 20), None),
     ]
     for n, (model, days_ago, (inp, write, read, out), cost) in enumerate(plan):
-        ProviderRequest.objects.create(
+        spend_rollup.request_store(
             key=uuid.uuid4(),
             session=demo.sessions[n % len(demo.sessions)],
             project=demo.project,

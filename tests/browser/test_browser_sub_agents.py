@@ -11,16 +11,16 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.template.defaultfilters import floatformat
 
-from sessions_app.models import SIDECHAIN_OF, ProviderRequest
+from sessions_app.models import SIDECHAIN_OF
 from sessions_app.selectors.spend import session_spend
-from sessions_app.services import agent_sessions
+from sessions_app.services import agent_sessions, spend_rollup
 from tests.browser.helpers import ARTIFACTS, PHONE, demo_signed_in, horizontal_overflow
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def _request(session, cost: str) -> None:
-    ProviderRequest.objects.create(
+    spend_rollup.request_store(
         key=uuid.uuid4(),
         session=session,
         project=session.project,

@@ -8,7 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from sessions_app.models import Compaction, ProviderRequest
+from sessions_app.models import Compaction
+from sessions_app.services import spend_rollup
 from tests.browser.helpers import ARTIFACTS, PHONE, demo_signed_in, horizontal_overflow
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -19,7 +20,7 @@ def test_the_tools_table_and_the_saving_show_the_apis_numbers_at_390px(open_as, 
     done = Compaction.objects.filter(session__project=demo.project, status="succeeded").first()
     assert done is not None and done.finished_at is not None, "the demo's auto-compacted session"
     session = done.session
-    ProviderRequest.objects.create(
+    spend_rollup.request_store(
         key=uuid.uuid4(),
         session=session,
         project=demo.project,

@@ -18,10 +18,10 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from sessions_app import steps
-from sessions_app.models import ApiKey, Budget, ProviderRequest, Webhook, WebhookDelivery
+from sessions_app.models import ApiKey, Budget, DailySpend, ProviderRequest, Webhook, WebhookDelivery
 from sessions_app.selectors import budgets as budget_reads
 from sessions_app.selectors.usage import session_status
-from sessions_app.services import budgets
+from sessions_app.services import budgets, spend_rollup
 from tests.hypothesis_budget import DATABASE
 
 pytestmark = pytest.mark.django_db
@@ -55,7 +55,7 @@ def key_of(persona) -> ApiKey:
 
 
 def spend(session, key: ApiKey | None, cost: str, at: datetime = NOW) -> ProviderRequest:
-    return ProviderRequest.objects.create(
+    return spend_rollup.request_store(
         key=uuid.uuid4(),
         session=session,
         project_id=session.project_id,
@@ -193,6 +193,7 @@ def test_each_crossing_is_announced_once_whatever_the_steps(team, session_of, en
     Budget.objects.all().delete()
     WebhookDelivery.objects.all().delete()
     ProviderRequest.objects.all().delete()
+    DailySpend.objects.all().delete()  # the rollup of the rows just deleted
     budget_reads.forget_project_budgets(team.project.pk)
     budgets.budget_create(project=team.project, period="day", limit_usd="2.50")
     session, total, crossed = session_of(), Decimal(0), {}

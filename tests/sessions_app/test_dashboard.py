@@ -7,8 +7,9 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import uuid
 from collections import Counter
-from datetime import timedelta
+from datetime import UTC, timedelta
 from decimal import Decimal
 
 import pytest
@@ -23,12 +24,10 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from compaction.tokens import calibrate
-from sessions_app.models import AgentSession, Compaction, DailyIngest, Message, ModelProfile
-from sessions_app.selectors import dashboard as dashboard_module
+from sessions_app.models import AgentSession, Compaction, DailyIngest, Message
 from sessions_app.selectors import usage
 from sessions_app.selectors.dashboard import dashboard_payload, project_dashboard
-from sessions_app.selectors.history import session_history
-from sessions_app.services import agent_sessions, compaction_records, compaction_runs, projects
+from sessions_app.services import agent_sessions, compaction_records, compaction_runs, projects, spend_rollup
 from tests.hypothesis_budget import DATABASE
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 
@@ -113,28 +112,27 @@ def test_levels_and_closest_are_status_of_the_active_sessions(team):
     assert closed.pk not in {u.session.pk for u in board.closest}
 
 
-def test_cost_is_context_sent_at_each_models_price_and_follows_new_messages(team, api_as):
-    cache.clear()
-    ModelProfile.objects.filter(name="claude-sonnet-4-5").update(input_price_per_mtok=Decimal("3"))
-    usage.forget_model_profiles()
-    priced = [make(team, "a", 8), make(team, "b", 12)]
-    unpriced = make(team, "c", 5, model="someones-own-model")
-    compact(api_as(team.bob), priced[1])
+def test_cost_is_the_spend_of_the_dashboards_days_and_follows_new_requests(team):
+    """The card's figure is the requests' own cost over the dashboard's UTC days, summed here from the
+    rows: a request before them, or another project's, counts nowhere; an unpriced one is named."""
+    priced, other = make(team, "a", 2), make(team, "b", 2, model="someones-own-model")
+    now = timezone.now()
 
-    def expected() -> Decimal:
-        sent = sum(session_history(s).context_sent for s in priced)
-        return (Decimal(sent) * Decimal(3) / Decimal(1_000_000)).quantize(Decimal("0.01"))
+    def request(session, at, cost):
+        return spend_rollup.request_store(
+            key=uuid.uuid4(), session=session, project=session.project, user=session.owner, created_at=at,
+            model=session.model, input_tokens=10, output_tokens=5, cost_usd=cost, status=200,
+        )  # fmt: skip
 
+    rows = [request(priced, now - timedelta(days=2), Decimal("1.2345")), request(other, now, None)]
+    request(priced, now - timedelta(days=20), Decimal(50))  # before the 14 days
     cost = project_dashboard(project=team.project).cost
-    assert cost.dollars == expected() > 0
-    assert cost.tokens_priced == sum(session_history(s).context_sent for s in priced)
-    assert (cost.sessions_priced, cost.sessions_unpriced) == (2, 1)
-    assert cost.tokens_unpriced == session_history(unpriced).context_sent > 0
-    assert cost.unpriced_models == ["someones-own-model"]
-    # Cached per session until it changes: a new message moves the figure.
-    append(priced[0], agent_rounds(4, start=8, seed=5, output_lines=60))
-    priced[0].refresh_from_db()
-    assert project_dashboard(project=team.project).cost.dollars == expected() > cost.dollars
+    expected = sum((r.cost_usd for r in rows if r.cost_usd is not None), Decimal(0))
+    assert cost.dollars == expected.quantize(Decimal("0.01")) == Decimal("1.23")
+    assert (cost.requests, cost.unpriced_requests, cost.unpriced_models) == (2, 1, ["someones-own-model"])
+    assert cost.since == timezone.now().astimezone(UTC).date() - timedelta(days=13)
+    request(priced, now, Decimal("0.01"))
+    assert project_dashboard(project=team.project).cost.dollars == Decimal("1.24")
 
 
 def failing(session: AgentSession, times: int) -> None:
@@ -182,7 +180,7 @@ def test_the_project_page_reads_the_same_number_of_rows_whatever_the_sessions(te
     client.force_login(team.alice.user)
 
     def queries() -> int:
-        cache.clear()  # cold: every session's cost is worked out again
+        cache.clear()  # cold
         usage.forget_model_profiles()
         with CaptureQueriesContext(connection) as ctx:
             assert client.get(f"/projects/{team.project.pk}/").status_code == 200
@@ -257,28 +255,3 @@ def test_the_migration_fills_the_daily_figures_from_the_messages_already_stored(
         (timezone.localdate(), first.model, 7, 1),
         (timezone.localdate(), "gpt-4o", 11, 1),
     }
-
-
-def test_the_cost_cache_holds_no_text_of_the_agents_own_in_its_key_and_follows_a_model_change(team, monkeypatch):
-    cache.clear()
-    odd = agent_sessions.session_create(
-        user=team.alice.user, project=team.project, name="s", model="my model\x1b[31m é"
-    )
-    append(odd, agent_rounds(3, seed=2, output_lines=20))
-    worked_out: list[int] = []
-    real = dashboard_module.context_sent_by_session
-
-    def counting(sessions):
-        worked_out.extend(s.pk for s in sessions)
-        return real(sessions)
-
-    monkeypatch.setattr(dashboard_module, "context_sent_by_session", counting)
-    keys_set: list[str] = []
-    real_set = cache.set
-    monkeypatch.setattr(cache, "set", lambda key, *a, **k: keys_set.append(key) or real_set(key, *a, **k))
-    first = project_dashboard(project=team.project).cost
-    assert all(33 <= ord(c) < 127 for key in keys_set for c in key), keys_set  # no spaces, no control characters
-    assert project_dashboard(project=team.project).cost == first and worked_out == [odd.pk]  # cached
-    AgentSession.objects.filter(pk=odd.pk).update(model="my model")
-    project_dashboard(project=team.project)
-    assert worked_out == [odd.pk, odd.pk]  # another model, another figure

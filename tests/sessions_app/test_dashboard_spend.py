@@ -31,7 +31,7 @@ def test_the_dashboard_shows_the_apis_figures_per_person_key_model_and_day(team,
     spread(team)
     client.force_login(team.carol.user)  # a viewer sees it
     page = client.get(f"/projects/{team.project.pk}/").content.decode()
-    assert "Spend on proxied requests, last 14 days" in page
+    assert "Spend on provider requests, last 14 UTC days" in page
     for by in ("owner", "key", "model", "day"):
         body = api_as(team.carol).get(f"/api/v1/projects/{team.project.pk}/spend/?days=14&by={by}").json()
         table = spend_table(page, by)

@@ -5,17 +5,20 @@ token in ``price_of``, ``GET /models/``, the dashboard and for every model the d
 
 from __future__ import annotations
 
+import uuid
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
-from compaction.messages import normalize_message
 from compaction.model_catalog import FALLBACK_CONTEXT_WINDOW, spec_for
 from compaction.model_prices import TokenUsage
 from sessions_app.models import AgentSession, ModelProfile
 from sessions_app.selectors import prices, usage
-from sessions_app.services import agent_sessions, demo, ingest
+from sessions_app.services import agent_sessions, demo
+from sessions_app.services.provider_requests import Answered, provider_request_record
+from sessions_app.services.provider_usage import Used
 from sessions_app.services.proxy import messages as proxy_messages
 
 pytestmark = pytest.mark.django_db
@@ -104,9 +107,13 @@ def test_the_models_endpoint_shows_windows_and_prices(api_as, team):
 
 def test_the_dashboard_prices_a_model_only_the_package_knows(api_as, team):
     made = session(team, "claude-opus-4-7")
-    ingest.message_append(session=made, messages=[normalize_message({"role": "user", "content": "hello " * 500})])
+    answered = Answered(
+        key=uuid.uuid4(), arrived_at=timezone.now(), status=200, model="claude-opus-4-7",
+        used=Used(tokens=TokenUsage(input=400_000, output=1_000)),
+    )  # fmt: skip
+    provider_request_record(session=made, answered=answered)
     cost = api_as(team.bob).get(f"/api/v1/projects/{team.project.pk}/dashboard/").json()["cost"]
-    assert cost["sessions_priced"] == 1 and cost["sessions_unpriced"] == 0
+    assert (cost["requests"], cost["unpriced_requests"]) == (1, 0) and Decimal(cost["dollars"]) > 0
 
 
 # ----------------------------------------------------------------------------- a learnt window

@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 
 from sessions_app.models import AgentSession, Compaction, ProviderRequest
 from sessions_app.selectors.spend import project_spend, session_spend
+from sessions_app.services import spend_rollup
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +32,7 @@ def compact(api, session: AgentSession, level: str) -> Compaction:
 
 
 def request(session: AgentSession, at: datetime, model: str, compacted: Compaction | None = None) -> ProviderRequest:
-    return ProviderRequest.objects.create(
+    return spend_rollup.request_store(
         key=uuid.uuid4(),
         session=session,
         project=session.project,
@@ -87,6 +88,8 @@ def worked(session_of, api_as, team):
 def test_each_request_after_a_compaction_saves_its_tokens_at_the_input_price(worked):
     first, second, pruned, other = worked
     spend = session_spend(first)
+    # Each row carries its own figure: the prune for the four after it (or made from it), 0 before.
+    assert sorted(first.requests.values_list("saved_tokens", flat=True)) == [0, *[saved(pruned)] * 4]
     # Three priced requests and one unpriced carry the prune; the reverted summary counts nowhere.
     assert spend.saved_tokens == 4 * saved(pruned)
     assert same_money(spend.saved_usd, 3 * priced(SONNET, saved(pruned)))
@@ -96,13 +99,15 @@ def test_each_request_after_a_compaction_saves_its_tokens_at_the_input_price(wor
     assert spend.saved_usd > 0 and theirs.saved_usd > 0
 
 
-def test_a_project_saves_what_its_sessions_save_in_one_more_query(worked, team):
+def test_a_project_saves_what_its_sessions_save_reading_the_rollup_only(worked, team):
     first, second, _, _ = worked
     sessions = [session_spend(first), session_spend(second)]
     for by in ("day", "owner", "key", "model"):
         with CaptureQueriesContext(connection) as queries:
             found = project_spend(project=team.project, days=30, by=by)
-        assert len([q for q in queries if "sessions_app_compaction" in q["sql"]]) == 1, by
+        read = " ".join(q["sql"] for q in queries)
+        assert "sessions_app_dailyspend" in read and "sessions_app_providerrequest" not in read, by
+        assert "sessions_app_compaction" not in read, by
         assert found.total.saved_tokens == sum(s.saved_tokens for s in sessions), by
         assert same_money(found.total.saved_usd, sum((s.saved_usd for s in sessions), Decimal(0))), by
     per_model = {row.label: row for row in project_spend(project=team.project, days=30, by="model").rows}
