@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date
 from functools import lru_cache
 
 from compaction import model_package
@@ -158,6 +159,12 @@ def spec_for(name: str) -> ModelSpec | None:
     prefix: the package's own matching), else of its family, else None. ``[1m]`` at the end asks
     for the 1M-token window, which the model gets when it has one."""
     return _spec(canonical_model_name(without_long_context(name)), long_context_asked(name))
+
+
+def prices_on(name: str, day: date) -> TokenPrices | None:
+    """The package's prices of ``name`` on ``day`` (``spec_for``'s matching); None where the package
+    doesn't know the model (a family's figures have no dates)."""
+    return model_package.package_prices_on(canonical_model_name(without_long_context(name)), day)
 
 
 @lru_cache(maxsize=1024)

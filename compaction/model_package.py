@@ -5,7 +5,7 @@ never started: nothing here reaches the network, and the figures change when the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -67,11 +67,24 @@ def package_model(bare: str) -> PackageModel | None:
     )
 
 
-def _prices(model: gp.ModelInfo) -> TokenPrices | None:
-    """The model's standard prices today (not a service tier's or a batch's)."""
+@lru_cache(maxsize=4096)
+def package_prices_on(bare: str, day: date) -> TokenPrices | None:
+    """The package's prices of a model (canonical name) on a UTC day: a model whose price changed has
+    one set before the change and another after; None for a model the package doesn't know."""
+    from genai_prices import data_snapshot
+
+    try:
+        _, model = data_snapshot.get_snapshot().find_provider_model(bare, None, None, None)
+    except LookupError:
+        return None
+    return _prices(model, datetime.combine(day, time(12), tzinfo=UTC))
+
+
+def _prices(model: gp.ModelInfo, at: datetime | None = None) -> TokenPrices | None:
+    """The model's standard prices at ``at`` (today by default; not a service tier's or a batch's)."""
     from genai_prices import types as gp
 
-    standard = model.get_prices(datetime.now(tz=UTC))
+    standard = model.get_prices(at or datetime.now(tz=UTC))
     values = {kind: getattr(standard, key, None) for kind, key in _KEYS.items()}
     if values["input"] is None and values["output"] is None:
         return None

@@ -4,6 +4,7 @@ resolves (an admin's ModelProfile row, field by field, over the genai-prices pac
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -16,10 +17,11 @@ from sessions_app.selectors.usage import model_info
 LISTED_PROVIDERS = ("anthropic", "openai")
 
 
-def price_of(model: str, used: TokenUsage) -> Decimal | None:
-    """What ``used`` cost on ``model`` in US dollars; None when the model has no price for a kind of
-    token it used (an unknown model, a price nobody set)."""
-    prices = model_info(model).prices
+def price_of(model: str, used: TokenUsage, *, at: datetime | None = None) -> Decimal | None:
+    """What ``used`` cost on ``model`` in US dollars, at the prices of ``at``'s UTC day (today when
+    None); None when the model has no price for a kind of token it used (an unknown model, a price
+    nobody set)."""
+    prices = model_info(model, on=at.astimezone(UTC).date() if at is not None else None).prices
     return None if prices is None else cost(prices, used)
 
 

@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -84,13 +84,14 @@ def forget_model_profiles() -> None:
     _PROFILE_CACHE["at"] = 0.0
 
 
-def model_info(name: str) -> ModelInfo:
+def model_info(name: str, *, on: date | None = None) -> ModelInfo:
     """A model's input window, max output, calibration and prices, field by field: its ModelProfile
     row (by name, a dated version of a named row, or a pattern such as ``claude-sonnet-*``) where the
     row sets the field, else the catalogue (the genai-prices package and its overlay), else the
     fallback. ``name`` is the row's name (a pattern for a pattern), which calibration updates. A model
     asked with its 1M-token window (``…[1m]``) takes the other fields from its plain name's row but
-    not the window, unless a row is named with the suffix."""
+    not the window, unless a row is named with the suffix. ``on``: the prices of that UTC day (the
+    package's change over time; an admin's override holds on every day)."""
     rows = _profiles()
     match = model_catalog.profile_match(name, tuple(rows))
     long_row = match is None and model_catalog.long_context_asked(name)
@@ -106,6 +107,8 @@ def model_info(name: str) -> ModelInfo:
         max_output = spec.max_output_tokens if spec else model_catalog.FALLBACK_MAX_OUTPUT
     calibration = row.calibration if row is not None else spec.calibration if spec else 1.0
     prices = spec.prices if spec and spec.prices else TokenPrices()
+    if on is not None and spec is not None:  # the package's price that day (a row's own has no dates)
+        prices = model_catalog.prices_on(name, on) or prices
     if row is not None:
         prices = prices.overridden(**row.prices)
     return ModelInfo(

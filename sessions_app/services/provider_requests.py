@@ -61,7 +61,7 @@ def _record(session: AgentSession, answered: Answered, used: Used, model: str, s
             "cache_read_input_tokens": used.tokens.cache_read,
             "output_tokens": used.tokens.output,
             "service_tier": used.service_tier,
-            "cost_usd": price_of(model, used.tokens) if model else None,
+            "cost_usd": price_of(model, used.tokens, at=answered.arrived_at) if model else None,
             "ttfb_ms": answered.ttfb_ms,
             "duration_ms": answered.duration_ms,
             "status": answered.status,

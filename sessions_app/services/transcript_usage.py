@@ -89,7 +89,7 @@ def transcript_requests_record(
                     "cache_read_input_tokens": tokens.cache_read,
                     "output_tokens": tokens.output,
                     "service_tier": used.service_tier,
-                    "cost_usd": price_of(model, tokens),
+                    "cost_usd": price_of(model, tokens, at=created_at),
                     "status": None,
                     "source": RequestSource.TRANSCRIPT,
                     "saved_tokens": saved_at(session.pk, created_at, None),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -223,3 +224,42 @@ def test_the_estimate_between_counts_includes_the_harness_the_file_lacks(shared_
     assert len(shipped) >= len(FILES) / 2
     assert 0.95 <= statistics.median(shipped) <= 1.08 and min(shipped) >= 0.8 and max(shipped) <= 1.5
     assert statistics.median(bare) < 0.6
+
+
+def test_a_response_is_priced_at_its_days_price(owner):
+    """The package's prices change over time (claude-opus-4-6's long-context rate above 200,000 input
+    tokens ends on 2026-03-13): a response a transcript dates before the change costs the old price,
+    one after it the new, as the package itself prices them at those times."""
+    import genai_prices
+
+    model, usage = "claude-opus-4-6", {"input_tokens": 150_000, "cache_creation_input_tokens": 300,
+                                       "cache_read_input_tokens": 60_000, "output_tokens": 700}  # fmt: skip
+    lines, parent = [], None
+    for n, stamp in enumerate(("2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z")):
+        prompt = {"type": "user", "uuid": f"u{n}", "parentUuid": parent, "sessionId": "s", "timestamp": stamp,
+                  "message": {"role": "user", "content": f"Step {n}?"}}  # fmt: skip
+        reply = {"type": "assistant", "uuid": f"a{n}", "parentUuid": f"u{n}", "sessionId": "s", "timestamp": stamp,
+                 "message": {"id": f"msg_{n}", "role": "assistant", "model": model, "usage": usage,
+                             "content": [{"type": "text", "text": f"Done {n}."}]}}  # fmt: skip
+        lines += [json.dumps(prompt), json.dumps(reply)]
+        parent = f"a{n}"
+    data = ("\n".join(lines) + "\n").encode()
+    project = _project(owner, "dated prices")
+    importing.session_import(user=owner, project=project, transcript=read_transcript(data, "claude-code"))
+
+    rows = list(ProviderRequest.objects.filter(project=project).order_by("created_at"))
+    expected = []
+    for row in rows:
+        package = genai_prices.Usage(
+            input_tokens=sum(usage[k] for k in KINDS[:3]),
+            cache_write_tokens=usage["cache_creation_input_tokens"],
+            cache_read_tokens=usage["cache_read_input_tokens"],
+            output_tokens=usage["output_tokens"],
+        )
+        expected.append(
+            genai_prices.calc_price(
+                package, model, provider_id="anthropic", genai_request_timestamp=row.created_at
+            ).total_price
+        )
+    assert expected[0] != expected[1]  # the price did change between the two days
+    assert [r.cost_usd.quantize(Decimal("1e-9")) for r in rows] == [e.quantize(Decimal("1e-9")) for e in expected]
