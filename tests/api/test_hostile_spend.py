@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessions_app.models import ApiKey, Budget, ProviderRequest, RequestSource
-from sessions_app.services import agent_sessions, budgets
+from sessions_app.services import agent_sessions, budgets, spend_rollup
 from tests.hypothesis_budget import DATABASE
 
 pytestmark = pytest.mark.django_db
@@ -81,7 +81,7 @@ def _request(session: Any, **fields: Any) -> ProviderRequest:
         "source": RequestSource.PROXY,
         "status": 200,
     }
-    return ProviderRequest.objects.create(**{**defaults, **fields})
+    return spend_rollup.request_store(**{**defaults, **fields})
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import pytest
 from django.utils import timezone
 
 from compaction.messages import normalize_message
-from sessions_app.models import AgentSession, ApiKey, ProviderRequest
+from sessions_app.models import AgentSession, ApiKey
 from sessions_app.models.sessions import SIDECHAIN_OF
-from sessions_app.services import agent_sessions, ingest, keys
+from sessions_app.services import agent_sessions, ingest, keys, spend_rollup
 from tests.browser.helpers import ARTIFACTS, PHONE, horizontal_overflow
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -44,7 +44,7 @@ def _hostile_session(user, project) -> AgentSession:
     key, _ = keys.apikey_create(user=user, name=f"{SCRIPT}{RTL}"[:100])
     api_key = ApiKey.objects.get(prefix=key.prefix)
     for n, model in enumerate(NAMES * 2):
-        ProviderRequest.objects.create(
+        spend_rollup.request_store(
             key=uuid.uuid4(),
             session=session,
             project=project,
