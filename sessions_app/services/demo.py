@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -10,17 +12,28 @@ from django.db import transaction
 from django.utils import timezone
 
 from compaction.messages import normalize_message
+from compaction.model_prices import TokenUsage
 from sessions_app.models import (
     AgentSession,
     DeliveryStatus,
     Project,
+    RequestSource,
     SessionStatus,
     WebhookAttempt,
     WebhookDelivery,
     WebhookEvent,
     WebhookFormat,
 )
-from sessions_app.services import agent_sessions, auto_compaction, compaction_runs, ingest, projects, webhooks
+from sessions_app.selectors.prices import price_of
+from sessions_app.services import (
+    agent_sessions,
+    auto_compaction,
+    compaction_runs,
+    ingest,
+    projects,
+    spend_rollup,
+    webhooks,
+)
 from sessions_app.services.compaction_records import MAX_FAILURES, compaction_fail
 
 DEMO_USER = "demo"
@@ -165,6 +178,44 @@ class DemoResult:
     admin: bool  # whether the demo user may open Django admin (the embedded default)
 
 
+def _demo_requests(user, sessions: list[AgentSession]) -> None:
+    """A made-up provider request per reply of each session, spread over the last days, so the spend
+    tables, the session pages' requests and the CSV downloads have something to show: what each read
+    grows with the conversation, most of it from the provider's cache after the first."""
+    now = timezone.now()
+    rows = []
+    for session in sessions:
+        replies = list(session.messages.filter(role="assistant").order_by("seq").values_list("seq", flat=True))
+        step = min(timedelta(hours=9), timedelta(days=7) / max(1, len(replies)))
+        for n, seq in enumerate(replies):
+            read = session.system_tokens + session.tool_tokens + 400 * seq
+            cached = 0 if n == 0 else read - 400
+            when = now - (len(replies) - n) * step  # over the last week, the newest an hour or more ago
+            used = TokenUsage(input=read - cached, cache_write=400 if n else 0, cache_read=cached, output=120 + 9 * n)
+            rows.append((session, seq, when, used))
+    for session, seq, when, used in rows:
+        spend_rollup.request_store(
+            key=uuid.uuid5(_DEMO_REQUESTS, f"{session.pk}:{seq}"),
+            session=session,
+            project_id=session.project_id,
+            user=user,
+            created_at=when,
+            model=session.model,
+            input_tokens=used.input,
+            cache_creation_input_tokens=used.cache_write,
+            cache_read_input_tokens=used.cache_read,
+            output_tokens=used.output,
+            cost_usd=price_of(session.model, used, at=when),
+            ttfb_ms=300.0 + 11 * seq,
+            duration_ms=1800.0 + 37 * seq,
+            status=200,
+            source=RequestSource.PROXY,
+        )
+
+
+_DEMO_REQUESTS = uuid.UUID("0b7e1d2a-3c4f-4a5b-8c6d-7e8f9a0b1c2d")  # the namespace of the demo's request keys
+
+
 @transaction.atomic
 def demo_load() -> DemoResult:
     User = get_user_model()
@@ -215,4 +266,5 @@ def demo_load() -> DemoResult:
     sessions.append(_nightly_session(user, project))
     sessions.append(_paused_session(user, project))
     _demo_webhook(user, project)
+    _demo_requests(user, sessions)
     return DemoResult(DEMO_USER, DEMO_PASSWORD, project, sessions, True, user.is_staff)

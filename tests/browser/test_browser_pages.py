@@ -254,7 +254,7 @@ def test_docs_screenshot_of_the_session_page(open_as, live_server):
         ".getBoundingClientRect().bottom + window.scrollY + 4)"
     )
     path = shot(page, "session-docs", full_page=True, clip={"x": 0, "y": 0, "width": 1280, "height": bottom})
-    assert path.stat().st_size < 300_000, path.stat().st_size
+    assert path.stat().st_size < 500_000, path.stat().st_size  # with the requests' table and charts
     if os.environ.get("CTX_UPDATE_SCREENSHOTS") == "1":
         DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOCS_SCREENSHOT)

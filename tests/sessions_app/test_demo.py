@@ -72,3 +72,24 @@ def test_the_header_shows_staff_the_way_to_admin(client, settings, team):
     assert '<a href="/admin/">Admin</a>' in client.get("/projects/").content.decode()
     client.force_login(team.alice.user)
     assert 'href="/admin/"' not in client.get("/projects/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_demo_has_spend_to_show_and_its_tables_add_up():
+    """Each reply of each demo session is a priced request: the spend tables (the rollup) add up to
+    the rows, and a second load adds nothing."""
+    from decimal import Decimal
+
+    from sessions_app.models import ProviderRequest
+    from sessions_app.selectors.spend import project_spend
+
+    result = demo_load()
+    rows = ProviderRequest.objects.filter(project=result.project)
+    replies = sum(s.messages.filter(role="assistant").count() for s in result.sessions)
+    assert rows.count() == replies > 0
+    assert all(r.cost_usd is not None and r.cost_usd > 0 for r in rows)
+    spent = project_spend(project=result.project, days=14, by="day")
+    assert spent.total.requests == replies
+    assert spent.total.cost_usd == sum((r.cost_usd for r in rows), Decimal(0))
+    demo_load()
+    assert ProviderRequest.objects.filter(project=result.project).count() == replies
