@@ -430,3 +430,14 @@ def celery_worker(django_db_setup, django_db_blocker, fake_anthropic_session) ->
     yield {"process": proc, "queue": compaction_queue, "prefix": prefix, "fake": fake_anthropic_session, "env": env}
     stop_worker(proc)
     settings.CTX_QUEUE_PREFIX = before
+
+
+@pytest.fixture
+def fresh_budget_flags(team: Team) -> Iterator[None]:
+    """The "has budgets" flag is cached by project id, and a rolled-back test's ids come again: forgotten
+    before and after the test (``pytestmark = pytest.mark.usefixtures("fresh_budget_flags")``)."""
+    from sessions_app.selectors.budgets import forget_project_budgets
+
+    forget_project_budgets(team.project.pk)
+    yield
+    forget_project_budgets(team.project.pk)

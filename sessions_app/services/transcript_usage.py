@@ -116,7 +116,7 @@ def transcript_exact_record(*, session: AgentSession, keyed_by: AgentSession) ->
     When no response ends the session, a warning an earlier upload's figure left is cleared: an
     import of the file would have none."""
     session.refresh_from_db(fields=["last_seq", "exact_tokens", "exact_upto_seq", "count_warning", *_STATE])
-    replies = transcript_harness_record(session=session, keyed_by=keyed_by)
+    replies = transcript_harness_record(session=session, keyed_by=keyed_by, fresh=True)
     last = (
         Message.objects.filter(session=session, seq=session.last_seq, state=MessageState.ACTIVE, role="assistant")
         .values_list("client_id", "tokens")
@@ -165,14 +165,17 @@ def _stale_exact_drop(session: AgentSession) -> None:
         session_level_record(session)
 
 
-def transcript_harness_record(*, session: AgentSession, keyed_by: AgentSession) -> list[tuple[int, int]]:
+def transcript_harness_record(
+    *, session: AgentSession, keyed_by: AgentSession, fresh: bool = False
+) -> list[tuple[int, int]]:
     """What the session's first counted response read, and ctxweb's raw estimate of what it held then
     (its prompt, tools and every message before that reply, whatever became of them since): the
     difference, when plausible, is the harness (``selectors.usage.harness_tokens``). From what is
     stored, so any chunking of a file ends as its import does; the stores call it before each
     compaction the transcript records too (which measures the context with it), after the rows.
-    Returns the first counted replies, (seq, read)."""
-    session.refresh_from_db(fields=["last_seq", *_STATE])
+    Returns the first counted replies, (seq, read). ``fresh``: the caller has just read the session."""
+    if not fresh:
+        session.refresh_from_db(fields=["last_seq", *_STATE])
     replies = _counted_replies(session, keyed_by, limit=5)
     first = replies[0] if replies else None
     figures: tuple[int | None, int | None] = (None, None)

@@ -15,16 +15,9 @@ from sessions_app.models import ApiKey, Budget
 from sessions_app.selectors import budgets as budget_reads
 from sessions_app.services import spend_rollup
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_budget_flags")]
 
 NOW = datetime(2026, 3, 20, 15, 30, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_budget_flags(team):
-    budget_reads.forget_project_budgets(team.project.pk)
-    yield
-    budget_reads.forget_project_budgets(team.project.pk)
 
 
 @pytest.fixture

@@ -15,25 +15,17 @@ import openai
 import pytest
 
 from sessions_app.models import ApiKey, ProviderRequest, WebhookDelivery
-from sessions_app.selectors import budgets as budget_reads
 from sessions_app.services import budgets
 from tests.conftest import Team
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
 from tests.sessions_app.webhook_receiver import receiver
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("fresh_budget_flags")]
 
 CLAUDE = "claude-sonnet-4-5"
 CALLER_KEY = "sk-callers-own-key-0123456789"
 PROMPT_TOKENS = 100_000  # at $3 per million: $0.30 a request, and a cent's fraction of output
-
-
-@pytest.fixture(autouse=True)
-def _fresh_budget_flags(team):
-    budget_reads.forget_project_budgets(team.project.pk)
-    yield
-    budget_reads.forget_project_budgets(team.project.pk)
 
 
 @pytest.fixture

@@ -24,18 +24,10 @@ from sessions_app.selectors.usage import session_status
 from sessions_app.services import budgets, spend_rollup
 from tests.hypothesis_budget import DATABASE
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_budget_flags")]
 
 NOW = datetime(2026, 3, 20, 15, 30, tzinfo=UTC)
 EVENTS = ["budget.warning", "budget.exceeded"]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_budget_flags(team):
-    """The "has budgets" flag is cached by project id; a rolled-back test leaves it behind."""
-    budget_reads.forget_project_budgets(team.project.pk)
-    yield
-    budget_reads.forget_project_budgets(team.project.pk)
 
 
 @pytest.fixture
