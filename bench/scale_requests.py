@@ -52,7 +52,7 @@ def copy_requests(plan: list[tuple[int, int, int]], callers: list[tuple[int, int
             rows.write(
                 "\t".join([str(uuid.UUID(int=rng.getrandbits(128))), str(session_id), str(project_id), str(key_id),
                            str(user_id), at, model, *map(str, used), "", f"{cost:.10f}", f"{ttfb:.1f}",
-                           f"{ttfb + rng.uniform(500, 30_000):.1f}", "200", "proxy", "0"]) + "\n"
+                           f"{ttfb + rng.uniform(500, 30_000):.1f}", "200", "proxy", "0", "f"]) + "\n"
             )  # fmt: skip
             sums = buckets[(project_id, moment.date().isoformat(), user_id, key_id, model)]
             for n, value in enumerate((1, *used, int(Decimal(f"{cost:.10f}").scaleb(10)))):
@@ -63,7 +63,7 @@ def copy_requests(plan: list[tuple[int, int, int]], callers: list[tuple[int, int
         cursor.cursor.copy(
             "COPY sessions_app_providerrequest (key, session_id, project_id, api_key_id, user_id, created_at, "
             "model, input_tokens, cache_creation_input_tokens, cache_read_input_tokens, output_tokens, "
-            "service_tier, cost_usd, ttfb_ms, duration_ms, status, source, saved_tokens) FROM STDIN"
+            "service_tier, cost_usd, ttfb_ms, duration_ms, status, source, saved_tokens, estimated) FROM STDIN"
         ) as copy,
     ):
         copy.write(rows.getvalue())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -30,6 +32,9 @@ ACTIVE_COMPACTION_STATUSES = (CompactionStatus.QUEUED, CompactionStatus.RUNNING)
 
 class Compaction(models.Model):
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="compactions", db_index=False)
+    # The session's project (a session never moves), set on save: the dashboard reads a project's
+    # compactions of the last days from its own index range, not through every session of the project.
+    project = models.ForeignKey("sessions_app.Project", on_delete=models.CASCADE, related_name="+", db_index=False)
     level = models.CharField(max_length=10, choices=level_choices())
     status = models.CharField(max_length=10, choices=CompactionStatus.choices, default=CompactionStatus.QUEUED)
     # "transcript": the agent compacted its own context and its transcript recorded it (services.boundaries).
@@ -77,10 +82,21 @@ class Compaction(models.Model):
             ),
             # The dashboard's "what failed": a few rows, not a probe of every session's newest compaction.
             models.Index(fields=["session"], name="compaction_failed", condition=Q(status="failed")),
+            models.Index(fields=["project", "session"], name="compaction_project_failed", condition=Q(status="failed")),
+            # The dashboard's compactions and savings per day.
+            models.Index(fields=["project", "created_at"], name="compaction_project_created"),
+            models.Index(
+                fields=["project", "finished_at"], name="compaction_project_saved", condition=Q(status="succeeded")
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.level} of {self.session_id} ({self.status})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.project_id is None:
+            self.project_id = self.session.project_id
+        super().save(*args, **kwargs)
 
     @property
     def saved_tokens(self) -> int | None:

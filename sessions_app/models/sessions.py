@@ -101,7 +101,10 @@ class AgentSession(models.Model):
             models.Index(fields=["project", "status", "-last_activity_at"], name="session_project_status"),
             # The level filter and the dashboard's counts and closest five, without a pass over the project.
             models.Index(fields=["project", "status", "level"], name="session_project_level"),
-            models.Index(fields=["project", "status", "-usage_percent"], name="session_project_usage"),
+            # id last: the closest five (``ORDER BY usage_percent DESC, id``) are the index's first rows.
+            models.Index(fields=["project", "status", "-usage_percent", "id"], name="session_project_usage"),
+            # The dashboard's paused sessions: a few rows, not a pass over the project's sessions.
+            models.Index(fields=["project"], name="session_paused", condition=Q(auto_paused=True, status="active")),
             # The few sessions without a stored level yet (``selectors.usage.unleveled``), not all of them.
             models.Index(
                 fields=["project", "status"],

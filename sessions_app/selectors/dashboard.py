@@ -116,17 +116,21 @@ def _levels(
     project: Project, active: QuerySet[AgentSession], policy: Policy, limit: int
 ) -> tuple[dict[str, int], list[SessionUse]]:
     """Active sessions by level and the closest to their window, from the stored level and usage (a
-    count and a top-``limit`` in SQL); a session without them yet is worked out from its totals."""
+    grouped count over the index of (project, status, level) and the first ``limit`` rows of the index
+    of (project, status, usage)); a session without them yet is worked out from its totals."""
     levels = {level: 0 for level in LEVELS}
-    known = active.exclude(level="").exclude(usage_percent__isnull=True)
-    for level, n in known.values_list("level").annotate(n=Count("pk")).values_list("level", "n"):
+    for level, n in active.order_by().values_list("level").annotate(n=Count("*")).values_list("level", "n"):
         levels[level] = levels.get(level, 0) + n
-    rows = _with_project(known.filter(usage_percent__gt=0).order_by("-usage_percent", "pk")[:limit], project)
+    known = active.exclude(level="").filter(usage_percent__gt=0)
+    rows = _with_project(known.order_by("-usage_percent", "pk")[:limit], project)
     candidates = [_use(s, policy) for s in rows]
     for session, current in unleveled(active):
         use = SessionUse(session, current.used, current.context_window, current.usage_percent, current.level.value)
+        # Counted above under what is stored ("", or a level without its usage).
+        levels[session.level] = levels.get(session.level, 0) - 1
         levels[use.level] += 1
         candidates.append(use)
+    levels.pop("", None)
     closest = sorted((u for u in candidates if u.used), key=lambda u: (-u.usage_percent, u.session.pk))[:limit]
     return levels, closest
 
@@ -151,9 +155,7 @@ def _days(project: Project, since: date, today: date, start: datetime) -> list[D
         ingested[day] = ingested.get(day, 0) + calibrate(tokens, model_info(model).calibration)
     saved = {
         row["day"]: row["saved"] or 0
-        for row in Compaction.objects.filter(
-            session__project=project, status=CompactionStatus.SUCCEEDED, finished_at__gte=start
-        )
+        for row in Compaction.objects.filter(project=project, status=CompactionStatus.SUCCEEDED, finished_at__gte=start)
         .exclude(tokens_before__isnull=True)
         .exclude(tokens_after__isnull=True)
         .annotate(day=TruncDate("finished_at", tzinfo=timezone.get_current_timezone()))
@@ -170,7 +172,8 @@ def _days(project: Project, since: date, today: date, start: datetime) -> list[D
 def _compactions(project: Project, start: datetime) -> dict[str, dict[str, int]]:
     table = {level: {outcome: 0 for outcome in OUTCOMES} for level in COMPACTION_LEVELS}
     rows = (
-        Compaction.objects.filter(session__project=project, created_at__gte=start)
+        Compaction.objects.filter(project=project, created_at__gte=start)
+        .order_by()
         .values("level", "status")
         .annotate(n=Count("pk"))
     )
@@ -182,13 +185,16 @@ def _compactions(project: Project, start: datetime) -> dict[str, dict[str, int]]
 
 
 def _trouble(project: Project) -> list[Trouble]:
+    """Paused sessions and those whose newest compaction failed: the candidates are the few rows of two
+    partial indexes (paused sessions; failed compactions), then the newest compaction of those only."""
+    paused = AgentSession.objects.filter(project=project, status=SessionStatus.ACTIVE, auto_paused=True)
+    failed = Compaction.objects.filter(project=project, status=CompactionStatus.FAILED)
+    candidates = set(paused.values_list("pk", flat=True)) | set(failed.values_list("session_id", flat=True))
+    if not candidates:
+        return []
     newest = Compaction.objects.filter(session=OuterRef("pk")).order_by("-pk")
-    # Only sessions paused or with a failed compaction at all can be in trouble: the newest compaction
-    # is then looked up for those few (the partial index ``compaction_failed``), not for every session.
-    failed = Compaction.objects.filter(status=CompactionStatus.FAILED, session__project=project).values("session_id")
     rows = (
-        AgentSession.objects.filter(project=project, status=SessionStatus.ACTIVE)
-        .filter(Q(auto_paused=True) | Q(pk__in=failed))
+        AgentSession.objects.filter(pk__in=candidates, status=SessionStatus.ACTIVE)
         .annotate(
             last_status=Subquery(newest.values("status")[:1]),
             last_level=Subquery(newest.values("level")[:1]),
@@ -196,20 +202,22 @@ def _trouble(project: Project) -> list[Trouble]:
             last_at=Subquery(newest.values("finished_at")[:1]),
         )
         .filter(Q(auto_paused=True) | Q(last_status=CompactionStatus.FAILED))
-        .select_related("project", "project__policy")
         .defer("tools", "system_prompt", "metadata")
         .order_by("-last_activity_at", "-pk")[:TROUBLE_LIMIT]
     )
-    return [
-        Trouble(
-            session=row,
-            paused=row.auto_paused,
-            level=row.last_level or "",
-            error=(row.last_error or "") if row.last_status == CompactionStatus.FAILED else "",
-            at=row.last_at,
+    found = []
+    for row in rows:
+        row.project = project  # the caller's object (and its policy), not a join per row
+        found.append(
+            Trouble(
+                session=row,
+                paused=row.auto_paused,
+                level=row.last_level or "",
+                error=(row.last_error or "") if row.last_status == CompactionStatus.FAILED else "",
+                at=row.last_at,
+            )
         )
-        for row in rows
-    ]
+    return found
 
 
 def _cost(project: Project, days: int, now: datetime) -> Cost:

@@ -16,7 +16,7 @@ import pytest
 import time_machine
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, Sum
+from django.db.models import Count, F, Sum
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from hypothesis import given
@@ -174,6 +174,31 @@ def test_failed_and_paused_sessions_are_listed_and_members_may_retry(team, clien
     paused.refresh_from_db()
     assert not paused.auto_paused
     assert paused.pk not in {t.session.pk for t in project_dashboard(project=team.project).trouble}
+
+
+def test_another_projects_compactions_and_trouble_count_nowhere(team):
+    """Compactions carry their session's project (the dashboard reads them by it): another project's
+    failed, paused and succeeded ones are in its own dashboard only, and every path that creates one
+    sets it (checked over every row the flows below made)."""
+    theirs = projects.project_create(user=team.alice.user, name="Beta")
+    ours = make(team, "ours", 22)
+    other = agent_sessions.session_create(
+        user=team.alice.user, project=theirs, name="theirs", context_window=30_000, auto_compact=False
+    )
+    append(other, agent_rounds(22, seed=3, output_lines=60))
+    failing(other, 3)  # failed three times: paused
+    record = compaction_runs.compaction_request(session=ours, level="compact", user=None)
+    compaction_runs.compaction_run(record.pk)
+    assert not Compaction.objects.exclude(project_id=F("session__project_id")).exists()
+    assert Compaction.objects.filter(project=theirs).count() == 3
+
+    mine, yours = project_dashboard(project=team.project), project_dashboard(project=theirs)
+    assert mine.trouble == [] and [t.session.pk for t in yours.trouble] == [other.pk]
+    assert yours.trouble[0].paused and yours.trouble[0].error == "summarizer: 529 overloaded"
+    assert mine.compactions["compact"]["succeeded"] == 1 and mine.compactions["summarize"]["failed"] == 0
+    assert yours.compactions["summarize"]["failed"] == 3 and yours.compactions["compact"]["succeeded"] == 0
+    assert sum(d.saved for d in mine.days) == Compaction.objects.get(pk=record.pk).saved_tokens > 0
+    assert sum(d.saved for d in yours.days) == 0
 
 
 def test_the_project_page_reads_the_same_number_of_rows_whatever_the_sessions(team, client):
