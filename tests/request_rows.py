@@ -18,7 +18,9 @@ TOKENS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_token
 def requests_in(session: AgentSession, count: int, *, start: datetime = T0) -> list[ProviderRequest]:
     """``count`` requests a minute apart, oldest first: every seventh without a price, every fifth
     reported by a transcript, the second sent upstream as a compaction's context."""
-    compaction = Compaction.objects.create(session=session, level="compact", status="succeeded", trigger="provider")
+    compaction = Compaction.objects.create(
+        session=session, project_id=session.project_id, level="compact", status="succeeded", trigger="provider"
+    )
     rows = []
     for n in range(count):
         transcript = n % 5 == 4

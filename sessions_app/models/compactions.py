@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -32,8 +30,9 @@ ACTIVE_COMPACTION_STATUSES = (CompactionStatus.QUEUED, CompactionStatus.RUNNING)
 
 class Compaction(models.Model):
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="compactions", db_index=False)
-    # The session's project (a session never moves), set on save: the dashboard reads a project's
-    # compactions of the last days from its own index range, not through every session of the project.
+    # The session's project (a session never moves; whoever creates the row sets it): the dashboard
+    # reads a project's compactions of the last days from its own index range, not through every
+    # session of the project.
     project = models.ForeignKey("sessions_app.Project", on_delete=models.CASCADE, related_name="+", db_index=False)
     level = models.CharField(max_length=10, choices=level_choices())
     status = models.CharField(max_length=10, choices=CompactionStatus.choices, default=CompactionStatus.QUEUED)
@@ -92,11 +91,6 @@ class Compaction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.level} of {self.session_id} ({self.status})"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.project_id is None:
-            self.project_id = self.session.project_id
-        super().save(*args, **kwargs)
 
     @property
     def saved_tokens(self) -> int | None:

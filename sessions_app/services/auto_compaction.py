@@ -94,7 +94,9 @@ def auto_queue(session: AgentSession) -> Compaction | None:
         return None
     try:
         with transaction.atomic():
-            record = Compaction.objects.create(session=session, level=level.value, trigger="auto")
+            record = Compaction.objects.create(
+                session=session, project_id=session.project_id, level=level.value, trigger="auto"
+            )
     except IntegrityError:  # another process queued one first
         return None
     return record

@@ -187,6 +187,7 @@ def _summarized(
     upto = rows[-1].seq
     record = Compaction.objects.create(
         session=locked,
+        project_id=locked.project_id,
         level=Level.SUMMARIZE.value,
         status=CompactionStatus.SUCCEEDED,
         trigger=trigger,

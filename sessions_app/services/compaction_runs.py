@@ -77,6 +77,7 @@ def compaction_request(
         with transaction.atomic():
             record = Compaction.objects.create(
                 session=session,
+                project_id=session.project_id,
                 level=level,
                 trigger=trigger,
                 requested_by=user if user is not None and user.is_authenticated else None,

@@ -83,6 +83,7 @@ def tool_clearing_apply(
         now = timezone.now()
         record = Compaction.objects.create(
             session=locked,
+            project_id=locked.project_id,
             level=Level.COMPACT.value,
             status=CompactionStatus.SUCCEEDED,
             trigger=PROVIDER,

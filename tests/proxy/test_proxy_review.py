@@ -97,7 +97,9 @@ def test_a_failure_after_the_session_was_found_leaves_no_exchange_open(live_serv
     fake.queue_reply("ok")
     post(live_server, base, h)
     session = AgentSession.objects.get(external_id="deep")
-    Compaction.objects.create(session=session, level="compact", status="succeeded", trigger="auto", upto_seq=1)
+    Compaction.objects.create(
+        session=session, project_id=session.project_id, level="compact", status="succeeded", trigger="auto", upto_seq=1
+    )
     deep: Any = "x"
     for _ in range(480):  # past what a recursive walk of the request survives
         deep = [deep]

@@ -231,7 +231,7 @@ def test_bad_compaction_requests(busy, api_as, team):
     assert (bad_level.status_code, bad_level.json()["code"]) == (400, "invalid_choice")
     assert bob.post(f"/api/v1/sessions/{busy.pk}/compactions/", "[]").json()["code"] == "invalid_body"
     assert bob.get("/api/v1/compactions/999999/").status_code == 404
-    Compaction.objects.create(session=busy, level="compact")  # one already queued
+    Compaction.objects.create(session=busy, project_id=busy.project_id, level="compact")  # one already queued
     busy_again = compact(bob, busy)
     assert (busy_again.status_code, busy_again.json()["code"]) == (409, "compaction_in_progress")
     assert Compaction.objects.filter(session=busy).count() == 1
@@ -283,7 +283,7 @@ def test_three_failures_pause_auto_compaction_until_a_manual_success(busy, monke
 
 
 def test_claim_is_taken_once_and_a_stale_run_is_reclaimed(busy, settings):
-    record = Compaction.objects.create(session=busy, level="compact")
+    record = Compaction.objects.create(session=busy, project_id=busy.project_id, level="compact")
     assert compaction_records.claim(record.pk) is True
     assert compaction_records.claim(record.pk) is False  # running and fresh: nobody else takes it
     old = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 60)
@@ -354,7 +354,7 @@ def test_no_kept_message_points_at_a_summarized_one(session_of, team):
 def test_recovery_leaves_retries_alone_and_gives_up_after_many_attempts(busy, settings):
     settings.CTX_REQUEUE_AFTER_SECONDS = 120
     old = timezone.now() - timedelta(minutes=10)
-    record = Compaction.objects.create(session=busy, level="compact")
+    record = Compaction.objects.create(session=busy, project_id=busy.project_id, level="compact")
     # Queued long ago, but released for a retry a moment ago: within its backoff, not forgotten.
     Compaction.objects.filter(pk=record.pk).update(created_at=old, started_at=timezone.now(), attempts=2)
     assert tasks.requeue_stale_compactions() == 0

@@ -150,7 +150,7 @@ def test_two_real_workers_handed_the_same_compaction_run_it_once(worker, busy):
 
 def test_a_dead_workers_compaction_is_reclaimed(worker, busy, settings):
     # A worker took it and died: the record is running, its start older than the hard time limit.
-    record = Compaction.objects.create(session=busy, level="compact", trigger="manual")
+    record = Compaction.objects.create(session=busy, project_id=busy.project_id, level="compact", trigger="manual")
     assert compaction_records.claim(record.pk)
     Compaction.objects.filter(pk=record.pk).update(
         started_at=timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 60)

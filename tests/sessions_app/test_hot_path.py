@@ -61,7 +61,9 @@ def test_statuss_compaction_probe_answers_what_the_orm_answers(session_of, rows)
     Compaction.objects.filter(session=session).delete()
     for row in rows:
         minutes = timedelta(minutes=1)
-        record = Compaction.objects.create(session=session, level="compact", trigger="manual")
+        record = Compaction.objects.create(
+            session=session, project_id=session.project_id, level="compact", trigger="manual"
+        )
         # Only one queued or running compaction per session: others are recorded finished.
         status = row["status"]
         if (

@@ -146,7 +146,8 @@ def test_the_rollup_is_the_sum_of_the_rows_after_any_sequence(team, steps):
         elif kind == "compaction":
             _, _, at, saving = step
             record = Compaction.objects.create(
-                session=session, level="compact", status=CompactionStatus.SUCCEEDED, trigger="manual",
+                session=session, project_id=session.project_id,
+                level="compact", status=CompactionStatus.SUCCEEDED, trigger="manual",
                 tokens_before=10_000, tokens_after=10_000 - saving, finished_at=T0 + timedelta(minutes=at),
             )  # fmt: skip
             spend_rollup.session_savings_refresh(session.pk)  # what every succeeding service calls
@@ -223,11 +224,13 @@ def test_the_migration_fills_the_rollup_and_the_savings_from_the_rows_already_st
     alice_key = ApiKey.objects.get(user=team.alice.user)
     session = agent_sessions.session_create(user=team.alice.user, project=team.project, name="m", model=MODELS[0])
     made = Compaction.objects.create(
-        session=session, level="compact", status=CompactionStatus.SUCCEEDED, trigger="manual",
+        session=session, project_id=session.project_id,
+        level="compact", status=CompactionStatus.SUCCEEDED, trigger="manual",
         tokens_before=9_000, tokens_after=4_000, finished_at=T0 + timedelta(hours=1),
     )  # fmt: skip
     Compaction.objects.create(  # reverted: saves nothing
-        session=session, level="compact", status=CompactionStatus.REVERTED, trigger="manual",
+        session=session, project_id=session.project_id,
+        level="compact", status=CompactionStatus.REVERTED, trigger="manual",
         tokens_before=9_000, tokens_after=1_000, finished_at=T0,
     )  # fmt: skip
     plan = [  # minutes after T0, key, model, cost, made from the compaction

@@ -56,6 +56,7 @@ def test_an_estimate_is_counted_when_its_totals_last_moved(session_of):
     later = session.last_activity_at + timedelta(minutes=5)
     Compaction.objects.create(
         session=session,
+        project_id=session.project_id,
         level="compact",
         status=CompactionStatus.SUCCEEDED,
         finished_at=later,

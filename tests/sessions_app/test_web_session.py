@@ -130,7 +130,7 @@ def test_run_then_revert_through_the_confirm_step(as_user, team, busy):
 
 
 def test_a_second_run_while_one_is_queued_is_refused_with_a_message(as_user, team, busy):
-    Compaction.objects.create(session=busy, level="compact")
+    Compaction.objects.create(session=busy, project_id=busy.project_id, level="compact")
     page = as_user(team.bob).post(url("compaction-run", busy.pk), {"level": "compact"}, follow=True)
     assert "already queued or running" in page.content.decode()
     assert Compaction.objects.filter(session=busy).count() == 1
@@ -259,7 +259,7 @@ def test_the_live_panel_costs_the_same_queries_however_long_the_history(as_user,
     queries()  # the first fills what the panel caches (whether the project has budgets)
     few = queries()
     for _ in range(8):
-        Compaction.objects.create(session=busy, level="compact", status="skipped")
+        Compaction.objects.create(session=busy, project_id=busy.project_id, level="compact", status="skipped")
     # Succeeded and still in their window: each one's revert button (or reason) is decided.
     Compaction.objects.filter(session=busy, status="skipped").update(
         status="succeeded", revertible_until=timezone.now() + timedelta(hours=1)
