@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from . import model_catalog
+from . import model_catalog, redact
 from .types import Level, Thresholds
 
 # The smallest summary worth writing: the header, an objective and the latest request, shortened.
@@ -78,6 +78,10 @@ class Policy:
     summarizer_provider: str = "anthropic"
     summarizer_model: str = "claude-haiku-4-5"
     preserve_patterns: tuple[str, ...] = field(default=DEFAULT_PRESERVE_PATTERNS)
+    # Secrets in what is stored (``compaction.redact``): the kinds not looked for (false positives), and
+    # the project's own patterns (kind ``custom``; a pattern's first group, if it has one, is the secret).
+    redact_off: tuple[str, ...] = ()
+    redact_patterns: tuple[str, ...] = ()
 
     @property
     def thresholds(self) -> Thresholds:
@@ -159,16 +163,24 @@ class Policy:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["preserve_patterns"] = list(self.preserve_patterns)
+        for name in LIST_FIELDS:
+            data[name] = list(getattr(self, name))
         return data
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> Policy:
         names = {f.name for f in fields(cls)}
         picked = {k: v for k, v in values.items() if k in names}
-        if "preserve_patterns" in picked:
-            picked["preserve_patterns"] = tuple(picked["preserve_patterns"] or ())
+        for name in LIST_FIELDS:
+            if name in picked:
+                picked[name] = tuple(picked[name] or ())
         return cls(**picked)
+
+
+# The settings that are lists of strings (tuples here, lists in JSON).
+LIST_FIELDS = ("preserve_patterns", "redact_off", "redact_patterns")
+# What a preset leaves as it is: a project's own view of its secrets is not a matter of thresholds.
+NOT_IN_PRESETS = ("redact_off", "redact_patterns")
 
 
 # Each fraction and the field that gives it in tokens instead.
@@ -290,6 +302,17 @@ def _pattern_problem(patterns: Any) -> str:
     return ""
 
 
+def _kinds_problem(kinds: Any) -> str:
+    """What is wrong with a list of redaction kinds to switch off, or ''."""
+    known = [*redact.kinds(), redact.CUSTOM]
+    if isinstance(kinds, str) or not isinstance(kinds, list | tuple):
+        return "A list of kinds of secret."
+    unknown = [k for k in kinds if k not in known]
+    if unknown:
+        return f"Unknown kind {unknown[0]!r}: one of {', '.join(known)}."
+    return ""
+
+
 def validate(values: dict[str, Any]) -> dict[str, str]:
     """Field name → what is wrong with it. Empty when the values make a usable policy."""
     errors: dict[str, str] = {}
@@ -311,11 +334,13 @@ def validate(values: dict[str, Any]) -> dict[str, str]:
             # Without the gap every run would end just under the trigger and the next append cross it.
             errors["target_after"] = f"Must be below the compact threshold ({compact:g}), or runs never end."
     errors.update(_token_problems(values))
-    patterns = values.get("preserve_patterns")
-    if patterns is not None:
-        problem = _pattern_problem(patterns)
-        if problem:
-            errors["preserve_patterns"] = problem
+    for name in ("preserve_patterns", "redact_patterns"):
+        patterns = values.get(name)
+        if patterns is not None and (problem := _pattern_problem(patterns)):
+            errors[name] = problem
+    off = values.get("redact_off")
+    if off is not None and (problem := _kinds_problem(off)):
+        errors["redact_off"] = problem
     errors.update(_summarizer_problems(values.get("summarizer_provider"), values.get("summarizer_model")))
     reserve = values.get("output_reserve")
     if reserve is not None and not 0 <= reserve < 0.5:

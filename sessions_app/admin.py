@@ -278,6 +278,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
         "usage_percent",
         "rejected_count",
         "rejected_reason",
+        "redactions",
         "unrecorded_requests",
         "unrecorded_from",
         "unrecorded_to",

@@ -7,10 +7,13 @@ the policy's provider, or the offline extractive one; which, and with whose key,
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from functools import lru_cache
 
 from django.conf import settings
 
+from compaction import redact
 from compaction.openai_summarizer import OpenAISummarizer
 from compaction.policy import Policy
 from compaction.summarize import AnthropicSummarizer, ExtractiveSummarizer, ModelSummarizer
@@ -20,6 +23,19 @@ from compaction.tokens import ExactCounter, OfflineTokenizer
 @lru_cache(maxsize=1)
 def offline_tokenizer() -> OfflineTokenizer:
     return OfflineTokenizer()
+
+
+@lru_cache(maxsize=1)
+def redaction_key() -> bytes:
+    """What the markers' fingerprints are made with: this deployment's own (from its secret key), so a
+    fingerprint can't be matched against a guess elsewhere."""
+    return hmac.new(settings.SECRET_KEY.encode(), b"ctxweb redaction fingerprints", hashlib.sha256).digest()
+
+
+@lru_cache(maxsize=256)
+def redaction_rules(off: tuple[str, ...], patterns: tuple[str, ...]) -> redact.Rules:
+    """A policy's redaction settings as the engine's rules (patterns compiled once per set)."""
+    return redact.Rules(key=redaction_key(), disabled=frozenset(off), patterns=redact.compile_patterns(patterns))
 
 
 def offline_summarizer(policy: Policy) -> ExtractiveSummarizer:

@@ -53,6 +53,11 @@ class SessionOut(serializers.ModelSerializer):
     spawned_by: serializers.PrimaryKeyRelatedField[AgentSession] = serializers.PrimaryKeyRelatedField(
         read_only=True, allow_null=True, help_text="A sub-agent's session: the session whose agent started it"
     )
+    redactions = serializers.DictField(
+        child=serializers.IntegerField(),
+        read_only=True,
+        help_text="Secrets replaced in what the session holds, by kind (never a value): see docs/REDACTION.md",
+    )
 
     class Meta:
         model = AgentSession
@@ -70,6 +75,7 @@ class SessionOut(serializers.ModelSerializer):
             "spawned_by",
             "auto_compact",
             "metadata",
+            "redactions",
             "last_seq",
             "message_count",
             "active_message_count",

@@ -14,6 +14,7 @@ from sessions_app.models.compactions import (
     HandoffDocument,
     MessageBackup,
 )
+from sessions_app.models.maintenance import BackfillCursor
 from sessions_app.models.projects import ROLE_RANK, ApiKey, CompactionPolicy, Membership, ModelProfile, Project, Role
 from sessions_app.models.requests import COST_UNITS, DailySpend, ProviderRequest, RequestSource, cost_from_units
 from sessions_app.models.sessions import (
@@ -53,6 +54,7 @@ __all__ = [
     "ApiKey",
     "ArchiveEntry",
     "ArchiveKind",
+    "BackfillCursor",
     "Budget",
     "BudgetPeriod",
     "Checkpoint",

@@ -212,6 +212,14 @@ class CompactionPolicy(models.Model):
         max_length=100, default="claude-haiku-4-5", help_text="A model of the summarizer's provider."
     )
     preserve_patterns = models.JSONField(default=list, blank=True)
+    redact_off = models.JSONField(
+        default=list, blank=True, help_text="Kinds of secret not looked for in what is stored (false positives)."
+    )
+    redact_patterns = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The project's own secrets: regular expressions (the first group, if any, is the secret).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     ENGINE_FIELDS = tuple(f for f in engine_policy.Policy.__dataclass_fields__)
@@ -235,5 +243,6 @@ class CompactionPolicy(models.Model):
 
     def apply_engine(self, policy: engine_policy.Policy, *, preset_name: str) -> None:
         for name, value in policy.as_dict().items():
-            setattr(self, name, value)
+            if name not in engine_policy.NOT_IN_PRESETS:
+                setattr(self, name, value)
         self.preset = preset_name

@@ -43,6 +43,8 @@ class AgentSession(models.Model):
     )
     auto_compact = models.BooleanField(null=True, blank=True, help_text="Empty: the project policy decides.")
     metadata = models.JSONField(default=dict, blank=True)
+    # What redaction replaced in what the session holds: kind -> secrets (never a value).
+    redactions = models.JSONField(default=dict, blank=True)
 
     # Running totals kept by services.message_append and the compaction services, so status
     # never re-tokenizes the session. Token figures are raw offline counts (see compaction.tokens).

@@ -16,7 +16,7 @@ from sessions_app.models import (
     Project,
 )
 from sessions_app.selectors import usage
-from sessions_app.services import spend_rollup
+from sessions_app.services import redaction, spend_rollup
 from sessions_app.services.webhook_events import session_level_record
 
 if TYPE_CHECKING:
@@ -111,6 +111,10 @@ def session_create(
     _check_session_fields(
         {"name": name, "model": model, "external_id": external_id or "", "system_prompt": system_prompt or ""}
     )
+    redacted = redaction.value_redact(
+        project, {"name": name, "system_prompt": system_prompt or "", "tools": tools, "metadata": metadata or {}}
+    )
+    name, system_prompt, tools, metadata = (redacted.value[k] for k in ("name", "system_prompt", "tools", "metadata"))
     tokenizer = offline_tokenizer()
     session = AgentSession(
         project=project,
@@ -125,6 +129,7 @@ def session_create(
         parent=parent,
         spawned_by_id=spawner_id(project, (metadata or {}).get(SIDECHAIN_OF)),
         metadata=metadata or {},
+        redactions=dict(sorted(redacted.found.items())),
         system_tokens=tokenizer.count_system(system_prompt),
         tool_tokens=tokenizer.count_tools(tools),
     )
@@ -151,9 +156,13 @@ def session_update(*, session: AgentSession, **changes: Any) -> AgentSession:
         raise InvalidInput(f"Can't change {', '.join(sorted(unknown))}.", code="read_only")
     _check_session_fields({k: ("" if k == "system_prompt" and v is None else v) for k, v in changes.items()})
     tokenizer = offline_tokenizer()
+    texts = {k: v for k, v in changes.items() if k in ("name", "system_prompt", "tools") and v is not None}
+    changes.update(redaction.value_redact(session.project, texts).value)
     with transaction.atomic():
         locked = AgentSession.objects.select_for_update().get(pk=session.pk)
-        fields = []
+        fields = redaction.redactions_add(
+            locked, redaction.markers_added([getattr(locked, k) for k in texts], [changes[k] for k in texts])
+        )
         for key, value in changes.items():
             if key == "tools":
                 value = validate_tools(value)

@@ -19,7 +19,7 @@ boundary once its summary message is stored, so any chunking of the file ends th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -47,7 +47,7 @@ from sessions_app.models import (
     MessageState,
 )
 from sessions_app.selectors import model_context, usage
-from sessions_app.services import ingest, planning, spend_rollup
+from sessions_app.services import ingest, planning, redaction, spend_rollup
 
 TRIGGER = "transcript"
 PROVIDER = "provider"  # a compaction the model's provider made (the proxy records it)
@@ -105,6 +105,12 @@ def boundary_apply(*, session: AgentSession, boundary: Boundary) -> Compaction |
     stored as it came or is no longer in the context (its boundary was applied before: a file
     imported, then synced). A provider's opaque compaction item is applied as the proxy applies it
     (``provider_compaction_apply``): the messages before the one holding it leave the context."""
+    # Compared with what is stored, which is redacted; a checkpoint's text is stored too.
+    boundary = replace(
+        boundary,
+        summary=redaction.message_redact(session.project, boundary.summary),
+        narrative=redaction.value_redact(session.project, boundary.narrative).value,
+    )
     if boundary.provider:
         with transaction.atomic():
             locked = ingest.lock_open_session(session)
@@ -149,6 +155,7 @@ def provider_compaction_apply(*, session: AgentSession, reply_seq: int, narrativ
             "messages before the reply that carried it are summarized."
         )
         source = {"kind": "provider_compaction", "reply_seq": reply_seq}
+        narrative = redaction.value_redact(locked.project, narrative).value
         return _summarized(locked, rows, rows, narrative, source, trigger=PROVIDER, at=timezone.now(), note=note)
 
 

@@ -38,7 +38,7 @@ from sessions_app.models import (
     SessionStatus,
 )
 from sessions_app.selectors import model_context, usage
-from sessions_app.services import spend_rollup, webhook_events
+from sessions_app.services import redaction, spend_rollup, webhook_events
 from sessions_app.services.compaction_records import (
     MAX_ATTEMPTS,
     LostClaim,
@@ -81,7 +81,8 @@ def compaction_request(
                 level=level,
                 trigger=trigger,
                 requested_by=user if user is not None and user.is_authenticated else None,
-                instructions=instructions,
+                # Stored, and read by the summarizer: what the session holds is redacted, so are they.
+                instructions=redaction.value_redact(session.project, instructions).value if instructions else "",
             )
     except IntegrityError:
         raise Conflict(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import partial
@@ -23,6 +24,7 @@ from sessions_app.models import (
     ToolUse,
 )
 from sessions_app.selectors import usage
+from sessions_app.services import redaction
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,8 @@ def message_append(
     only right after that message (else ``Conflict``, code ``moved_on``, nothing stored).
     """
     started = time.monotonic()
+    # Secrets out first: what is counted, compared and stored is the redacted copy.
+    messages, found = redaction.messages_redact(session.project, messages)
     tokenizer = offline_tokenizer()
     counts = [tokenizer.count_message(m.role, m.content) for m in messages]
     now = timezone.now()
@@ -62,11 +66,12 @@ def message_append(
             if client_ids
             else {}
         )
-        fresh = [(m, n) for m, n in zip(messages, counts, strict=True) if not (m.client_id and m.client_id in existing)]
+        is_fresh = [not (m.client_id and m.client_id in existing) for m in messages]
+        fresh = [(m, n) for m, n, new in zip(messages, counts, is_fresh, strict=True) if new]
         check_tool_ids(locked, [m for m, _ in fresh])
         rows = _rows(locked, fresh, now)
         if rows:
-            _store(locked, rows, now)
+            _store(locked, rows, now, sum((f for f, new in zip(found, is_fresh, strict=True) if new), Counter()))
             transaction.on_commit(partial(_appended, locked, rows, time.monotonic() - started))
     fresh_rows = iter(rows)
     ordered = [existing[m.client_id] if m.client_id in existing else next(fresh_rows) for m in messages]
@@ -123,8 +128,9 @@ def _rows(session: AgentSession, fresh: list[tuple[NormalizedMessage, int]], now
     return rows
 
 
-def _store(session: AgentSession, rows: list[Message], now: datetime) -> None:
-    """Insert the rows and their tool calls; move the session's running totals on (under its lock)."""
+def _store(session: AgentSession, rows: list[Message], now: datetime, redacted: Counter[str]) -> None:
+    """Insert the rows and their tool calls; move the session's running totals and its redaction
+    audit on (under its lock)."""
     Message.objects.bulk_create(rows)
     uses = [ToolUse(session=session, tool_use_id=tid, seq=row.seq) for row in rows for tid in _tool_use_ids(row)]
     if uses:
@@ -146,6 +152,7 @@ def _store(session: AgentSession, rows: list[Message], now: datetime) -> None:
             "usage_percent",
             "last_activity_at",
             "updated_at",
+            *redaction.redactions_add(session, redacted),
         ]
     )
     # Last, so the row lock that every append of the project takes today is held only until the commit.
@@ -167,7 +174,9 @@ def stored_message_rewrite(
 ) -> None:
     """A stored message given new content (its response grew, or came whole after it was cut), the
     session's totals, the day's figures and the exact count following; inside the caller's
-    transaction, with the session locked. Its tool-use rows are the caller's to keep right."""
+    transaction, with the session locked. ``message`` is redacted already (``redaction.message_redact``,
+    before it was counted). Its tool-use rows are the caller's to keep right."""
+    audit = redaction.redactions_add(locked, redaction.markers_added(row.content, message.content))
     delta = tokens - row.tokens
     row.content, row.tokens, row.tokens_exact, row.metadata = message.content, tokens, None, message.metadata
     fields = ["content", "tokens", "tokens_exact", "metadata"]
@@ -179,7 +188,7 @@ def stored_message_rewrite(
     daily_ingest_add(locked, day=timezone.localdate(row.received_at), tokens=delta, messages=0)
     locked.exact_upto_seq = None  # the exact count described the message as it was
     locked.last_activity_at = timezone.now()
-    locked.save(update_fields=["message_tokens", "exact_upto_seq", "last_activity_at", "updated_at"])
+    locked.save(update_fields=["message_tokens", "exact_upto_seq", "last_activity_at", "updated_at", *audit])
 
 
 def daily_ingest_add(session: AgentSession, *, day: date, tokens: int, messages: int) -> None:

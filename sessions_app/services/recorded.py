@@ -31,7 +31,7 @@ from compaction.transcripts import Conversation
 from sessions_app import engine
 from sessions_app.errors import InvalidInput
 from sessions_app.models import AgentSession, IngestRejection, Message, MessageState, ToolUse
-from sessions_app.services import agent_sessions, boundaries, ingest
+from sessions_app.services import agent_sessions, boundaries, ingest, redaction
 
 NAME_MAX, MODEL_MAX, EXTERNAL_ID_MAX = (agent_sessions.SESSION_TEXT_LIMITS[f] for f in ("name", "model", "external_id"))
 
@@ -189,8 +189,9 @@ def rejection_record(
 ) -> IngestRejection:
     """Keep what was skipped and why, for admins and the session's warnings."""
     code, detail = problem or ("invalid", "could not be stored")
-    position = agent_sessions.fit(position, 200)
-    detail = agent_sessions.fit(detail, 500)
+    # An error may quote what it could not store: redacted before it is cut to fit.
+    position = agent_sessions.fit(redaction.value_redact(session.project, position).value, 200)
+    detail = agent_sessions.fit(redaction.value_redact(session.project, detail).value, 500)
     rejection = IngestRejection.objects.create(
         session=session, source=source, position=position, code=code[:50], detail=detail
     )
@@ -207,6 +208,7 @@ def message_extend(*, session: AgentSession, client_id: str, message: Normalized
     Returns None, changing nothing, when the stored message can't take them as they came: it is
     gone, compacted, summarized or archived, or no longer starts with those blocks. The caller then
     stores the new blocks as a message of their own (a valid request either way)."""
+    message = redaction.message_redact(session.project, message)  # compared with, and stored as, the redacted copy
     tokens = engine.offline_tokenizer().count_message(message.role, message.content)
     with transaction.atomic():
         locked = ingest.lock_open_session(session)

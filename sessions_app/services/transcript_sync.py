@@ -69,7 +69,7 @@ from compaction.transcripts.codex import CodexReader
 from sessions_app.errors import Conflict, InvalidInput, TooLarge
 from sessions_app.models import SIDECHAIN_OF, AgentSession, Project, SessionStatus, TranscriptChunk
 from sessions_app.selectors.usage import continuation_of, session_status
-from sessions_app.services import agent_sessions, recorded, transcript_usage
+from sessions_app.services import agent_sessions, recorded, sealing, transcript_usage
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -426,16 +426,17 @@ def _held_text(session: AgentSession, state: dict[str, Any]) -> bytes:
         TranscriptChunk.objects.filter(session=session).delete()
         return b""
     text = bytearray()
-    for start, data in TranscriptChunk.objects.filter(session=session).order_by("start").values_list("start", "data"):
-        if start != len(text):
+    for start, sealed in TranscriptChunk.objects.filter(session=session).order_by("start").values_list("start", "data"):
+        data = sealing.unseal_bytes(bytes(sealed))
+        if start != len(text) or data is None:  # a gap, or sealed under a key no longer configured
             break
         text += data
     return bytes(text)
 
 
 def _hold(session: AgentSession, start: int, data: bytes) -> None:
-    if data:
-        TranscriptChunk.objects.create(session=session, start=start, data=data)
+    if data:  # sealed: the raw text holds whatever the agent wrote, secrets included
+        TranscriptChunk.objects.create(session=session, start=start, data=sealing.seal_bytes(data))
 
 
 def _digest(data: bytes) -> str:

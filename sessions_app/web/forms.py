@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth import get_user_model
 
+from compaction import redact
 from compaction.policy import PRESETS, TOKEN_FIELDS
 from compaction.types import Level, level_choices
 from sessions_app.models import CompactionPolicy, Project, Role, SessionStatus, WebhookEvent, WebhookFormat
@@ -77,6 +78,18 @@ class PolicyForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="One regular expression per line; matching lines are never removed.",
     )
+    redact_off = forms.MultipleChoiceField(
+        required=False,
+        choices=[(kind, kind) for kind in (*redact.kinds(), redact.CUSTOM)],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Kinds of secret not looked for in what is stored (false positives).",
+    )
+    redact_patterns = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="The project's own secrets: one regular expression per line (its first group, if any, "
+        "is the secret). Validated like the preserve patterns.",
+    )
 
     class Meta:
         model = CompactionPolicy
@@ -95,10 +108,17 @@ class PolicyForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if not self.is_bound:
             self.initial["preserve_patterns"] = "\n".join(self.instance.preserve_patterns or [])
+            self.initial["redact_patterns"] = "\n".join(self.instance.redact_patterns or [])
 
     def clean_preserve_patterns(self) -> list[str]:
         # One per line; whether each is a regular expression is the engine's check (the model's clean).
         return [line.strip() for line in self.cleaned_data["preserve_patterns"].splitlines() if line.strip()]
+
+    def clean_redact_patterns(self) -> list[str]:
+        return [line.strip() for line in self.cleaned_data["redact_patterns"].splitlines() if line.strip()]
+
+    def clean_redact_off(self) -> list[str]:
+        return list(self.cleaned_data["redact_off"])
 
 
 class ApiKeyForm(forms.Form):

@@ -26,6 +26,7 @@ from sessions_app.services.proxy.identity import agent_conversation, compacting,
 from sessions_app.services.proxy.messages import identity
 from tests.fakes.anthropic_server import default_count_tokens
 from tests.hypothesis_budget import DATABASE
+from tests.redacted import as_stored
 from tests.shared_data import SHARED_DATA
 
 REMINDER = "<system-reminder>\nAs you answer the user's questions, you can use this context.\n</system-reminder>"
@@ -153,7 +154,7 @@ def assert_one_session_holding(team: Any, session_id: str, messages: list[dict[s
     assert session.external_id == session_id  # Claude Code's session id, as its hook names it
     stored = list(Message.objects.filter(session=session).order_by("seq").values_list("role", "content"))
     assert [(role, identity(content)) for role, content in stored] == [
-        (m["role"], identity(m["content"])) for m in messages
+        (m["role"], identity(as_stored(team.project, m["content"]))) for m in messages
     ]
     status = usage.session_status(session)
     assert status["message_count"] == len(messages) and status["token_source"] == "exact"

@@ -33,6 +33,7 @@ from sessions_app.services import (
     keys,
     planning,
     projects,
+    redaction_backfill,
     retention,
     reverting,
     webhook_delivery,
@@ -115,6 +116,13 @@ class Command(BaseCommand):
         p = sub.add_parser("prune", help="archive inactive sessions, purge expired backups, trim context documents")
         p.add_argument("--dry-run", action="store_true", help="report the counts a real run would have; write nothing")
         p.add_argument("--older-than", type=int, metavar="DAYS", help="inactive for this long (default: each policy's)")
+        p.add_argument("--json", action="store_true")
+        _progress_flags(p)
+
+        p = sub.add_parser("redact", help="replace the secrets in what is already stored (resumable)")
+        p.add_argument("--dry-run", action="store_true", help="count what a real run would replace; write nothing")
+        p.add_argument("--restart", action="store_true", help="start from the first row, not where a run stopped")
+        p.add_argument("--batch", type=int, default=redaction_backfill.BATCH, help="rows per transaction")
         p.add_argument("--json", action="store_true")
         _progress_flags(p)
 
@@ -369,6 +377,27 @@ class Command(BaseCommand):
             f"documents ({counts['context_lines_archived']:,} lines)."
         )
         self.emit(options, counts, human)
+
+    def do_redact(self, options: dict[str, Any]) -> None:
+        if options["batch"] < 1:
+            raise CommandError("--batch takes a number of rows, 1 or more.")
+        tables: dict[str, dict[str, Any]] = {}
+        with bars(wanted(options, self.err_stream()), self.err_stream()) as shown:
+            moved: dict[str, Any] = {}
+            for step in redaction_backfill.stored_redact(
+                dry_run=options["dry_run"], batch=options["batch"], restart=options["restart"]
+            ):
+                if step.table not in moved:
+                    moved[step.table] = shown.phase(step.table.capitalize())
+                if moved[step.table] is not None:
+                    moved[step.table](step.read, max(step.left, step.read))
+                tables[step.table] = {"read": step.read, "changed": step.changed, "found": dict(step.found)}
+        found = sum((Counter(t["found"]) for t in tables.values()), Counter())
+        data = {"dry_run": options["dry_run"], "tables": tables, "found": dict(sorted(found.items()))}
+        verb = "Would replace" if options["dry_run"] else "Replaced"
+        rows = sum(t["changed"] for t in tables.values())
+        kinds = ", ".join(f"{kind} × {n}" for kind, n in sorted(found.items())) or "none"
+        self.emit(options, data, f"{verb} {found.total():,} secrets in {rows:,} rows ({kinds}).")
 
     def do_apikey(self, options: dict[str, Any]) -> None:
         User = get_user_model()

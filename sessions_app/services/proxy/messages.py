@@ -17,7 +17,7 @@ from compaction.messages import MessageError, NormalizedMessage, normalize_messa
 from sessions_app.engine import offline_tokenizer
 from sessions_app.errors import Conflict, InvalidInput
 from sessions_app.models import AgentSession, Message, MessageState, ToolUse
-from sessions_app.services import boundaries, exact_usage, ingest
+from sessions_app.services import boundaries, exact_usage, ingest, redaction
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def replies_as_the_agent_kept_them(
     copies = {}
     for n, content in stored.items():
         try:
-            copy = normalized(messages[n - 1], base + n - 1)
+            copy = redaction.message_redact(session.project, normalized(messages[n - 1], base + n - 1))
         except MessageError:
             continue
         if copy.role == "assistant" and identity(copy.content) != identity(content):
@@ -76,6 +76,7 @@ def cut_reply_completed(session: AgentSession, after_seq: int, reply: Normalized
 
 
 def _cut_reply_replaced(session: AgentSession, after_seq: int, reply: NormalizedMessage) -> Message | None:
+    reply = redaction.message_redact(session.project, reply)
     tokens = offline_tokenizer().count_message(reply.role, reply.content)
     with transaction.atomic():
         locked = ingest.lock_open_session(session)

@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from compaction import redact
 from compaction.errors import EngineError
 from compaction.types import Level
 from sessions_app.errors import Conflict
 from sessions_app.models import AgentSession, Compaction, CompactionStatus
 from sessions_app.selectors import usage
 from sessions_app.selectors.model_context import current_checkpoint, session_context_messages
-from sessions_app.services import agent_sessions, compaction_records, compaction_runs
+from sessions_app.services import agent_sessions, compaction_records, compaction_runs, redaction
 from sessions_app.services.counting import CALIBRATION_MAX_RATIO
 from sessions_app.services.proxy.sessions import proxy_session
 from sessions_app.services.proxy.wire import WINDOW_BOUNDS, Context, Render, TooLong
@@ -130,4 +131,7 @@ def proxy_upstream_request(*, session: AgentSession, body: dict[str, Any], rende
     if in_effect is None:
         return Upstream(None)
     context = Context(session_context_messages(session), summarized=current_checkpoint(session) is not None)
-    return Upstream(render(context, body), in_effect)
+    # The stored context is redacted; the caller's request holds the values: each marker goes upstream
+    # as the value the caller sent (a marker whose value is no longer in its request stays a marker).
+    secrets = redaction.value_redact(session.project, body).secrets
+    return Upstream(redact.restore(render(context, body), secrets), in_effect)

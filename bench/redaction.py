@@ -1,0 +1,131 @@
+"""What redaction costs on the way in: append latency and ingest throughput with it on, against the
+same server and run with every kind of secret switched off, against gunicorn + Postgres.
+
+    .venv/bin/python bench/redaction.py [--messages 6000] [--appends 400] [--rounds 3]
+
+Two projects, one with the default rules, one with every kind switched off (``redact_off``); the
+messages are ``bench/ingest.py``'s agent-like sizes, one in fifty holding a secret line (an AWS key,
+a GitHub token, a password assignment). Single appends (p50 and p99) and batches of 100 alternate
+between the two projects round by round, so both see the same machine; also the engine alone
+in-process over the shared real transcripts (MB/s). Prints the medians side by side and on ÷ off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._server import Client, gunicorn_on_postgres, make_key
+from bench.ingest import new_session, realistic_messages
+from compaction import redact
+
+SECRET_LINES = (
+    "export AWS_ACCESS_KEY_ID=AKIA{}",
+    "GITHUB_TOKEN=ghp_{}{}",
+    'db_password = "{}"',
+)
+
+
+def with_secrets(messages: list[dict], rng: random.Random) -> list[dict]:
+    for n, message in enumerate(messages):
+        if n % 50 == 7 and isinstance(message["content"], str):
+            value = "".join(rng.choices("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", k=16))
+            line = rng.choice(SECRET_LINES).format(value, value[:20], value)
+            message["content"] += "\n" + line
+    return messages
+
+
+def appends(client: Client, session: int, n: int, tag: str) -> list[float]:
+    times = []
+    for i in range(n):
+        body = {
+            "role": "user",
+            "content": f"step {i}: export TOKEN=ghp_{i:04d}aBcDeFgHiJkLmNoPqRsTuVwXyZ0123",
+            "client_id": f"{tag}-{i}",
+        }
+        t0 = time.perf_counter()
+        status, _ = client.call("POST", f"/api/v1/sessions/{session}/messages/", body)
+        times.append((time.perf_counter() - t0) * 1000)
+        assert status == 201
+    return times
+
+
+def batches(client: Client, session: int, messages: list[dict]) -> float:
+    t0 = time.perf_counter()
+    for k in range(0, len(messages), 100):
+        status, body = client.call("POST", f"/api/v1/sessions/{session}/messages/", messages[k : k + 100])
+        assert status == 201, (status, body)
+    return len(messages) / (time.perf_counter() - t0)
+
+
+def engine_rate() -> tuple[float, int]:
+    """MB/s of the engine alone over every string of the shared transcripts' messages."""
+    from compaction.transcripts.formats import read_transcript
+
+    data = Path(os.environ.get("CTX_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+    texts: list[str] = []
+    for path in sorted(data.rglob("*")):
+        if path.suffix in (".jsonl", ".json", ".traj"):
+            fmt = "claude-code" if "claude_code" in path.parts else "openai"
+            for conversation in read_transcript(path.read_bytes(), fmt).conversations:
+                texts.extend(
+                    json.dumps(m["content"] if isinstance(m, dict) else m.content) for m in conversation.messages
+                )
+    rules = redact.Rules(key=b"bench")
+    t0 = time.perf_counter()
+    for text in texts:
+        redact.redact_text(text, rules)
+    size = sum(len(t) for t in texts)
+    return size / 1e6 / (time.perf_counter() - t0), len(texts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=6_000)
+    parser.add_argument("--appends", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    rng = random.Random(11)
+    results: dict[str, dict[str, list[float]]] = {"on": {}, "off": {}}
+    with gunicorn_on_postgres("ctxweb_bench_redaction", workers=2) as (hostport, env):
+        client = Client(hostport, make_key(env))
+        projects = {}
+        for mode in ("on", "off"):
+            status, project = client.call("POST", "/api/v1/projects/", {"name": f"redaction {mode}"})
+            assert status == 201, project
+            projects[mode] = project["id"]
+        off = [*redact.kinds(), redact.CUSTOM]
+        status, body = client.call("PATCH", f"/api/v1/projects/{projects['off']}/policy/", {"redact_off": off})
+        assert status == 200, body
+        for r in range(args.rounds):
+            for mode in ("on", "off") if r % 2 == 0 else ("off", "on"):
+                session = new_session(client, projects[mode], f"{mode} {r}")
+                times = appends(client, session, args.appends // args.rounds, f"{mode}{r}")
+                results[mode].setdefault("append", []).extend(times)
+                bulk = new_session(client, projects[mode], f"{mode} bulk {r}")
+                msgs = with_secrets(realistic_messages(args.messages // args.rounds, random.Random(r)), rng)
+                results[mode].setdefault("ingest", []).append(batches(client, bulk, msgs))
+    rate, texts = engine_rate()
+    print(f"{'':28}{'on':>12}{'off':>12}{'on ÷ off':>10}")
+    rows: list[tuple[str, str, Callable[[list[float]], float]]] = [
+        ("append p50 (ms)", "append", statistics.median),
+        ("append p99 (ms)", "append", lambda v: sorted(v)[int(len(v) * 0.99) - 1]),
+        ("ingest (messages/s)", "ingest", statistics.median),
+    ]
+    for label, key, pick in rows:
+        on, off_ = pick(results["on"][key]), pick(results["off"][key])
+        print(f"{label:28}{on:>12.1f}{off_:>12.1f}{on / off_:>10.2f}")
+    print(f"engine alone: {rate:.1f} MB/s over {texts:,} messages of the shared transcripts")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""The redaction engine (``compaction.redact``): every generated secret of every kind is gone from
+what it returns, wherever it sits (prose, code, escaped JSON, tool inputs and results); the same
+secret gets the same marker; redacting twice changes nothing; and on the shared real transcripts it
+changes almost no message that holds no secret."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compaction.redact import (
+    HIGH_ENTROPY,
+    KEYWORD,
+    MARKER,
+    Rules,
+    compile_patterns,
+    find_secrets,
+    kinds,
+    redact,
+    redact_text,
+)
+from compaction.transcripts.formats import read_transcript
+from tests.secret_values import SECRETS
+
+RULES = Rules(key=b"test-key")
+SURROUNDINGS = st.sampled_from(
+    [
+        "{}",
+        "Here is the config:\n{}\nthat should work.",
+        "$ cat .env\n{}\n$ ",
+        "```\n{}\n```",
+    ]
+)
+
+
+def embed(where: str, text: str) -> str:
+    return where.replace("{}", text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(kind=st.sampled_from(sorted(SECRETS)), data=st.data(), where=SURROUNDINGS)
+def test_every_kind_of_secret_is_replaced_by_its_marker(kind, data, where):
+    secret, text = data.draw(SECRETS[kind])
+    done = redact_text(embed(where, text), RULES)
+    assert secret not in done.value
+    assert done.found[kind] >= 1, (kind, done.found, done.value)
+    assert f"[secret:{kind}:" in done.value
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(sorted(SECRETS)), data=st.data())
+def test_secrets_in_content_blocks_tool_inputs_and_escaped_json_are_replaced(kind, data):
+    secret, text = data.draw(SECRETS[kind])
+    content = [
+        {"type": "text", "text": f"I found {text} in the logs"},
+        {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": f"echo '{text}'", "token": secret}},
+        {"type": "tool_result", "tool_use_id": "toolu_01",
+         "content": [{"type": "text", "text": json.dumps({"out": text})}]},
+    ]  # fmt: skip
+    done = redact(content, RULES)
+    assert secret not in json.dumps(done.value)
+    assert done.value[1]["id"] == "toolu_01" and done.value[2]["tool_use_id"] == "toolu_01"  # ids untouched
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(sorted(SECRETS)), data=st.data(), where=SURROUNDINGS)
+def test_redaction_is_deterministic_and_redacting_twice_changes_nothing(kind, data, where):
+    _, text = data.draw(SECRETS[kind])
+    once = redact_text(embed(where, text), RULES)
+    assert redact_text(embed(where, text), RULES).value == once.value
+    again = redact_text(once.value, RULES)
+    assert again.value == once.value and not again.found
+    # The same secret elsewhere gets the same marker; another key, another fingerprint (mostly).
+    markers = set(MARKER.findall(once.value))
+    assert markers <= set(MARKER.findall(redact_text(f"again: {text}", RULES).value)) | markers
+
+
+def test_the_same_secret_has_the_same_marker_in_every_message():
+    key = "ghp_" + "a1B2c3D4e5F6" * 3
+    first = redact_text(f"export GITHUB_TOKEN={key}", RULES).value
+    second = redact([{"type": "text", "text": f"token is {key}."}], RULES).value[0]["text"]
+    (marker,) = MARKER.findall(first)
+    assert marker in second and marker.startswith("[secret:github-token:")
+
+
+def test_a_disabled_kind_is_left_and_a_projects_own_pattern_is_found():
+    text = "AKIAABCDEFGHIJKLMNOP and ticket INTERNAL-7731-XK"
+    assert redact_text(text, Rules(key=b"k", disabled=frozenset({"aws-access-key"}))).value.startswith("AKIA")
+    own = Rules(key=b"k", patterns=compile_patterns([r"INTERNAL-\d+-[A-Z]{2}"]))
+    done = redact_text(text, own)
+    assert "INTERNAL-7731-XK" not in done.value and done.found["custom"] == 1
+    assert set(kinds()) >= {"aws-access-key", "github-token", "jwt", KEYWORD, HIGH_ENTROPY, "anthropic-api-key"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "commit e83c5163316f89bfbde7d9ab23ca2e25604af290 fixed it",
+        '{"sha": "e83c5163316f89bfbde7d9ab23ca2e25604af290", "id": "3f2b1c9e-8d7a-4e6f-9b0c-1a2d3e4f5a6b"}',
+        '"integrity": "sha512-Q9X8Yb2k0lP1sD3fG4hJ5kL6mN7oP8qR9sT0uV1wX2yZ3aB4cD5eF6gH7iJ8kL9mN0oP1qR2sT3uV4w=="',
+        '{"type": "thinking", "thinking": "hm", "signature": "EsQCCkYICxgCKkCiHauF2Q62eGbSzb4GxFiNFSp0SWTm0U5q"}',
+        'api_key = os.environ["ANTHROPIC_API_KEY"]',
+        'password: "${DB_PASSWORD}"',
+        '"tool_use_id": "toolu_01Cz2Pnv7qNcnK1ZiocxWhQX", "requestId": "req_011CY1DbbVb9F8NCfb4b1CiC"',
+    ],
+)
+def test_what_only_looks_like_a_secret_stays(text):
+    assert redact_text(text, RULES).value == text
+
+
+def test_opaque_fields_a_provider_checks_are_never_rewritten():
+    blocks = [
+        {"type": "thinking", "thinking": "the key is ghp_" + "a1B2c3D4e5F6" * 3, "signature": "x" * 10 + "=="},
+        {"type": "redacted_thinking", "data": "EsQCCkYICxgCKkCiHauF2Q62eGbSzb4GxFiNFSp0SWTm0U5qENU+mfupKqz185C7"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo" + "A" * 60}},
+    ]
+    done = redact(blocks, RULES).value
+    assert "ghp_" not in done[0]["thinking"] and done[0]["signature"] == blocks[0]["signature"]
+    assert done[1:] == blocks[1:]
+
+
+def _messages(shared: Path) -> list[Any]:
+    found = []
+    for path in sorted(shared.rglob("*")):
+        if path.suffix not in (".jsonl", ".json", ".traj"):
+            continue
+        fmt = "claude-code" if "claude_code" in path.parts else "openai"
+        for conversation in read_transcript(path.read_bytes(), fmt).conversations:
+            found.extend(conversation.messages)
+    return found
+
+
+def _strings(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, list):
+        return [s for item in node for s in _strings(item)]
+    if isinstance(node, dict):
+        return [s for value in node.values() for s in _strings(value)]
+    return []
+
+
+# What a secret sits after: an assignment to a secret's name, a CSRF token's meta tag.
+_SECRET_SLOT = re.compile(r"(secret|password|passwd|token|key|csrf)[\w\\\"'-]*(\W{0,4}content=)?\W{0,12}$", re.I)
+
+
+def test_on_the_shared_transcripts_fewer_than_one_in_a_thousand_messages_change_without_a_secret(shared_data):
+    """Every value the rules find in the shared transcripts, listed in the failure; a message counts
+    against the rule when a value it would lose does not sit in a secret's slot (``secret_key_base:
+    "…"``, ``<meta name="csrf-token" content="…">``): git SHAs, UUIDs, ids, signatures stay."""
+    messages = _messages(shared_data)
+    assert len(messages) > 1_000
+    wrong, seen = 0, []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else message.content
+        values = [
+            (text, value, kind) for text in _strings(content) for value, kind in find_secrets(text, RULES).items()
+        ]
+        seen.extend((kind, value[:24]) for _, value, kind in values)
+        in_slots = [bool(_SECRET_SLOT.search(text[: text.find(value)][-80:])) for text, value, _ in values]
+        wrong += not all(in_slots)
+        assert redact(content, RULES).found.total() == 0 or values  # what redact changes, find_secrets names
+    assert wrong * 1_000 < len(messages), (wrong, len(messages), seen)
