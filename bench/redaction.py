@@ -68,24 +68,23 @@ def batches(client: Client, session: int, messages: list[dict]) -> float:
 
 
 def engine_rate() -> tuple[float, int]:
-    """MB/s of the engine alone over every string of the shared transcripts' messages."""
+    """MB/s (of the messages' JSON) of the engine alone over the shared transcripts' messages, each
+    redacted as the service does it (``redact`` of its content)."""
     from compaction.transcripts.formats import read_transcript
 
     data = Path(os.environ.get("CTX_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
-    texts: list[str] = []
+    contents: list[object] = []
     for path in sorted(data.rglob("*")):
         if path.suffix in (".jsonl", ".json", ".traj"):
             fmt = "claude-code" if "claude_code" in path.parts else "openai"
             for conversation in read_transcript(path.read_bytes(), fmt).conversations:
-                texts.extend(
-                    json.dumps(m["content"] if isinstance(m, dict) else m.content) for m in conversation.messages
-                )
+                contents.extend(m["content"] if isinstance(m, dict) else m.content for m in conversation.messages)
     rules = redact.Rules(key=b"bench")
     t0 = time.perf_counter()
-    for text in texts:
-        redact.redact_text(text, rules)
-    size = sum(len(t) for t in texts)
-    return size / 1e6 / (time.perf_counter() - t0), len(texts)
+    for content in contents:
+        redact.redact(content, rules)
+    size = sum(len(json.dumps(c)) for c in contents)
+    return size / 1e6 / (time.perf_counter() - t0), len(contents)
 
 
 def main() -> None:

@@ -16,16 +16,18 @@ import hashlib
 import hmac
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
+import ahocorasick  # type: ignore[import-not-found]  # a C extension without stubs
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.filters import heuristic
 from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.keyword import DENYLIST as KEYWORD_DENYLIST
 from detect_secrets.plugins.keyword import QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP
 
 MARKER = re.compile(r"\[secret:[a-z0-9-]{1,40}:[0-9a-f]{4}\]")
@@ -37,7 +39,7 @@ CUSTOM = "custom"
 # starts with its literal prefix (the regex engine jumps to it); a match inside a longer word is dropped.
 _OWN_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("private-key", re.compile(
-        r"-----BEGIN ([A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?)-----.*?(?:-----END \1-----|\Z)", re.S)),
+        r"-----BEGIN ([A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?)-----[^\x00]*?(?:-----END \1-----|(?=\n\x00)|\Z)")),
     ("anthropic-api-key", re.compile(r"sk-ant-[a-z]{2,12}\d{2}-[A-Za-z0-9_-]{20,}")),
     # OpenAI's keys: sk-, sk-proj-, sk-svcacct-, sk-admin-, then 32+ characters of both cases and a digit.
     ("openai-api-key", re.compile(
@@ -45,16 +47,41 @@ _OWN_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ctxweb-api-key", re.compile(r"ctx_(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])[A-Za-z0-9_-]{40,}")),
 )  # fmt: skip
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-# Rules that need a word on the same line (``password =``, ``cloudant_key:``): matched only near such
-# words, so a long tool output costs one scan for them, not one per rule.
-_HINT = re.compile(r"key|pw|pass|token|secret|contras", re.I)
-_REACH = 200
-_ESCAPED_QUOTE = re.compile(r'\\+"')
+# What a text must hold for a kind to be tried at all, looked for in its lower-cased text in one pass
+# (an Aho-Corasick automaton) instead of one regular expression per rule over every text. A kind
+# without a gate (a rule a newer detect-secrets brings; a rule that is cheap on its own) is always
+# tried; the rules that read a secret's name on its line are tried where a name is assigned a long
+# run of key characters (``_ASSIGNED``).
+_GATES: dict[str, tuple[str, ...]] = {
+    "private-key": ("-----begin",), "anthropic-api-key": ("sk-ant-",), "openai-api-key": ("sk-", "t3blbkfj"),
+    "ctxweb-api-key": ("ctx_",), "aws-access-key": ("a3t", "abia", "acca", "akia", "asia"),
+    "azure-storage-key": ("accountkey=",), "basic-auth": ("://",),
+    "github-token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    "gitlab-token": ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-",
+                     "glagent-", "gloas-"),
+    "mailchimp-access-key": ("-us",), "npm-token": ("_authtoken",), "pypi-token": ("pypi-",),
+    "sendgrid-api-key": ("sg.",), "slack-token": ("xox", "hooks.slack.com"), "square-oauth-secret": ("sq0csp-",),
+    "stripe-access-key": ("k_live_",), "jwt": ("eyj",),
+    "softlayer-credentials": ("api.softlayer.com",), "cloudant-credentials": (".cloudant.com",),
+}  # fmt: skip
 _LINE_RULES = frozenset({"aws-secret-key", "cloudant-credentials", "ibm-cloud-iam-key", "ibm-cos-hmac-credentials",
                          "softlayer-credentials"})  # fmt: skip
-# A rule whose every match holds one of these strings is skipped on texts without them.
-_NEEDS = {"artifactory-credentials": ("AKC", "AP"), "mailchimp-access-key": ("-us",), "telegram-bot-token": (":",),
-          "discord-bot-token": (".",), "slack-token": ("xox", "hooks.slack.com"), "basic-auth": ("://",)}  # fmt: skip
+_LONG_RUN = re.compile(r"[A-Za-z0-9/+_\-]{24}")
+_ASSIGNED = re.compile(r"(?:key|pw|pass|token).{0,24}?[\"'=: ][\"']?[a-z0-9/+_\-]{24}")  # on the lower-cased text
+# The names detect-secrets' keyword rules look for (its DENYLIST), on the lower-cased text.
+# The names detect-secrets' keyword rules look for (its DENYLIST: api_?key, db_?pass, password, pwd,
+# secret, …) as plain strings, looked for in the lower-cased text; each holds one of the hints.
+_KEYWORD_WORDS = tuple(
+    word
+    for name in KEYWORD_DENYLIST
+    for word in ([name.replace("_?", "_"), name.replace("_?", "")] if "_?" in name else [name])
+)
+_KEYWORD_WORD = "name:"  # an automaton hit that is a keyword rule's name, not a kind
+_LINE_WORD = "line:"  # an automaton hit that is a name a line rule reads
+# Gates on the text as it is: upper-case prefixes that are common words in lower case.
+_CASED_GATES = {"artifactory-credentials": ("AKC", "AP"), "twilio-api-key": ("AC", "SK")}
+_REACH = 200
+_ESCAPED_QUOTE = re.compile(r'\\+"')
 # detect-secrets' names for its kinds, shortened where they are long; others are slugs of its name.
 _KIND_NAMES = {
     "Azure Storage Account access key": "azure-storage-key",
@@ -96,6 +123,10 @@ class Rules:
     disabled: frozenset[str] = frozenset()
     patterns: tuple[tuple[str, re.Pattern[str]], ...] = ()
 
+    @cached_property
+    def looks_for_nothing(self) -> bool:
+        return not self.patterns and self.disabled.issuperset(kinds())
+
 
 @dataclass
 class Redacted:
@@ -104,10 +135,11 @@ class Redacted:
     secrets: dict[str, str] = field(default_factory=dict)  # marker -> the value it stands for (never stored)
 
 
-def kinds() -> list[str]:
+@cache
+def kinds() -> tuple[str, ...]:
     """Every kind the built-in rules name (what a project may switch off)."""
     names = {kind for kind, _ in _OWN_RULES} | {kind for kind, _ in _library_rules()}
-    return sorted(names | {KEYWORD, HIGH_ENTROPY, "jwt"})
+    return tuple(sorted(names | {KEYWORD, HIGH_ENTROPY, "jwt"}))
 
 
 def fingerprint(value: str, key: bytes) -> str:
@@ -118,16 +150,80 @@ def marker(kind: str, value: str, key: bytes) -> str:
     return f"[secret:{kind}:{fingerprint(value, key)}]"
 
 
-def redact_text(text: str, rules: Rules) -> Redacted:
-    found = find_secrets(text, rules)
+def redact(value: Any, rules: Rules) -> Redacted:
+    """A JSON-like value (a message's content, a tool's input, a system prompt's blocks) with every
+    string redacted; a string under a key that names a secret (``"password": "…"``) is one whole.
+    Its strings are searched as one text (each on lines of its own, so no rule's match runs from one
+    into the next), and a secret found anywhere in it is replaced everywhere in it. Ids, signatures
+    and base64 payloads (images, documents) are left as they are."""
+    if rules.looks_for_nothing:
+        return Redacted(value)
+    texts: list[str] = []
+    keyed: dict[str, str] = {}
+    _visit(value, texts.append, lambda v: keyed.setdefault(v, KEYWORD), KEYWORD not in rules.disabled)
+    found = find_secrets(_JOINT.join(texts), rules) if texts else {}
+    found = {**keyed, **found}
     if not found:
+        return Redacted(value)
+    counts: Counter[str] = Counter()
+    secrets: dict[str, str] = {}
+    pattern = _pattern(found)
+
+    def walk(node: Any, key: str = "") -> Any:
+        if isinstance(node, str):
+            done = _replaced(node, found, rules, pattern)
+            counts.update(done.found)
+            secrets.update(done.secrets)
+            return done.value
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if isinstance(node, dict):
+            if node.get("type") == "base64":
+                return node
+            opaque = _OPAQUE_FIELDS.get(node.get("type"))  # type: ignore[arg-type]
+            return {k: v if k == opaque or k in _ID_FIELDS else walk(v, k) for k, v in node.items()}
+        return node
+
+    return Redacted(walk(value), counts, secrets)
+
+
+# Between the strings of one value searched as one text: a line of its own, with a NUL (no stored
+# string holds one) that the private-key rule stops at.
+_JOINT = "\n\x00\n"
+_WHOLE_WORD_BELOW = 16
+_MIN_GROUP = 8
+
+
+def _visit(node: Any, text: Callable[[str], Any], keyed: Callable[[str], Any], keywords: bool, key: Any = "") -> None:
+    if isinstance(node, str):
+        if keywords and isinstance(key, str) and key and _SECRET_KEY.search(key) and _plausible_value(node):
+            keyed(node)
+        else:
+            text(node)
+    elif isinstance(node, list):
+        for item in node:
+            _visit(item, text, keyed, keywords)
+    elif isinstance(node, dict) and node.get("type") != "base64":
+        opaque = _OPAQUE_FIELDS.get(node.get("type"))  # type: ignore[arg-type]
+        for k, v in node.items():
+            if k != opaque and k not in _ID_FIELDS:
+                _visit(v, text, keyed, keywords, k)
+
+
+def _pattern(found: dict[str, str]) -> re.Pattern[str]:
+    # Markers already in the text stay as they are (redacting twice changes nothing); every other
+    # occurrence of a value found is replaced, the longest values first.
+    # A short value (a password) only as a word of its own: "hunter22" is not replaced in "xhunter22y".
+    values = sorted(found, key=lambda v: (-len(v), v))
+    alternatives = (re.escape(v) if len(v) >= _WHOLE_WORD_BELOW else rf"(?<!\w){re.escape(v)}(?!\w)" for v in values)
+    return re.compile(MARKER.pattern + "|" + "|".join(alternatives))
+
+
+def _replaced(text: str, found: dict[str, str], rules: Rules, pattern: re.Pattern[str] | None = None) -> Redacted:
+    if not found or not any(value in text for value in found):
         return Redacted(text)
     counts: Counter[str] = Counter()
     secrets: dict[str, str] = {}
-    # Markers already in the text stay as they are (redacting twice changes nothing); every other
-    # occurrence of a value found is replaced, the longest values first.
-    values = sorted(found, key=lambda v: (-len(v), v))
-    pattern = re.compile(MARKER.pattern + "|" + "|".join(re.escape(v) for v in values))
 
     def replace(match: re.Match[str]) -> str:
         value = match.group(0)
@@ -139,40 +235,7 @@ def redact_text(text: str, rules: Rules) -> Redacted:
         secrets[made] = value
         return made
 
-    return Redacted(pattern.sub(replace, text), counts, secrets)
-
-
-def redact(value: Any, rules: Rules) -> Redacted:
-    """A JSON-like value (a message's content, a tool's input, a system prompt's blocks) with every
-    string redacted; a string under a key that names a secret (``"password": "…"``) is one whole.
-    Base64 payloads (images, documents) are left as they are."""
-    counts: Counter[str] = Counter()
-    secrets: dict[str, str] = {}
-
-    def walk(node: Any, key: str = "") -> Any:
-        if isinstance(node, str):
-            if key and _SECRET_KEY.search(key) and _plausible_value(node) and KEYWORD not in rules.disabled:
-                counts[KEYWORD] += 1
-                made = marker(KEYWORD, node, rules.key)
-                secrets[made] = node
-                return made
-            done = redact_text(node, rules)
-            counts.update(done.found)
-            secrets.update(done.secrets)
-            return done.value
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        if isinstance(node, dict):
-            if node.get("type") == "base64":
-                return node
-            opaque = _OPAQUE_FIELDS.get(node.get("type"))  # type: ignore[arg-type]
-            return {
-                k: v if k == opaque or k in _ID_FIELDS else walk(v, k if isinstance(k, str) else "")
-                for k, v in node.items()
-            }
-        return node
-
-    return Redacted(walk(value), counts, secrets)
+    return Redacted((pattern or _pattern(found)).sub(replace, text), counts, secrets)
 
 
 def restore(value: Any, secrets: dict[str, str]) -> Any:
@@ -203,6 +266,8 @@ def _plausible_value(value: str) -> bool:
 def find_secrets(text: str, rules: Rules) -> dict[str, str]:
     """Secret value -> its kind, the first rule's where several match."""
     found: dict[str, str] = {}
+    if rules.looks_for_nothing:  # every kind switched off and no pattern of its own
+        return found
     for kind, value in _candidates(text, rules):
         if value and value not in found and not _inside_marker(value):
             found[value] = kind
@@ -217,43 +282,103 @@ def _inside_marker(value: str) -> bool:
 
 def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
     off = rules.disabled
+    low = _lower(text)
+    on = _gated(low)
     for kind, pattern in rules.patterns:
         if kind not in off:
-            yield from ((kind, _value(m)) for m in pattern.finditer(text))
-    for kind, pattern in _OWN_RULES:
-        if kind not in off:
-            yield from (
-                (kind, m.group(0)) for m in pattern.finditer(text) if text[m.start() - 1 : m.start()] not in _WORD
-            )
-    lines = _hinted_lines(text)
-    for kind, pattern in _library_rules():
-        if kind in off or (kind in _NEEDS and not any(s in text for s in _NEEDS[kind])):
-            continue
-        for searched in lines if kind in _LINE_RULES else (text,):
-            yield from ((kind, _value(m)) for m in pattern.finditer(searched))
-    if "jwt" not in off and "eyJ" in text:
-        yield from (("jwt", token) for token in _jwts(text))
+            for match in pattern.finditer(text):
+                yield kind, _first_group(match)
+    # The kinds the text passed the gate of, the ungated ones and those read on a line, in rule order.
+    kinds = [k for k in _ALWAYS if k not in off]
+    kinds += [k for k in on if k in _RULES and k not in off]
+    kinds += [k for k, needs in _CASED_GATES.items() if k not in off and any(need in text for need in needs)]
+    named = _LINE_WORD in on  # a name a line rule reads (key, pw, pass, token) is in the text
+    assigned: list[str] | None = None
+    for kind in sorted(kinds, key=_ORDER.__getitem__) if len(kinds) > 1 else kinds:
+        searched = [text]
+        if kind in _LINE_RULES and kind not in on:  # on the lines that assign a name a key-like value
+            if assigned is None:  # their values are runs of 24 or more key characters
+                spans = [m.span() for m in _ASSIGNED.finditer(low)] if named and _LONG_RUN.search(text) else []
+                assigned = _near(text, spans)
+            searched = assigned
+        for pattern, own in _RULES[kind]:
+            for stretch in searched:
+                for match in pattern.finditer(stretch):
+                    # One of ours names a whole key: not the end of a longer word.
+                    if not own or stretch[match.start() - 1 : match.start()] not in _WORD:
+                        yield kind, match.group(0) if own else _value(match)
+    if "jwt" not in off and "jwt" in on:
+        for token in _jwts(text):
+            yield "jwt", token
     # The quoted-value rules, also on the text with its quotes unescaped (a JSON document in a tool's
     # output): their values hold no quote or backslash, so they are found in the text as it is.
     quoted = [text, _ESCAPED_QUOTE.sub('"', text)] if '\\"' in text else [text]
-    if KEYWORD not in off:
-        yield from (
-            (KEYWORD, value) for each in quoted for line in _hinted_lines(each) for value in _keyword_values(line)
-        )
+    words = [w[len(_KEYWORD_WORD) :] for w in on if w.startswith(_KEYWORD_WORD)] if KEYWORD not in off else []
+    if words:
+        for each in quoted:
+            each_low = low if each is text else _lower(each)
+            for stretch in _near(each, sorted(span for word in words for span in _spans(each_low, word))):
+                for value in _keyword_values(stretch):
+                    yield KEYWORD, value
     if HIGH_ENTROPY not in off:
-        yield from ((HIGH_ENTROPY, value) for each in quoted for value in _high_entropy(each))
+        for each in quoted:
+            for value in _high_entropy(each):
+                yield HIGH_ENTROPY, value
 
 
-def _hinted_lines(text: str) -> list[str]:
-    """The stretches of ``text`` around each word secrets are assigned to (``_REACH`` characters either
-    side, within its line), overlapping ones merged, in order."""
+@cache
+def _rules_by_kind() -> tuple[tuple[str, tuple[tuple[re.Pattern[str], bool], ...]], ...]:
+    """Every rule by kind, ours first (their kind wins where both match), each pattern with whether
+    it is ours."""
+    by_kind: dict[str, list[tuple[re.Pattern[str], bool]]] = {}
+    for kind, pattern in _OWN_RULES:
+        by_kind.setdefault(kind, []).append((pattern, True))
+    for kind, pattern in _library_rules():
+        by_kind.setdefault(kind, []).append((pattern, False))
+    return tuple((kind, tuple(patterns)) for kind, patterns in by_kind.items())
+
+
+def _lower(text: str) -> str:
+    """``text`` lower-cased, each character in its place (positions found in it are positions in
+    ``text``): a character whose lower case is longer (``İ``) stays as it is."""
+    low = text.lower()
+    if len(low) == len(text):
+        return low
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+
+
+def _gated(low: str) -> set[str]:
+    """The kinds whose gate the (lower-cased) text passes, and the keyword rules' names it holds."""
+    return {found for _, kinds in _automaton().iter(low) for found in kinds}
+
+
+@cache
+def _automaton() -> Any:
+    by_need: dict[str, set[str]] = {}
+    for kind, needs in _GATES.items():
+        for need in needs:
+            by_need.setdefault(need, set()).add(kind)
+    for word in _KEYWORD_WORDS:
+        by_need.setdefault(word, set()).add(_KEYWORD_WORD + word)
+    for word in ("key", "pw", "pass", "token"):
+        by_need.setdefault(word, set()).add(_LINE_WORD)
+    automaton = ahocorasick.Automaton()
+    for need, kinds in by_need.items():
+        automaton.add_word(need, tuple(kinds))
+    automaton.make_automaton()
+    return automaton
+
+
+def _near(text: str, spans: list[tuple[int, int]]) -> list[str]:
+    """The stretches of ``text`` around ``spans`` (in order; ``_REACH`` characters either side, within
+    the span's line), overlapping ones merged."""
     found: list[str] = []
     start = end = -1
-    for match in _HINT.finditer(text):
-        line_start = text.rfind("\n", 0, match.start()) + 1
-        line_end = text.find("\n", match.end())
+    for at, to in spans:
+        line_start = text.rfind("\n", 0, at) + 1
+        line_end = text.find("\n", to)
         line_end = len(text) if line_end < 0 else line_end
-        lo, hi = max(line_start, match.start() - _REACH), min(line_end, match.end() + _REACH)
+        lo, hi = max(line_start, at - _REACH), min(line_end, to + _REACH)
         if lo <= end:
             end = max(end, hi)
             continue
@@ -265,8 +390,25 @@ def _hinted_lines(text: str) -> list[str]:
     return found
 
 
+def _spans(text: str, word: str) -> Iterator[tuple[int, int]]:
+    at = text.find(word)
+    while at >= 0:
+        yield at, at + len(word)
+        at = text.find(word, at + len(word))
+
+
 def _value(match: re.Match[str]) -> str:
-    """The first group that matched, or the whole match."""
+    """What a detect-secrets rule matched that is the secret: its longest group, where that is the
+    value after a name (``://user:(password)@``, ``aws…key = "(…)"``); else the whole match (a group
+    of a few characters is a prefix, as GitHub's ``(ghp|gho|…)_…``), without the delimiters some
+    rules take in (a space or quote before, ``=`` or ``:``)."""
+    groups = [g for g in match.groups() if g]
+    longest = max(groups, key=len) if groups else ""
+    return longest if len(longest) >= _MIN_GROUP else match.group(0).strip(" \t\r\n\"'=:")
+
+
+def _first_group(match: re.Match[str]) -> str:
+    """A project's own pattern: its first group that matched, or the whole match."""
     groups = [g for g in match.groups() if g]
     return groups[0] if groups else match.group(0)
 
@@ -293,10 +435,15 @@ def _library_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
 
 
 def _jwts(text: str) -> Iterator[str]:
+    """detect-secrets' JWTs, with their signature (its rule stops short of it), when well formed."""
     for pattern in JwtTokenDetector.denylist:
         for match in pattern.finditer(text):
+            tail = _JWT_TAIL.match(text, match.end())
             if JwtTokenDetector.is_formally_valid(match.group(0)):
-                yield match.group(0)
+                yield text[match.start() : tail.end() if tail else match.end()]
+
+
+_JWT_TAIL = re.compile(r"[A-Za-z0-9_\-.+/=]*")
 
 
 def _keyword_values(line: str) -> Iterator[str]:
@@ -346,3 +493,10 @@ def _line_of(text: str, start: int, end: int) -> str:
 def compile_patterns(patterns: Iterable[str]) -> tuple[tuple[str, re.Pattern[str]], ...]:
     """A project's own patterns (validated like the preserve patterns) as rules of kind ``custom``."""
     return tuple((CUSTOM, re.compile(p)) for p in patterns)
+
+
+# Every rule by kind (ours first), each kind's place in that order, and the kinds tried on every text
+# (no gate: cheap on their own, or read on the lines that assign a name a value).
+_RULES = dict(_rules_by_kind())
+_ORDER = {kind: n for n, kind in enumerate(_RULES)}
+_ALWAYS = [kind for kind in _RULES if kind not in {**_GATES, **_CASED_GATES} or kind in _LINE_RULES]

@@ -58,3 +58,11 @@ SECRETS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     KEYWORD: mixed(ALNUM, 14).map(lambda s: (s, f'db_password = "{s}"')),
     HIGH_ENTROPY: mixed(B64, 48).map(lambda s: (s, f'"{s}"')),
 }  # fmt: skip
+
+
+def leaked(secret: str, text: str, piece: int = 12) -> bool:
+    """Whether any ``piece`` characters of ``secret`` in a row are in ``text`` (a secret cut short,
+    its prefix replaced and the rest left, is still leaked)."""
+    if len(secret) <= piece:
+        return secret in text
+    return any(secret[i : i + piece] in text for i in range(len(secret) - piece + 1))

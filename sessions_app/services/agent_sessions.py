@@ -26,10 +26,13 @@ if TYPE_CHECKING:
 SESSION_TEXT_LIMITS = {"name": 200, "model": 100, "external_id": 200}
 
 
-def fit(text: str, limit: int) -> str:
+def fit(text: str, limit: int, *, project: Project | None = None) -> str:
     """``text`` cut to ``limit`` characters (with an ellipsis) and made storable: for names the
-    server makes up (from a recorded file, for a continuation) rather than refuses."""
+    server makes up (from a recorded file, for a continuation) rather than refuses. Given the project,
+    redacted first: a secret cut short would no longer be found whole."""
     text = jsonvalues.clean_text(text)
+    if project is not None:
+        text = redaction.value_redact(project, text).value
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -77,7 +77,7 @@ def _store(
     session = agent_sessions.session_create(
         user=user,
         project=project,
-        name=agent_sessions.fit(name, recorded.NAME_MAX),
+        name=agent_sessions.fit(name, recorded.NAME_MAX, project=project),
         model=model or recorded.model_name(conversation.model) or DEFAULT_MODEL,
         system_prompt=jsonvalues.clean_text(conversation.system_prompt or ""),
         tools=conversation.tools or [],

@@ -19,6 +19,7 @@ from typing import Any
 
 from compaction.injected import typed_text
 from compaction.transcripts.responses import holds_a_compaction, is_compact_summary
+from sessions_app.models import Project
 from sessions_app.services import agent_sessions
 from sessions_app.services.proxy.messages import as_list, canonical, encodes, identity
 
@@ -168,7 +169,7 @@ def prompt_identity(system: Any) -> str:
     return _DATE_LINE.sub("", _BILLING_LINE.sub("", system_text(system))).strip()
 
 
-def session_name(body: dict[str, Any]) -> str:
+def session_name(body: dict[str, Any], project: Project | None = None) -> str:
     """A proxied session's name: the first thing the user asked (the words of a user message that the
     harness did not inject: ``compaction.injected``, as checkpoints read them), shortened."""
     for message in as_list(body.get("messages")):
@@ -178,5 +179,5 @@ def session_name(body: dict[str, Any]) -> str:
         blocks = [b for b in as_list(content) if isinstance(b, dict)]
         words = " ".join(typed_text(content if isinstance(content, str) else blocks).split())
         if words:
-            return agent_sessions.fit(words, NAME_MAX)
+            return agent_sessions.fit(words, NAME_MAX, project=project)
     return "proxy conversation"

@@ -88,7 +88,7 @@ def proxy_session_for(
         return found if found.status == SessionStatus.ACTIVE else continue_in_fresh_session(found, body, key)
     try:
         created = _session_created(
-            body, user=user, project=project, name=session_name(body), model=_model(body), external_id=key,
+            body, user=user, project=project, name=session_name(body, project), model=_model(body), external_id=key,
             metadata=metadata,
         )  # fmt: skip
     except Conflict as exc:
