@@ -181,7 +181,12 @@ def redact(value: Any, rules: Rules) -> Redacted:
             if node.get("type") == "base64":
                 return node
             opaque = _OPAQUE_FIELDS.get(node.get("type"))  # type: ignore[arg-type]
-            return {k: v if k == opaque or k in _ID_FIELDS else walk(v, k) for k, v in node.items()}
+            return {
+                walk(k) if isinstance(k, str) and len(k) >= _LONG_KEY else k: (
+                    v if k == opaque or k in _ID_FIELDS else walk(v, k)
+                )
+                for k, v in node.items()
+            }
         return node
 
     return Redacted(walk(value), counts, secrets)
@@ -191,6 +196,7 @@ def redact(value: Any, rules: Rules) -> Redacted:
 # string holds one) that the private-key rule stops at.
 _JOINT = "\n\x00\n"
 _WHOLE_WORD_BELOW = 16
+_LONG_KEY = 16
 _MIN_GROUP = 8
 
 
@@ -206,6 +212,8 @@ def _visit(node: Any, text: Callable[[str], Any], keyed: Callable[[str], Any], k
     elif isinstance(node, dict) and node.get("type") != "base64":
         opaque = _OPAQUE_FIELDS.get(node.get("type"))  # type: ignore[arg-type]
         for k, v in node.items():
+            if isinstance(k, str) and len(k) >= _LONG_KEY:  # a long key may itself be one (a map of tokens)
+                text(k)
             if k != opaque and k not in _ID_FIELDS:
                 _visit(v, text, keyed, keywords, k)
 
@@ -418,14 +426,14 @@ def _library_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
     """detect-secrets' regex detectors as (kind, pattern), in its order; JWTs apart (they are checked
     for shape), private keys apart (the whole block, not its header, is the secret)."""
     rules = []
-    for secret_type, plugin in get_mapping_from_secret_type_to_class().items():
+    plugins: dict[str, Any] = get_mapping_from_secret_type_to_class()
+    for secret_type, plugin in plugins.items():
         if secret_type in _SKIPPED_TYPES or not issubclass(plugin, RegexBasedDetector):
             continue
         if secret_type in ("JSON Web Token", "Private Key"):
             continue
         kind = _KIND_NAMES.get(secret_type) or re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
-        detector: Any = plugin
-        patterns: list[re.Pattern[str]] = list(detector.denylist)
+        patterns: list[re.Pattern[str]] = list(plugin.denylist)
         if secret_type == "AWS Access Key":  # its second pattern is the secret key beside the id
             rules.append(("aws-access-key", patterns[0]))
             rules.extend(("aws-secret-key", p) for p in patterns[1:])

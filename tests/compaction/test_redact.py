@@ -58,7 +58,8 @@ def test_secrets_in_content_blocks_tool_inputs_and_escaped_json_are_replaced(kin
     secret, text = data.draw(SECRETS[kind])
     content = [
         {"type": "text", "text": f"I found {text} in the logs"},
-        {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": f"echo '{text}'", "token": secret}},
+        {"type": "tool_use", "id": "toolu_01", "name": "Bash",
+         "input": {"command": f"echo '{text}'", "token": secret, "seen": {text: 1}}},
         {"type": "tool_result", "tool_use_id": "toolu_01",
          "content": [{"type": "text", "text": json.dumps({"out": text})}]},
     ]  # fmt: skip

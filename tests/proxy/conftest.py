@@ -22,3 +22,13 @@ def small_window(request: Any, team: Any) -> None:
     policy = projects.policy_ensure(project=team.project)
     policy.proxy_compaction = True
     policy.save()
+
+
+@pytest.fixture
+def fake(settings: Any) -> Any:
+    """The scripted Anthropic upstream, the proxy's upstream for the test (a module may define its own)."""
+    from tests.fakes.anthropic_server import FakeAnthropic
+
+    with FakeAnthropic() as server:
+        settings.CTX_PROXY_UPSTREAM_URL = server.base_url
+        yield server

@@ -13,20 +13,12 @@ import pytest
 
 from sessions_app.models import AgentSession, ModelProfile
 from sessions_app.selectors import usage
-from tests.fakes.anthropic_server import FakeAnthropic
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MODEL = "tiny-window-model"
 WINDOW = 8_000
 TURNS = 100
-
-
-@pytest.fixture
-def fake(settings: Any) -> Any:
-    with FakeAnthropic() as server:
-        settings.CTX_PROXY_UPSTREAM_URL = server.base_url
-        yield server
 
 
 def agent(proxy_sdk: Any, team: Any, session: str) -> anthropic.Anthropic:

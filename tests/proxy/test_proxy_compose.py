@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from sessions_app.models import ModelProfile
 from sessions_app.selectors import usage
-from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.scripted_model import text, thinking, tool_use
 from tests.hypothesis_budget import SERVER
 
@@ -29,13 +28,6 @@ WINDOW = 8_000
 THINKING = {"type": "enabled", "budget_tokens": 1024}
 CLEAR_THINKING_ALL = {"type": "clear_thinking_20251015", "keep": "all"}
 COMPACT = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 150_000}}
-
-
-@pytest.fixture
-def fake(settings: Any) -> Any:
-    with FakeAnthropic() as server:
-        settings.CTX_PROXY_UPSTREAM_URL = server.base_url
-        yield server
 
 
 clear_thinking = st.one_of(

@@ -12,7 +12,6 @@ import pytest
 from sessions_app.models import AgentSession, Checkpoint, Compaction, Message
 from sessions_app.selectors.history import session_history
 from sessions_app.services import projects
-from tests.fakes.anthropic_server import FakeAnthropic
 from tests.proxy_client import as_kept, sdk_reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -20,13 +19,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "claude-sonnet-4-5"
 SUMMARY = "The user asked to fix the failing test in src/app.py; the loop bound was off by one and is fixed."
 EDITS = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 50_000}}]}
-
-
-@pytest.fixture
-def fake(settings: Any) -> Any:
-    with FakeAnthropic() as server:
-        settings.CTX_PROXY_UPSTREAM_URL = server.base_url
-        yield server
 
 
 def turns(n: int) -> list[dict[str, Any]]:

@@ -18,7 +18,6 @@ import pytest
 from sessions_app.models import AgentSession, ProviderRequest
 from sessions_app.selectors.spend import session_spend
 from tests.conftest import Team
-from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, count_tokens_for
 from tests.proxy_client import as_kept, sdk_reply
 
@@ -28,13 +27,6 @@ CLAUDE = "claude-sonnet-4-5"
 GPT = "gpt-4o"
 CALLER_KEY = "sk-callers-own-key-0123456789"
 KINDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
-
-
-@pytest.fixture
-def fake(settings: Any) -> Any:
-    with FakeAnthropic() as server:
-        settings.CTX_PROXY_UPSTREAM_URL = server.base_url
-        yield server
 
 
 @pytest.fixture

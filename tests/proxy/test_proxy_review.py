@@ -17,18 +17,11 @@ import pytest
 from sessions_app.api.proxy.recorder import RECORDER
 from sessions_app.models import AgentSession, Compaction, Message, ModelProfile
 from sessions_app.services import agent_sessions, projects, proxy
-from tests.fakes.anthropic_server import DEFAULT_REPLY, FakeAnthropic
+from tests.fakes.anthropic_server import DEFAULT_REPLY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MODEL = "claude-sonnet-4-5"
-
-
-@pytest.fixture
-def fake(settings: Any) -> Any:
-    with FakeAnthropic() as server:
-        settings.CTX_PROXY_UPSTREAM_URL = server.base_url
-        yield server
 
 
 def post(live_server: Any, body: Any, headers: dict[str, str]) -> httpx2.Response:

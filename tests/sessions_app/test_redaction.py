@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 import pytest
+from django.test import Client
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -58,14 +59,18 @@ def transcript(session_id: str, texts: list[str], secrets: list[str]) -> str:
     return w.text()
 
 
-def upload_line_by_line(api: Any, project: Any, external_id: str, data: str) -> int:
-    raw, offset, answer = data.encode(), 0, {}
-    for line in data.splitlines(keepends=True):
-        size = len(line.encode())
-        body = {"project": str(project.pk), "external_id": external_id, "offset": offset, "lines": line}
-        response = api.post("/api/v1/sessions/transcript/", {**body, "final": offset + size == len(raw)})
+def upload_in_pieces(api: Any, project: Any, external_id: str, data: str, cuts: list[int]) -> int:
+    """``data`` uploaded as the hook does, in pieces of whole lines ending after the lines ``cuts``
+    names (line numbers), the last piece final."""
+    lines = data.splitlines(keepends=True)
+    ends = sorted({min(max(c, 1), len(lines)) for c in cuts} | {len(lines)})
+    offset, start, answer = 0, 0, {}
+    for end in ends:
+        piece = "".join(lines[start:end])
+        body = {"project": str(project.pk), "external_id": external_id, "offset": offset, "lines": piece}
+        response = api.post("/api/v1/sessions/transcript/", {**body, "final": end == len(lines)})
         assert response.status_code == 200, response.content
-        answer, offset = response.json(), offset + size
+        answer, offset, start = response.json(), offset + len(piece.encode()), end
     return answer["session"]
 
 
@@ -74,8 +79,8 @@ def stored_messages(session_id: int) -> list[tuple[Any, ...]]:
 
 
 @hsettings(DATABASE, max_examples=8)
-@given(drawn=st.lists(ANY_SECRET, min_size=2, max_size=4))
-def test_no_secret_is_stored_or_shown_whichever_way_it_came(team, api_as, client, caplog, drawn):
+@given(drawn=st.lists(ANY_SECRET, min_size=2, max_size=4), cuts=st.lists(st.integers(1, 60), max_size=12))
+def test_no_secret_is_stored_or_shown_whichever_way_it_came(team, api_as, staff, caplog, drawn, cuts):
     caplog.set_level(logging.DEBUG)
     n = next(RUNS)  # names and ids of its own in every example (the database is the test's)
     Webhook.objects.get_or_create(  # every event's payload is kept (and scanned below)
@@ -106,13 +111,13 @@ def test_no_secret_is_stored_or_shown_whichever_way_it_came(team, api_as, client
     ]  # fmt: skip
     assert bob.post(f"/api/v1/sessions/{session}/messages/", messages).status_code == 201
     assert bob.patch(f"/api/v1/sessions/{session}/", {"system_prompt": f"now {texts[-1]}"}).status_code == 200
-    # A transcript, imported at once and uploaded line by line: the same session either way.
+    # A transcript, imported at once and uploaded in any pieces: the same session either way.
     data = transcript(f"cc-{n}", texts, secrets)
     reference = projects.project_create(user=team.alice.user, name=f"reference {n}")
     imported = importing.session_import(
         user=team.alice.user, project=reference, transcript=read_transcript(data, "claude-code"), name=f"cc-{n}"
     ).session
-    streamed = upload_line_by_line(bob, team.project, f"cc-{n}", data)
+    streamed = upload_in_pieces(bob, team.project, f"cc-{n}", data, cuts)
     assert stored_messages(streamed) == stored_messages(imported.pk)
     assert AgentSession.objects.get(pk=streamed).redactions == imported.redactions != {}
     # Compacted, summarized and reverted: the originals kept for the revert are the redacted ones.
@@ -133,9 +138,16 @@ def test_no_secret_is_stored_or_shown_whichever_way_it_came(team, api_as, client
         bob.get(f"/api/v1/handoffs/{handoff.json()['id']}/download/?format=md").content,
         b"".join(bob.get(f"/api/v1/projects/{team.project.pk}/requests/?format=csv").streaming_content),
     ]
-    client.force_login(team.alice.user)
-    shown += [client.get(f"/sessions/{s}/").content for s in (session, streamed)]
-    shown += [client.get(f"/projects/{team.project.pk}/").content]
+    member = Client()
+    member.force_login(team.alice.user)
+    shown += [member.get(f"/sessions/{s}/").content for s in (session, streamed)]
+    shown += [member.get(f"/projects/{team.project.pk}/").content]
+    admin = ["message/?q=", "agentsession/", f"agentsession/{session}/change/", "checkpoint/", "compaction/",
+             "ingestrejection/", "webhookdelivery/"]  # fmt: skip
+    for path in admin:
+        page = staff.get(f"/admin/sessions_app/{path}")
+        assert page.status_code == 200, path
+        shown.append(page.content)
     logs = "\n".join(r.getMessage() + repr(r.__dict__) for r in caplog.records)
     pages = "\n".join(page.decode() for page in shown)
     for secret in secrets:
