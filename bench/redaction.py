@@ -87,6 +87,33 @@ def engine_rate() -> tuple[float, int]:
     return size / 1e6 / (time.perf_counter() - t0), len(contents)
 
 
+# Text shaped to make a regular expression try again from every position of a long run (what a
+# hostile sender would try): each must take time in proportion to its length.
+HOSTILE = {
+    '"sk-" × n': lambda n: "sk-" * n,
+    '"eyJ" × n': lambda n: "eyJ" * n,
+    '"//a/:_authToken=!" × n': lambda n: "//a/:_authToken=!" * n,
+    '"-----BEGIN RSA PRIVATE KEY-----" × n': lambda n: "-----BEGIN RSA PRIVATE KEY-----" * n,
+    "'password = \"' × n": lambda n: 'password = "' * n,
+    '"://a" × n': lambda n: "://a" * n,
+}
+
+
+def hostile_times() -> list[tuple[str, float, float]]:
+    """ms to redact 100 kB and 400 kB of each shape (linear: about 4× apart)."""
+    rules = redact.Rules(key=b"bench")
+    rows = []
+    for label, make in HOSTILE.items():
+        times = []
+        for size in (100_000, 400_000):
+            text = make(size // len(make(1)))
+            t0 = time.perf_counter()
+            redact.redact(text, rules)
+            times.append((time.perf_counter() - t0) * 1000)
+        rows.append((label, times[0], times[1]))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=6_000)
@@ -124,6 +151,8 @@ def main() -> None:
         on, off_ = pick(results["on"][key]), pick(results["off"][key])
         print(f"{label:28}{on:>12.1f}{off_:>12.1f}{on / off_:>10.2f}")
     print(f"engine alone: {rate:.1f} MB/s over {texts:,} messages of the shared transcripts")
+    for label, small, large in hostile_times():
+        print(f"hostile {label:40} 100 kB {small:7.1f} ms   400 kB {large:7.1f} ms")
 
 
 if __name__ == "__main__":

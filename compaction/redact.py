@@ -40,26 +40,31 @@ CUSTOM = "custom"
 _OWN_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("private-key", re.compile(
         r"-----BEGIN ([A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?)-----[^\x00]*?(?:-----END \1-----|(?=\n\x00)|\Z)")),
-    ("anthropic-api-key", re.compile(r"sk-ant-[a-z]{2,12}\d{2}-[A-Za-z0-9_-]{20,}")),
-    # OpenAI's keys: sk-, sk-proj-, sk-svcacct-, sk-admin-, then 32+ characters of both cases and a digit.
-    ("openai-api-key", re.compile(
-        r"sk-(?!ant-)(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])[A-Za-z0-9_-]{32,}")),
-    ("ctxweb-api-key", re.compile(r"ctx_(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])[A-Za-z0-9_-]{40,}")),
+    ("anthropic-api-key", re.compile(r"(?<![\w-])sk-ant-[a-z]{2,12}\d{2}-[A-Za-z0-9_-]{20,400}")),
+    # OpenAI's keys: sk-, sk-proj-, sk-svcacct-, sk-admin-, then 32+ characters of both cases and a digit
+    # (checked in ``_OWN_CHECKS``). No key starts inside a longer word, which also keeps "sk-sk-sk-…" linear.
+    ("openai-api-key", re.compile(r"(?<![\w-])sk-(?!ant-)[A-Za-z0-9_-]{32,400}")),
+    ("ctxweb-api-key", re.compile(r"(?<![\w-])ctx_[A-Za-z0-9_-]{40,120}")),
 )  # fmt: skip
-_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+_OWN_CHECKS = {
+    "openai-api-key": lambda v: (
+        any(c.isdigit() for c in v) and any(c.isupper() for c in v) and any(c.islower() for c in v[3:])
+    ),
+    "ctxweb-api-key": lambda v: any(c.isupper() for c in v) and any(c.islower() for c in v[4:]),
+}
 # What a text must hold for a kind to be tried at all, looked for in its lower-cased text in one pass
 # (an Aho-Corasick automaton) instead of one regular expression per rule over every text. A kind
 # without a gate (a rule a newer detect-secrets brings; a rule that is cheap on its own) is always
 # tried; the rules that read a secret's name on its line are tried where a name is assigned a long
 # run of key characters (``_ASSIGNED``).
 _GATES: dict[str, tuple[str, ...]] = {
-    "private-key": ("-----begin",), "anthropic-api-key": ("sk-ant-",), "openai-api-key": ("sk-", "t3blbkfj"),
+    "private-key": ("-----begin",), "anthropic-api-key": ("sk-ant-",), "openai-api-key": ("sk-",),
     "ctxweb-api-key": ("ctx_",), "aws-access-key": ("a3t", "abia", "acca", "akia", "asia"),
     "azure-storage-key": ("accountkey=",), "basic-auth": ("://",),
     "github-token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     "gitlab-token": ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-",
                      "glagent-", "gloas-"),
-    "mailchimp-access-key": ("-us",), "npm-token": ("_authtoken",), "pypi-token": ("pypi-",),
+    "mailchimp-access-key": ("-us",), "npm-token": ("/:_authtoken",), "pypi-token": ("pypi-",),
     "sendgrid-api-key": ("sg.",), "slack-token": ("xox", "hooks.slack.com"), "square-oauth-secret": ("sq0csp-",),
     "stripe-access-key": ("k_live_",), "jwt": ("eyj",),
     "softlayer-credentials": ("api.softlayer.com",), "cloudant-credentials": (".cloudant.com",),
@@ -81,6 +86,9 @@ _LINE_WORD = "line:"  # an automaton hit that is a name a line rule reads
 # Gates on the text as it is: upper-case prefixes that are common words in lower case.
 _CASED_GATES = {"artifactory-credentials": ("AKC", "AP"), "twilio-api-key": ("AC", "SK")}
 _REACH = 200
+# How far past its gate's string a rule's value may run: most keys are under 200 characters; a PyPI
+# token a few hundred; a private key block (a 4096-bit RSA key is ~3,300) spans lines.
+_REACH_AFTER = {"private-key": 16_000, "pypi-token": 2_000, "azure-storage-key": 400}
 _ESCAPED_QUOTE = re.compile(r'\\+"')
 # detect-secrets' names for its kinds, shortened where they are long; others are slugs of its name.
 _KIND_NAMES = {
@@ -91,8 +99,14 @@ _KIND_NAMES = {
     "Basic Auth Credentials": "basic-auth",
     "OpenAI Token": "openai-api-key",
 }
-# Not secrets: a public IP address is an address.
-_SKIPPED_TYPES = {"Public IP (ipv4)"}
+# Not secrets: a public IP address is an address. And rules ours replace: detect-secrets' OpenAI rule
+# (``sk-[…]*[…]{20}T3BlbkFJ…``) backtracks over a run of "sk-sk-sk-…" from every "sk-" in it, and our
+# openai-api-key rule finds every key it finds.
+_SKIPPED_TYPES = {"Public IP (ipv4)", "OpenAI Token"}
+# detect-secrets' npm rule (``//.+/:_authToken=\s*((npm_.+)|…).*``) tries ``.+`` from every "//" of a
+# line: in a line of many it takes time that grows with their square. Here it starts at its literal (the
+# registry's URL before it is not needed to tell an npm token).
+_SAFER = {"npm-token": re.compile(r"/:_authToken=\s*((?:npm_[A-Za-z0-9]{36})|(?:[A-Fa-f0-9-]{36}))")}
 _HEX = re.compile(r"\A[0-9a-fA-F]+\Z")
 # Names, not values: an environment variable (``ANTHROPIC_API_KEY``), a dotted reference
 # (``settings.SECRET_KEY``), a provider's prefixed id (``toolu_01Cz…``, ``msg_01…``, ``req_…``).
@@ -291,37 +305,45 @@ def _inside_marker(value: str) -> bool:
 def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
     off = rules.disabled
     low = _lower(text)
-    on = _gated(low)
+    hits = _gated(low)
     for kind, pattern in rules.patterns:
         if kind not in off:
             for match in pattern.finditer(text):
                 yield kind, _first_group(match)
     # The kinds the text passed the gate of, the ungated ones and those read on a line, in rule order.
     kinds = [k for k in _ALWAYS if k not in off]
-    kinds += [k for k in on if k in _RULES and k not in off]
-    kinds += [k for k, needs in _CASED_GATES.items() if k not in off and any(need in text for need in needs)]
-    named = _LINE_WORD in on  # a name a line rule reads (key, pw, pass, token) is in the text
+    kinds += [k for k in hits if k in _RULES and k not in off]
+    for kind, needs in _CASED_GATES.items():
+        if kind not in off and any(need in text for need in needs):
+            kinds.append(kind)
+            hits[kind] = sorted(at for need in needs for at, _ in _spans(text, need))
+    named = _LINE_WORD in hits  # a name a line rule reads (key, pw, pass, token) is in the text
     assigned: list[str] | None = None
     for kind in sorted(kinds, key=_ORDER.__getitem__) if len(kinds) > 1 else kinds:
-        searched = [text]
-        if kind in _LINE_RULES and kind not in on:  # on the lines that assign a name a key-like value
+        if kind in hits:  # around where its gate's strings are: a rule never scans all of a long text
+            searched = _around(text, hits[kind], _REACH_AFTER.get(kind, _REACH), lines=kind != "private-key")
+        elif kind in _LINE_RULES:  # on the lines that assign a name a key-like value
             if assigned is None:  # their values are runs of 24 or more key characters
                 spans = [m.span() for m in _ASSIGNED.finditer(low)] if named and _LONG_RUN.search(text) else []
                 assigned = _near(text, spans)
             searched = assigned
+        else:
+            searched = [text]
         for pattern, own in _RULES[kind]:
             for stretch in searched:
                 for match in pattern.finditer(stretch):
-                    # One of ours names a whole key: not the end of a longer word.
-                    if not own or stretch[match.start() - 1 : match.start()] not in _WORD:
-                        yield kind, match.group(0) if own else _value(match)
-    if "jwt" not in off and "jwt" in on:
-        for token in _jwts(text):
-            yield "jwt", token
+                    if not own:
+                        yield kind, _value(match)
+                    elif _OWN_CHECKS.get(kind, bool)(match.group(0)):
+                        yield kind, match.group(0)
+    if "jwt" not in off and "jwt" in hits:
+        for stretch in _around(text, hits["jwt"], _REACH):
+            for token in _jwts(stretch):
+                yield "jwt", token
     # The quoted-value rules, also on the text with its quotes unescaped (a JSON document in a tool's
     # output): their values hold no quote or backslash, so they are found in the text as it is.
     quoted = [text, _ESCAPED_QUOTE.sub('"', text)] if '\\"' in text else [text]
-    words = [w[len(_KEYWORD_WORD) :] for w in on if w.startswith(_KEYWORD_WORD)] if KEYWORD not in off else []
+    words = [w[len(_KEYWORD_WORD) :] for w in hits if w.startswith(_KEYWORD_WORD)] if KEYWORD not in off else []
     if words:
         for each in quoted:
             each_low = low if each is text else _lower(each)
@@ -355,9 +377,14 @@ def _lower(text: str) -> str:
     return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
 
 
-def _gated(low: str) -> set[str]:
-    """The kinds whose gate the (lower-cased) text passes, and the keyword rules' names it holds."""
-    return {found for _, kinds in _automaton().iter(low) for found in kinds}
+def _gated(low: str) -> dict[str, list[int]]:
+    """Where in the (lower-cased) text each gate's strings start, by kind; and the names the keyword
+    and line rules read, by a key of their own."""
+    hits: dict[str, list[int]] = {}
+    for end, (size, kinds) in _automaton().iter(low):
+        for kind in kinds:
+            hits.setdefault(kind, []).append(end - size + 1)
+    return hits
 
 
 @cache
@@ -372,9 +399,33 @@ def _automaton() -> Any:
         by_need.setdefault(word, set()).add(_LINE_WORD)
     automaton = ahocorasick.Automaton()
     for need, kinds in by_need.items():
-        automaton.add_word(need, tuple(kinds))
+        automaton.add_word(need, (len(need), tuple(kinds)))
     automaton.make_automaton()
     return automaton
+
+
+def _around(text: str, starts: list[int], after: int, *, lines: bool = True) -> list[str]:
+    """The stretches of ``text`` from ``_REACH`` before each of ``starts`` (in order) to ``after``
+    past it, within its line unless ``lines`` is False; overlapping ones merged."""
+    found: list[str] = []
+    lo_prev = hi_prev = -1
+    for at in starts:
+        lo, hi = max(0, at - _REACH), min(len(text), at + after)
+        if lines:
+            # Only as far as the stretch reaches: a search to the text's ends from every hit of a
+            # line without end would take time that grows with the square of its length.
+            lo = max(lo, text.rfind("\n", lo, at) + 1)
+            line_end = text.find("\n", at, hi)
+            hi = hi if line_end < 0 else line_end
+        if lo <= hi_prev:
+            hi_prev = max(hi_prev, hi)
+            continue
+        if hi_prev > lo_prev:
+            found.append(text[lo_prev:hi_prev])
+        lo_prev, hi_prev = lo, hi
+    if hi_prev > lo_prev:
+        found.append(text[lo_prev:hi_prev])
+    return found
 
 
 def _near(text: str, spans: list[tuple[int, int]]) -> list[str]:
@@ -383,8 +434,8 @@ def _near(text: str, spans: list[tuple[int, int]]) -> list[str]:
     found: list[str] = []
     start = end = -1
     for at, to in spans:
-        line_start = text.rfind("\n", 0, at) + 1
-        line_end = text.find("\n", to)
+        line_start = text.rfind("\n", max(0, at - _REACH), at) + 1
+        line_end = text.find("\n", to, to + _REACH)
         line_end = len(text) if line_end < 0 else line_end
         lo, hi = max(line_start, at - _REACH), min(line_end, to + _REACH)
         if lo <= end:
@@ -434,6 +485,8 @@ def _library_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
             continue
         kind = _KIND_NAMES.get(secret_type) or re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
         patterns: list[re.Pattern[str]] = list(plugin.denylist)
+        if kind in _SAFER:
+            patterns = [_SAFER[kind]]
         if secret_type == "AWS Access Key":  # its second pattern is the secret key beside the id
             rules.append(("aws-access-key", patterns[0]))
             rules.extend(("aws-secret-key", p) for p in patterns[1:])
@@ -443,15 +496,17 @@ def _library_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
 
 
 def _jwts(text: str) -> Iterator[str]:
-    """detect-secrets' JWTs, with their signature (its rule stops short of it), when well formed."""
-    for pattern in JwtTokenDetector.denylist:
-        for match in pattern.finditer(text):
-            tail = _JWT_TAIL.match(text, match.end())
-            if JwtTokenDetector.is_formally_valid(match.group(0)):
-                yield text[match.start() : tail.end() if tail else match.end()]
+    """JSON Web Tokens, signature included, whose header and payload detect-secrets finds well formed
+    (its own rule stops before the signature). Not one that starts inside a longer run of its
+    characters: that keeps a run of "eyJeyJ…" linear."""
+    for match in _JWT.finditer(text):
+        if JwtTokenDetector.is_formally_valid(match.group(1)):
+            yield match.group(0)
 
 
-_JWT_TAIL = re.compile(r"[A-Za-z0-9_\-.+/=]*")
+_JWT = re.compile(
+    r"(?<![A-Za-z0-9_=-])(eyJ[A-Za-z0-9_=-]{8,4000}\.[A-Za-z0-9_=-]{2,8000})(?:\.[A-Za-z0-9_.+/=-]{0,4000})?"
+)
 
 
 def _keyword_values(line: str) -> Iterator[str]:
@@ -493,9 +548,12 @@ def _filtered(value: str, line: str) -> bool:
 
 
 def _line_of(text: str, start: int, end: int) -> str:
-    first = text.rfind("\n", 0, start) + 1
-    last = text.find("\n", end)
-    return text[first : last if last >= 0 else len(text)]
+    """The line around ``start``…``end``, as far as ``_REACH`` either side (the heuristics read a name
+    just before a value)."""
+    reach_lo, reach_hi = max(0, start - _REACH), min(len(text), end + _REACH)
+    first = text.rfind("\n", reach_lo, start) + 1 or reach_lo
+    last = text.find("\n", end, reach_hi)
+    return text[first : last if last >= 0 else reach_hi]
 
 
 def compile_patterns(patterns: Iterable[str]) -> tuple[tuple[str, re.Pattern[str]], ...]:
