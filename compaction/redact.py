@@ -1,14 +1,9 @@
 """Secrets out of ctxweb's copy of what agents send: every secret found in a text (or in the strings of
-a message's content blocks) is replaced by ``[secret:<kind>:<fingerprint>]``, where the fingerprint is
-the first four hex digits of an HMAC of the value, so the same secret is recognisable across messages
-without being readable.
-
-Detection is detect-secrets' maintained rule set (its regex detectors: AWS, GitHub, GitLab, Slack,
-Stripe, JWTs, basic-auth URLs, private-key headers, …; its keyword detector on quoted assignments; its
-base64 high-entropy strings with its heuristics), plus the keys this project knows (Anthropic, OpenAI,
-ctxweb's own) and the patterns a project adds. Hex-only strings (git SHAs, digests) and UUIDs are never
-high-entropy secrets. Pure and deterministic: the same text and rules give the same result, and
-redacting a redacted text changes nothing."""
+a message's content blocks; ``compaction.secret_rules`` finds them) is replaced by
+``[secret:<kind>:<fingerprint>]``, where the fingerprint is the first four hex digits of an HMAC of
+the value, so the same secret is recognisable across messages without being readable. Pure and
+deterministic: the same value and rules give the same result, and redacting a redacted value changes
+nothing."""
 
 from __future__ import annotations
 
@@ -16,104 +11,38 @@ import hashlib
 import hmac
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache, cached_property
 from typing import Any
 
-import ahocorasick  # type: ignore[import-not-found]  # a C extension without stubs
-from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-from detect_secrets.filters import heuristic
-from detect_secrets.plugins.base import RegexBasedDetector
-from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
-from detect_secrets.plugins.jwt import JwtTokenDetector
-from detect_secrets.plugins.keyword import DENYLIST as KEYWORD_DENYLIST
-from detect_secrets.plugins.keyword import QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP
-
-MARKER = re.compile(r"\[secret:[a-z0-9-]{1,40}:[0-9a-f]{4}\]")
-KEYWORD = "keyword"
-HIGH_ENTROPY = "high-entropy"
-CUSTOM = "custom"
-
-# The keys this project knows, before detect-secrets' rules (their kinds win where both match). Each
-# starts with its literal prefix (the regex engine jumps to it); a match inside a longer word is dropped.
-_OWN_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("private-key", re.compile(
-        r"-----BEGIN ([A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?)-----[^\x00]*?(?:-----END \1-----|(?=\n\x00)|\Z)")),
-    ("anthropic-api-key", re.compile(r"(?<![\w-])sk-ant-[a-z]{2,12}\d{2}-[A-Za-z0-9_-]{20,400}")),
-    # OpenAI's keys: sk-, sk-proj-, sk-svcacct-, sk-admin-, then 32+ characters of both cases and a digit
-    # (checked in ``_OWN_CHECKS``). No key starts inside a longer word, which also keeps "sk-sk-sk-…" linear.
-    ("openai-api-key", re.compile(r"(?<![\w-])sk-(?!ant-)[A-Za-z0-9_-]{32,400}")),
-    ("ctxweb-api-key", re.compile(r"(?<![\w-])ctx_[A-Za-z0-9_-]{40,120}")),
-)  # fmt: skip
-_OWN_CHECKS = {
-    "openai-api-key": lambda v: (
-        any(c.isdigit() for c in v) and any(c.isupper() for c in v) and any(c.islower() for c in v[3:])
-    ),
-    "ctxweb-api-key": lambda v: any(c.isupper() for c in v) and any(c.islower() for c in v[4:]),
-}
-# What a text must hold for a kind to be tried at all, looked for in its lower-cased text in one pass
-# (an Aho-Corasick automaton) instead of one regular expression per rule over every text. A kind
-# without a gate (a rule a newer detect-secrets brings; a rule that is cheap on its own) is always
-# tried; the rules that read a secret's name on its line are tried where a name is assigned a long
-# run of key characters (``_ASSIGNED``).
-_GATES: dict[str, tuple[str, ...]] = {
-    "private-key": ("-----begin",), "anthropic-api-key": ("sk-ant-",), "openai-api-key": ("sk-",),
-    "ctxweb-api-key": ("ctx_",), "aws-access-key": ("a3t", "abia", "acca", "akia", "asia"),
-    "azure-storage-key": ("accountkey=",), "basic-auth": ("://",),
-    "github-token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-    "gitlab-token": ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-",
-                     "glagent-", "gloas-"),
-    "mailchimp-access-key": ("-us",), "npm-token": ("/:_authtoken",), "pypi-token": ("pypi-",),
-    "sendgrid-api-key": ("sg.",), "slack-token": ("xox", "hooks.slack.com"), "square-oauth-secret": ("sq0csp-",),
-    "stripe-access-key": ("k_live_",), "jwt": ("eyj",),
-    "softlayer-credentials": ("api.softlayer.com",), "cloudant-credentials": (".cloudant.com",),
-}  # fmt: skip
-_LINE_RULES = frozenset({"aws-secret-key", "cloudant-credentials", "ibm-cloud-iam-key", "ibm-cos-hmac-credentials",
-                         "softlayer-credentials"})  # fmt: skip
-_LONG_RUN = re.compile(r"[A-Za-z0-9/+_\-]{24}")
-_ASSIGNED = re.compile(r"(?:key|pw|pass|token).{0,24}?[\"'=: ][\"']?[a-z0-9/+_\-]{24}")  # on the lower-cased text
-# The names detect-secrets' keyword rules look for (its DENYLIST), on the lower-cased text.
-# The names detect-secrets' keyword rules look for (its DENYLIST: api_?key, db_?pass, password, pwd,
-# secret, …) as plain strings, looked for in the lower-cased text; each holds one of the hints.
-_KEYWORD_WORDS = tuple(
-    word
-    for name in KEYWORD_DENYLIST
-    for word in ([name.replace("_?", "_"), name.replace("_?", "")] if "_?" in name else [name])
+from compaction.secret_rules import (
+    CUSTOM,
+    HIGH_ENTROPY,
+    KEYWORD,
+    MARKER,
+    Rules,
+    compile_patterns,
+    find_secrets,
+    kinds,
+    plausible_value,
 )
-_KEYWORD_WORD = "name:"  # an automaton hit that is a keyword rule's name, not a kind
-_LINE_WORD = "line:"  # an automaton hit that is a name a line rule reads
-# Gates on the text as it is: upper-case prefixes that are common words in lower case.
-_CASED_GATES = {"artifactory-credentials": ("AKC", "AP"), "twilio-api-key": ("AC", "SK")}
-_REACH = 200
-# How far past its gate's string a rule's value may run: most keys are under 200 characters; a PyPI
-# token a few hundred; a private key block (a 4096-bit RSA key is ~3,300) spans lines.
-_REACH_AFTER = {"private-key": 16_000, "pypi-token": 2_000, "azure-storage-key": 400}
-_ESCAPED_QUOTE = re.compile(r'\\+"')
-# detect-secrets' names for its kinds, shortened where they are long; others are slugs of its name.
-_KIND_NAMES = {
-    "Azure Storage Account access key": "azure-storage-key",
-    "NPM tokens": "npm-token",
-    "Secret Keyword": KEYWORD,
-    "JSON Web Token": "jwt",
-    "Basic Auth Credentials": "basic-auth",
-    "OpenAI Token": "openai-api-key",
-}
-# Not secrets: a public IP address is an address. And rules ours replace: detect-secrets' OpenAI rule
-# (``sk-[…]*[…]{20}T3BlbkFJ…``) backtracks over a run of "sk-sk-sk-…" from every "sk-" in it, and our
-# openai-api-key rule finds every key it finds.
-_SKIPPED_TYPES = {"Public IP (ipv4)", "OpenAI Token"}
-# detect-secrets' npm rule (``//.+/:_authToken=\s*((npm_.+)|…).*``) tries ``.+`` from every "//" of a
-# line: in a line of many it takes time that grows with their square. Here it starts at its literal (the
-# registry's URL before it is not needed to tell an npm token).
-_SAFER = {"npm-token": re.compile(r"/:_authToken=\s*((?:npm_[A-Za-z0-9]{36})|(?:[A-Fa-f0-9-]{36}))")}
-_HEX = re.compile(r"\A[0-9a-fA-F]+\Z")
-# Names, not values: an environment variable (``ANTHROPIC_API_KEY``), a dotted reference
-# (``settings.SECRET_KEY``), a provider's prefixed id (``toolu_01Cz…``, ``msg_01…``, ``req_…``).
-_NAME = re.compile(r"\A(?:[A-Z][A-Z0-9_]*|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[a-z]+(?:_[a-z]+)*_[A-Za-z0-9]{12,})\Z")
-_MIN_KEYWORD_VALUE = 6
-# Values under these keys look random and are not secrets: signatures, digests, lockfile integrity.
-_NOT_SECRET_BEFORE = re.compile(r"(?:signature|integrity|checksum|digest|hash|sha\d*|etag)\W{0,8}\Z", re.I)
+
+__all__ = [
+    "CUSTOM",
+    "HIGH_ENTROPY",
+    "KEYWORD",
+    "MARKER",
+    "Redacted",
+    "Rules",
+    "compile_patterns",
+    "find_secrets",
+    "fingerprint",
+    "kinds",
+    "marker",
+    "redact",
+    "restore",
+]
+
 # Content blocks whose fields a provider checks byte for byte (thinking signatures, encrypted
 # reasoning): never rewritten.
 _OPAQUE_FIELDS = {"thinking": "signature", "redacted_thinking": "data", "reasoning": "encrypted_content"}
@@ -127,33 +56,11 @@ _SECRET_KEY = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Rules:
-    """What to look for: ``key`` makes the fingerprints (a deployment's own, so a guess at a short
-    secret can't be checked against a marker); ``disabled`` kinds are not looked for; ``patterns``
-    are a project's own (kind, compiled pattern); a pattern with a group redacts the first group."""
-
-    key: bytes
-    disabled: frozenset[str] = frozenset()
-    patterns: tuple[tuple[str, re.Pattern[str]], ...] = ()
-
-    @cached_property
-    def looks_for_nothing(self) -> bool:
-        return not self.patterns and self.disabled.issuperset(kinds())
-
-
 @dataclass
 class Redacted:
     value: Any
     found: Counter[str] = field(default_factory=Counter)  # kind -> secrets replaced
     secrets: dict[str, str] = field(default_factory=dict)  # marker -> the value it stands for (never stored)
-
-
-@cache
-def kinds() -> tuple[str, ...]:
-    """Every kind the built-in rules name (what a project may switch off)."""
-    names = {kind for kind, _ in _OWN_RULES} | {kind for kind, _ in _library_rules()}
-    return tuple(sorted(names | {KEYWORD, HIGH_ENTROPY, "jwt"}))
 
 
 def fingerprint(value: str, key: bytes) -> str:
@@ -211,12 +118,11 @@ def redact(value: Any, rules: Rules) -> Redacted:
 _JOINT = "\n\x00\n"
 _WHOLE_WORD_BELOW = 16
 _LONG_KEY = 16
-_MIN_GROUP = 8
 
 
 def _visit(node: Any, text: Callable[[str], Any], keyed: Callable[[str], Any], keywords: bool, key: Any = "") -> None:
     if isinstance(node, str):
-        if keywords and isinstance(key, str) and key and _SECRET_KEY.search(key) and _plausible_value(node):
+        if keywords and isinstance(key, str) and key and _SECRET_KEY.search(key) and plausible_value(node):
             keyed(node)
         else:
             text(node)
@@ -273,296 +179,3 @@ def restore(value: Any, secrets: dict[str, str]) -> Any:
     if isinstance(value, dict):
         return {k: restore(v, secrets) for k, v in value.items()}
     return value
-
-
-def _plausible_value(value: str) -> bool:
-    return (
-        len(value) >= _MIN_KEYWORD_VALUE
-        and not any(c.isspace() for c in value)
-        and not MARKER.fullmatch(value)
-        and not heuristic.is_templated_secret(value)
-        and not heuristic.is_prefixed_with_dollar_sign(value)
-    )
-
-
-def find_secrets(text: str, rules: Rules) -> dict[str, str]:
-    """Secret value -> its kind, the first rule's where several match."""
-    found: dict[str, str] = {}
-    if rules.looks_for_nothing:  # every kind switched off and no pattern of its own
-        return found
-    for kind, value in _candidates(text, rules):
-        if value and value not in found and not _inside_marker(value):
-            found[value] = kind
-    return found
-
-
-def _inside_marker(value: str) -> bool:
-    return "[secret:" in value or bool(
-        re.fullmatch(r"secret:[a-z0-9-]*:?[0-9a-f]{0,4}\]?|[a-z0-9-]+:[0-9a-f]{4}", value)
-    )
-
-
-def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
-    off = rules.disabled
-    low = _lower(text)
-    hits = _gated(low)
-    for kind, pattern in rules.patterns:
-        if kind not in off:
-            for match in pattern.finditer(text):
-                yield kind, _first_group(match)
-    # The kinds the text passed the gate of, the ungated ones and those read on a line, in rule order.
-    kinds = [k for k in _ALWAYS if k not in off]
-    kinds += [k for k in hits if k in _RULES and k not in off]
-    for kind, needs in _CASED_GATES.items():
-        if kind not in off and any(need in text for need in needs):
-            kinds.append(kind)
-            hits[kind] = sorted(at for need in needs for at, _ in _spans(text, need))
-    named = _LINE_WORD in hits  # a name a line rule reads (key, pw, pass, token) is in the text
-    assigned: list[str] | None = None
-    for kind in sorted(kinds, key=_ORDER.__getitem__) if len(kinds) > 1 else kinds:
-        if kind in hits:  # around where its gate's strings are: a rule never scans all of a long text
-            searched = _around(text, hits[kind], _REACH_AFTER.get(kind, _REACH), lines=kind != "private-key")
-        elif kind in _LINE_RULES:  # on the lines that assign a name a key-like value
-            if assigned is None:  # their values are runs of 24 or more key characters
-                spans = [m.span() for m in _ASSIGNED.finditer(low)] if named and _LONG_RUN.search(text) else []
-                assigned = _near(text, spans)
-            searched = assigned
-        else:
-            searched = [text]
-        for pattern, own in _RULES[kind]:
-            for stretch in searched:
-                for match in pattern.finditer(stretch):
-                    if not own:
-                        yield kind, _value(match)
-                    elif _OWN_CHECKS.get(kind, bool)(match.group(0)):
-                        yield kind, match.group(0)
-    if "jwt" not in off and "jwt" in hits:
-        for stretch in _around(text, hits["jwt"], _REACH):
-            for token in _jwts(stretch):
-                yield "jwt", token
-    # The quoted-value rules, also on the text with its quotes unescaped (a JSON document in a tool's
-    # output): their values hold no quote or backslash, so they are found in the text as it is.
-    quoted = [text, _ESCAPED_QUOTE.sub('"', text)] if '\\"' in text else [text]
-    words = [w[len(_KEYWORD_WORD) :] for w in hits if w.startswith(_KEYWORD_WORD)] if KEYWORD not in off else []
-    if words:
-        for each in quoted:
-            each_low = low if each is text else _lower(each)
-            for stretch in _near(each, sorted(span for word in words for span in _spans(each_low, word))):
-                for value in _keyword_values(stretch):
-                    yield KEYWORD, value
-    if HIGH_ENTROPY not in off:
-        for each in quoted:
-            for value in _high_entropy(each):
-                yield HIGH_ENTROPY, value
-
-
-@cache
-def _rules_by_kind() -> tuple[tuple[str, tuple[tuple[re.Pattern[str], bool], ...]], ...]:
-    """Every rule by kind, ours first (their kind wins where both match), each pattern with whether
-    it is ours."""
-    by_kind: dict[str, list[tuple[re.Pattern[str], bool]]] = {}
-    for kind, pattern in _OWN_RULES:
-        by_kind.setdefault(kind, []).append((pattern, True))
-    for kind, pattern in _library_rules():
-        by_kind.setdefault(kind, []).append((pattern, False))
-    return tuple((kind, tuple(patterns)) for kind, patterns in by_kind.items())
-
-
-def _lower(text: str) -> str:
-    """``text`` lower-cased, each character in its place (positions found in it are positions in
-    ``text``): a character whose lower case is longer (``İ``) stays as it is."""
-    low = text.lower()
-    if len(low) == len(text):
-        return low
-    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
-
-
-def _gated(low: str) -> dict[str, list[int]]:
-    """Where in the (lower-cased) text each gate's strings start, by kind; and the names the keyword
-    and line rules read, by a key of their own."""
-    hits: dict[str, list[int]] = {}
-    for end, (size, kinds) in _automaton().iter(low):
-        for kind in kinds:
-            hits.setdefault(kind, []).append(end - size + 1)
-    return hits
-
-
-@cache
-def _automaton() -> Any:
-    by_need: dict[str, set[str]] = {}
-    for kind, needs in _GATES.items():
-        for need in needs:
-            by_need.setdefault(need, set()).add(kind)
-    for word in _KEYWORD_WORDS:
-        by_need.setdefault(word, set()).add(_KEYWORD_WORD + word)
-    for word in ("key", "pw", "pass", "token"):
-        by_need.setdefault(word, set()).add(_LINE_WORD)
-    automaton = ahocorasick.Automaton()
-    for need, kinds in by_need.items():
-        automaton.add_word(need, (len(need), tuple(kinds)))
-    automaton.make_automaton()
-    return automaton
-
-
-def _around(text: str, starts: list[int], after: int, *, lines: bool = True) -> list[str]:
-    """The stretches of ``text`` from ``_REACH`` before each of ``starts`` (in order) to ``after``
-    past it, within its line unless ``lines`` is False; overlapping ones merged."""
-    found: list[str] = []
-    lo_prev = hi_prev = -1
-    for at in starts:
-        lo, hi = max(0, at - _REACH), min(len(text), at + after)
-        if lines:
-            # Only as far as the stretch reaches: a search to the text's ends from every hit of a
-            # line without end would take time that grows with the square of its length.
-            lo = max(lo, text.rfind("\n", lo, at) + 1)
-            line_end = text.find("\n", at, hi)
-            hi = hi if line_end < 0 else line_end
-        if lo <= hi_prev:
-            hi_prev = max(hi_prev, hi)
-            continue
-        if hi_prev > lo_prev:
-            found.append(text[lo_prev:hi_prev])
-        lo_prev, hi_prev = lo, hi
-    if hi_prev > lo_prev:
-        found.append(text[lo_prev:hi_prev])
-    return found
-
-
-def _near(text: str, spans: list[tuple[int, int]]) -> list[str]:
-    """The stretches of ``text`` around ``spans`` (in order; ``_REACH`` characters either side, within
-    the span's line), overlapping ones merged."""
-    found: list[str] = []
-    start = end = -1
-    for at, to in spans:
-        line_start = text.rfind("\n", max(0, at - _REACH), at) + 1
-        line_end = text.find("\n", to, to + _REACH)
-        line_end = len(text) if line_end < 0 else line_end
-        lo, hi = max(line_start, at - _REACH), min(line_end, to + _REACH)
-        if lo <= end:
-            end = max(end, hi)
-            continue
-        if end > start:
-            found.append(text[start:end])
-        start, end = lo, hi
-    if end > start:
-        found.append(text[start:end])
-    return found
-
-
-def _spans(text: str, word: str) -> Iterator[tuple[int, int]]:
-    at = text.find(word)
-    while at >= 0:
-        yield at, at + len(word)
-        at = text.find(word, at + len(word))
-
-
-def _value(match: re.Match[str]) -> str:
-    """What a detect-secrets rule matched that is the secret: its longest group, where that is the
-    value after a name (``://user:(password)@``, ``aws…key = "(…)"``); else the whole match (a group
-    of a few characters is a prefix, as GitHub's ``(ghp|gho|…)_…``), without the delimiters some
-    rules take in (a space or quote before, ``=`` or ``:``)."""
-    groups = [g for g in match.groups() if g]
-    longest = max(groups, key=len) if groups else ""
-    return longest if len(longest) >= _MIN_GROUP else match.group(0).strip(" \t\r\n\"'=:")
-
-
-def _first_group(match: re.Match[str]) -> str:
-    """A project's own pattern: its first group that matched, or the whole match."""
-    groups = [g for g in match.groups() if g]
-    return groups[0] if groups else match.group(0)
-
-
-@cache
-def _library_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """detect-secrets' regex detectors as (kind, pattern), in its order; JWTs apart (they are checked
-    for shape), private keys apart (the whole block, not its header, is the secret)."""
-    rules = []
-    plugins: dict[str, Any] = get_mapping_from_secret_type_to_class()
-    for secret_type, plugin in plugins.items():
-        if secret_type in _SKIPPED_TYPES or not issubclass(plugin, RegexBasedDetector):
-            continue
-        if secret_type in ("JSON Web Token", "Private Key"):
-            continue
-        kind = _KIND_NAMES.get(secret_type) or re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
-        patterns: list[re.Pattern[str]] = list(plugin.denylist)
-        if kind in _SAFER:
-            patterns = [_SAFER[kind]]
-        if secret_type == "AWS Access Key":  # its second pattern is the secret key beside the id
-            rules.append(("aws-access-key", patterns[0]))
-            rules.extend(("aws-secret-key", p) for p in patterns[1:])
-            continue
-        rules.extend((kind, p) for p in patterns)
-    return tuple(rules)
-
-
-def _jwts(text: str) -> Iterator[str]:
-    """JSON Web Tokens, signature included, whose header and payload detect-secrets finds well formed
-    (its own rule stops before the signature). Not one that starts inside a longer run of its
-    characters: that keeps a run of "eyJeyJ…" linear."""
-    for match in _JWT.finditer(text):
-        if JwtTokenDetector.is_formally_valid(match.group(1)):
-            yield match.group(0)
-
-
-_JWT = re.compile(
-    r"(?<![A-Za-z0-9_=-])(eyJ[A-Za-z0-9_=-]{8,4000}\.[A-Za-z0-9_=-]{2,8000})(?:\.[A-Za-z0-9_.+/=-]{0,4000})?"
-)
-
-
-def _keyword_values(line: str) -> Iterator[str]:
-    for pattern, group in QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items():
-        for match in pattern.finditer(line):
-            value = match.group(group)
-            if _plausible_value(value) and not _filtered(value, line):
-                yield value
-
-
-_BASE64 = Base64HighEntropyString()
-
-
-def _high_entropy(text: str) -> Iterator[str]:
-    for match in _BASE64.regex.finditer(text):
-        value = match.group(2).rstrip("\\")  # the escape of a closing quote in escaped JSON
-        if len(value) < 20 or _HEX.match(value):
-            continue
-        if _BASE64.calculate_shannon_entropy(value) <= _BASE64.entropy_limit:
-            continue
-        if _NOT_SECRET_BEFORE.search(text, max(0, match.start() - 40), match.start()):
-            continue
-        if not _filtered(value, _line_of(text, match.start(), match.end())):
-            yield value
-
-
-def _filtered(value: str, line: str) -> bool:
-    """detect-secrets' heuristics for what only looks like a secret."""
-    return (
-        bool(_NAME.match(value))
-        or heuristic.is_sequential_string(value)
-        or heuristic.is_potential_uuid(value)
-        or heuristic.is_likely_id_string(value, line)
-        or heuristic.is_templated_secret(value)
-        or heuristic.is_prefixed_with_dollar_sign(value)
-        or heuristic.is_indirect_reference(line)
-        or heuristic.is_not_alphanumeric_string(value)
-    )
-
-
-def _line_of(text: str, start: int, end: int) -> str:
-    """The line around ``start``…``end``, as far as ``_REACH`` either side (the heuristics read a name
-    just before a value)."""
-    reach_lo, reach_hi = max(0, start - _REACH), min(len(text), end + _REACH)
-    first = text.rfind("\n", reach_lo, start) + 1 or reach_lo
-    last = text.find("\n", end, reach_hi)
-    return text[first : last if last >= 0 else reach_hi]
-
-
-def compile_patterns(patterns: Iterable[str]) -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """A project's own patterns (validated like the preserve patterns) as rules of kind ``custom``."""
-    return tuple((CUSTOM, re.compile(p)) for p in patterns)
-
-
-# Every rule by kind (ours first), each kind's place in that order, and the kinds tried on every text
-# (no gate: cheap on their own, or read on the lines that assign a name a value).
-_RULES = dict(_rules_by_kind())
-_ORDER = {kind: n for n, kind in enumerate(_RULES)}
-_ALWAYS = [kind for kind in _RULES if kind not in {**_GATES, **_CASED_GATES} or kind in _LINE_RULES]
