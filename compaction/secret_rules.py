@@ -82,7 +82,9 @@ _CASED_GATES = {"artifactory-credentials": ("AKC", "AP"), "twilio-api-key": ("AC
 _REACH = 200
 # How far past its gate's string a rule's value may run: most keys are under 200 characters; a PyPI
 # token a few hundred; a private key block (a 4096-bit RSA key is ~3,300) spans lines.
-_REACH_AFTER = {"private-key": 16_000, "pypi-token": 2_000, "azure-storage-key": 400}
+_REACH_AFTER = {"private-key": 16_000, "jwt": 16_000, "pypi-token": 2_000, "gitlab-token": 1_100,
+                "basic-auth": 1_000, "openai-api-key": 400, "anthropic-api-key": 400,
+                "azure-storage-key": 400}  # fmt: skip
 _ESCAPED_QUOTE = re.compile(r'\\+"')
 # detect-secrets' names for its kinds, shortened where they are long; others are slugs of its name.
 _KIND_NAMES = {
@@ -179,7 +181,8 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
     assigned: list[str] | None = None
     for kind in sorted(kinds, key=_ORDER.__getitem__) if len(kinds) > 1 else kinds:
         if kind in hits:  # around where its gate's strings are: a rule never scans all of a long text
-            searched = _around(text, hits[kind], _REACH_AFTER.get(kind, _REACH), lines=kind != "private-key")
+            starts = ((at, at) for at in hits[kind])
+            searched = _near(text, starts, _REACH_AFTER.get(kind, _REACH), lines=kind != "private-key")
         elif kind in _LINE_RULES:  # on the lines that assign a name a key-like value
             if assigned is None:  # their values are runs of 24 or more key characters
                 spans = [m.span() for m in _ASSIGNED.finditer(low)] if named and _LONG_RUN.search(text) else []
@@ -195,7 +198,7 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
                     elif _OWN_CHECKS.get(kind, bool)(match.group(0)):
                         yield kind, match.group(0)
     if "jwt" not in off and "jwt" in hits:
-        for stretch in _around(text, hits["jwt"], _REACH):
+        for stretch in _near(text, ((at, at) for at in hits["jwt"]), _REACH_AFTER["jwt"]):
             for token in _jwts(stretch):
                 yield "jwt", token
     # The quoted-value rules, also on the text with its quotes unescaped (a JSON document in a tool's
@@ -262,40 +265,19 @@ def _automaton() -> Any:
     return automaton
 
 
-def _around(text: str, starts: list[int], after: int, *, lines: bool = True) -> list[str]:
-    """The stretches of ``text`` from ``_REACH`` before each of ``starts`` (in order) to ``after``
-    past it, within its line unless ``lines`` is False; overlapping ones merged."""
+def _near(text: str, spans: Iterable[tuple[int, int]], after: int = _REACH, *, lines: bool = True) -> list[str]:
+    """The stretches of ``text`` from ``_REACH`` characters before each of ``spans`` (in order) to
+    ``after`` past its end, within its line unless ``lines`` is False; overlapping ones merged."""
     found: list[str] = []
-    lo_prev = hi_prev = -1
-    for at in starts:
-        lo, hi = max(0, at - _REACH), min(len(text), at + after)
+    start = end = -1
+    for at, to in spans:
+        lo, hi = max(0, at - _REACH), min(len(text), to + after)
         if lines:
             # Only as far as the stretch reaches: a search to the text's ends from every hit of a
             # line without end would take time that grows with the square of its length.
             lo = max(lo, text.rfind("\n", lo, at) + 1)
-            line_end = text.find("\n", at, hi)
+            line_end = text.find("\n", to, hi)
             hi = hi if line_end < 0 else line_end
-        if lo <= hi_prev:
-            hi_prev = max(hi_prev, hi)
-            continue
-        if hi_prev > lo_prev:
-            found.append(text[lo_prev:hi_prev])
-        lo_prev, hi_prev = lo, hi
-    if hi_prev > lo_prev:
-        found.append(text[lo_prev:hi_prev])
-    return found
-
-
-def _near(text: str, spans: list[tuple[int, int]]) -> list[str]:
-    """The stretches of ``text`` around ``spans`` (in order; ``_REACH`` characters either side, within
-    the span's line), overlapping ones merged."""
-    found: list[str] = []
-    start = end = -1
-    for at, to in spans:
-        line_start = text.rfind("\n", max(0, at - _REACH), at) + 1
-        line_end = text.find("\n", to, to + _REACH)
-        line_end = len(text) if line_end < 0 else line_end
-        lo, hi = max(line_start, at - _REACH), min(line_end, to + _REACH)
         if lo <= end:
             end = max(end, hi)
             continue

@@ -50,7 +50,10 @@ SECRETS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     "slack-token": chars(ALNUM, 24).map(lambda s: ("xoxb-1234567890-12345678-" + s, "xoxb-1234567890-12345678-" + s)),
     "stripe-access-key": chars(ALNUM, 24).map(lambda s: ("sk_live_" + s, "sk_live_" + s)),
     "private-key": chars(B64, 200).map(lambda s: (s[:64], _pem(s))),
-    "jwt": st.integers(0, 10**9).map(lambda n: (_jwt({"sub": n}), _jwt({"sub": n}))),
+    # Up to a kilobyte and a half: a JWT runs far past the string that gates its rule.
+    "jwt": st.tuples(st.integers(0, 10**9), st.integers(0, 1_000)).map(
+        lambda p: (_jwt({"sub": p[0], "scope": "x" * p[1]}), _jwt({"sub": p[0], "scope": "x" * p[1]}))
+    ),
     "basic-auth": mixed(ALNUM, 16).map(lambda s: (s, f"postgres://deploy:{s}@db.internal:5432/app")),
     "anthropic-api-key": chars(URLSAFE, 93).map(lambda s: ("sk-ant-api03-" + s, "sk-ant-api03-" + s)),
     "openai-api-key": mixed(URLSAFE, 48).map(lambda s: ("sk-proj-" + s, "sk-proj-" + s)),
