@@ -96,6 +96,10 @@ HOSTILE = {
     '"-----BEGIN RSA PRIVATE KEY-----" × n': lambda n: "-----BEGIN RSA PRIVATE KEY-----" * n,
     "'password = \"' × n": lambda n: 'password = "' * n,
     '"://a" × n': lambda n: "://a" * n,
+    # Many different secrets: each string is read once, however many values were found.
+    'password = "<10 random>" lines': lambda n: "".join(
+        f'password = "{random.Random(i).randbytes(5).hex()}"\n' for i in range(max(1, n // 24))
+    ),
 }
 
 

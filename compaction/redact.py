@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import ahocorasick  # type: ignore[import-not-found]  # a C extension without stubs
+
 from compaction.secret_rules import (
     CUSTOM,
     HIGH_ENTROPY,
@@ -88,11 +90,11 @@ def redact(value: Any, rules: Rules) -> Redacted:
         return Redacted(value)
     counts: Counter[str] = Counter()
     secrets: dict[str, str] = {}
-    pattern = _pattern(found)
+    finder = _finder(found)
 
     def walk(node: Any, key: str = "") -> Any:
         if isinstance(node, str):
-            done = _replaced(node, found, rules, pattern)
+            done = _replaced(node, found, rules, finder)
             counts.update(done.found)
             secrets.update(done.secrets)
             return done.value
@@ -101,7 +103,7 @@ def redact(value: Any, rules: Rules) -> Redacted:
         if isinstance(node, dict):
             if node.get("type") == "base64":
                 return node
-            opaque = _OPAQUE_FIELDS.get(node.get("type"))  # type: ignore[arg-type]
+            opaque = _opaque_field(node)
             return {
                 walk(k) if isinstance(k, str) and len(k) >= _LONG_KEY else k: (
                     v if k == opaque or k in _ID_FIELDS else walk(v, k)
@@ -130,7 +132,7 @@ def _visit(node: Any, text: Callable[[str], Any], keyed: Callable[[str], Any], k
         for item in node:
             _visit(item, text, keyed, keywords)
     elif isinstance(node, dict) and node.get("type") != "base64":
-        opaque = _OPAQUE_FIELDS.get(node.get("type"))  # type: ignore[arg-type]
+        opaque = _opaque_field(node)
         for k, v in node.items():
             if isinstance(k, str) and len(k) >= _LONG_KEY:  # a long key may itself be one (a map of tokens)
                 text(k)
@@ -138,32 +140,55 @@ def _visit(node: Any, text: Callable[[str], Any], keyed: Callable[[str], Any], k
                 _visit(v, text, keyed, keywords, k)
 
 
-def _pattern(found: dict[str, str]) -> re.Pattern[str]:
-    # Markers already in the text stay as they are (redacting twice changes nothing); every other
-    # occurrence of a value found is replaced, the longest values first.
-    # A short value (a password) only as a word of its own: "hunter22" is not replaced in "xhunter22y".
-    values = sorted(found, key=lambda v: (-len(v), v))
-    alternatives = (re.escape(v) if len(v) >= _WHOLE_WORD_BELOW else rf"(?<!\w){re.escape(v)}(?!\w)" for v in values)
-    return re.compile(MARKER.pattern + "|" + "|".join(alternatives))
+def _opaque_field(node: dict[Any, Any]) -> str | None:
+    kind = node.get("type")
+    return _OPAQUE_FIELDS.get(kind) if isinstance(kind, str) else None  # a "type" may be any JSON value
 
 
-def _replaced(text: str, found: dict[str, str], rules: Rules, pattern: re.Pattern[str] | None = None) -> Redacted:
-    if not found or not any(value in text for value in found):
+def _finder(found: dict[str, str]) -> Any:
+    """The values found as one Aho-Corasick automaton: each string is read once, however many."""
+    automaton = ahocorasick.Automaton()
+    for value in found:
+        automaton.add_word(value, value)
+    automaton.make_automaton()
+    return automaton
+
+
+def _replaced(text: str, found: dict[str, str], rules: Rules, finder: Any = None) -> Redacted:
+    """``text`` with every occurrence of a value found replaced, the longest first; markers already in
+    it stay as they are (redacting twice changes nothing); a short value (a password) only as a word
+    of its own: "hunter22" is not replaced in "xhunter22y"."""
+    if not found:
         return Redacted(text)
+    hits = list((finder or _finder(found)).iter_long(text))
+    if not hits:
+        return Redacted(text)
+    kept = [m.span() for m in MARKER.finditer(text)] if "[secret:" in text else []
     counts: Counter[str] = Counter()
     secrets: dict[str, str] = {}
-
-    def replace(match: re.Match[str]) -> str:
-        value = match.group(0)
-        kind = found.get(value)
-        if kind is None:
-            return value
+    parts, at, k = [], 0, 0
+    for end, value in hits:  # in order of position, as the markers kept are
+        start = end - len(value) + 1
+        while k < len(kept) and kept[k][1] <= start:
+            k += 1
+        if start < at or (k < len(kept) and kept[k][0] <= end):
+            continue
+        if len(value) < _WHOLE_WORD_BELOW and (_word_at(text, start - 1) or _word_at(text, end + 1)):
+            continue
+        kind = found[value]
         counts[kind] += 1
         made = marker(kind, value, rules.key)
         secrets[made] = value
-        return made
+        parts += [text[at:start], made]
+        at = end + 1
+    if not counts:
+        return Redacted(text)
+    parts.append(text[at:])
+    return Redacted("".join(parts), counts, secrets)
 
-    return Redacted((pattern or _pattern(found)).sub(replace, text), counts, secrets)
+
+def _word_at(text: str, i: int) -> bool:
+    return 0 <= i < len(text) and (text[i].isalnum() or text[i] == "_")
 
 
 def restore(value: Any, secrets: dict[str, str]) -> Any:

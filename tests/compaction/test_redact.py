@@ -167,3 +167,8 @@ def test_on_the_shared_transcripts_fewer_than_one_in_a_thousand_messages_change_
         wrong += not all(in_slots)
         assert redact(content, RULES).found.total() == 0 or values  # what redact changes, find_secrets names
     assert wrong * 1_000 < len(messages), (wrong, len(messages), seen)
+
+
+@pytest.mark.parametrize("value", [{"type": ["x"]}, {"type": {"a": 1}}, {"type": None, "x": [1, 2.5, True]}, {1: "a"}])
+def test_any_json_value_reads_back_as_it_was_when_it_holds_no_secret(value):
+    assert redact(value, RULES).value == value
