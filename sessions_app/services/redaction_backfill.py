@@ -99,10 +99,10 @@ def stored_redact(*, dry_run: bool = False, batch: int = BATCH, restart: bool = 
                         (target.write or _save)(changes)
                     BackfillCursor.objects.update_or_create(name=name, defaults={"position": progress.position})
             yield progress
-        if target.table == "transcript chunks" and not dry_run:
-            _seal_chunks()
         progress.done = True
         yield progress
+    if not dry_run:  # the sync's raw text is needed byte for byte: sealed, not redacted
+        _seal_chunks()
 
 
 def _cursor(name: str) -> int:
@@ -227,6 +227,4 @@ _TARGETS = (
     _Target(
         "projects", lambda: Project.objects.only("pk", "context_document"), ("context_document",), lambda row: row.pk
     ),
-    # Nothing to redact in the sync's raw text (it is needed byte for byte): sealed at the end instead.
-    _Target("transcript chunks", lambda: TranscriptChunk.objects.none(), (), lambda row: 0),
 )

@@ -78,7 +78,7 @@ def test_redaction_is_deterministic_and_redacting_twice_changes_nothing(kind, da
     assert again.value == once.value and not again.found
     # The same secret elsewhere gets the same marker; another key, another fingerprint (mostly).
     markers = set(MARKER.findall(once.value))
-    assert markers <= set(MARKER.findall(redact(f"again: {text}", RULES).value)) | markers
+    assert markers <= set(MARKER.findall(redact(f"again: {text}", RULES).value))
 
 
 def test_the_same_secret_has_the_same_marker_in_every_message():
