@@ -96,6 +96,15 @@ HOSTILE = {
     '"-----BEGIN RSA PRIVATE KEY-----" × n': lambda n: "-----BEGIN RSA PRIVATE KEY-----" * n,
     "'password = \"' × n": lambda n: 'password = "' * n,
     '"://a" × n': lambda n: "://a" * n,
+    # Names of secrets assigned to runs of names and values, flags, tags, glued keys and tokens.
+    '"key:key:…" × n': lambda n: "key:" * n,
+    '"password=a" × n': lambda n: "password=a" * n,
+    '"--password " × n': lambda n: "--password " * n,
+    '"<token>" × n': lambda n: "<token>" * n,
+    '"1sk-" × n': lambda n: "1sk-" * n,
+    '"eyJhbGciOiJIUzI1NiJ9." × n': lambda n: "eyJhbGciOiJIUzI1NiJ9." * n,
+    '"eyJ" × n + ".x"': lambda n: "eyJ" * n + ".xx",
+    '"-----BEGIN RSA PRIVATE KEY-----\\n\\0\\n" × n': lambda n: "-----BEGIN RSA PRIVATE KEY-----\n\x00\n" * n,
     # Many different secrets: each string is read once, however many values were found.
     'password = "<10 random>" lines': lambda n: "".join(
         f'password = "{random.Random(i).randbytes(5).hex()}"\n' for i in range(max(1, n // 24))

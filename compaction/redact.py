@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,16 +16,17 @@ from typing import Any
 
 import ahocorasick  # type: ignore[import-not-found]  # a C extension without stubs
 
+from compaction.secret_names import keyed_value, secret_name
 from compaction.secret_rules import (
     CUSTOM,
     HIGH_ENTROPY,
+    JOINT,
     KEYWORD,
     MARKER,
     Rules,
     compile_patterns,
     find_secrets,
     kinds,
-    plausible_value,
 )
 
 __all__ = [
@@ -50,12 +50,10 @@ __all__ = [
 _OPAQUE_FIELDS = {"thinking": "signature", "redacted_thinking": "data", "reasoning": "encrypted_content"}
 # Ids that pair a tool call with its result (the caller's own, matched against its next request).
 _ID_FIELDS = frozenset({"id", "tool_use_id", "call_id"})
-# A dict key that names a secret (tool inputs, JSON bodies): its string value is one.
-_SECRET_KEY = re.compile(
-    r"(?:^|[_-])(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|auth[_-]?key|private[_-]?key|"
-    r"access[_-]?key|client[_-]?secret|credentials?)$",
-    re.I,
-)
+# The keys of an object that names a variable and holds its value (``{"name": "DB_PASSWORD", "value":
+# "…"}``: a Kubernetes or CI environment).
+_NAME_KEYS = ("name", "key", "Name", "Key")
+_VALUE_KEYS = ("value", "Value")
 
 
 @dataclass
@@ -84,7 +82,7 @@ def redact(value: Any, rules: Rules) -> Redacted:
     texts: list[str] = []
     keyed: dict[str, str] = {}
     _visit(value, texts.append, lambda v: keyed.setdefault(v, KEYWORD), KEYWORD not in rules.disabled)
-    found = find_secrets(_JOINT.join(texts), rules) if texts else {}
+    found = find_secrets(JOINT.join(texts), rules) if texts else {}
     found = {**keyed, **found}
     if not found:
         return Redacted(value)
@@ -115,29 +113,50 @@ def redact(value: Any, rules: Rules) -> Redacted:
     return Redacted(walk(value), counts, secrets)
 
 
-# Between the strings of one value searched as one text: a line of its own, with a NUL (no stored
-# string holds one) that the private-key rule stops at.
-_JOINT = "\n\x00\n"
 _WHOLE_WORD_BELOW = 16
 _LONG_KEY = 16
 
 
-def _visit(node: Any, text: Callable[[str], Any], keyed: Callable[[str], Any], keywords: bool, key: Any = "") -> None:
+def _visit(
+    node: Any,
+    text: Callable[[str], Any],
+    keyed: Callable[[str], Any],
+    keywords: bool,
+    key: Any = "",
+    under: bool = False,
+) -> None:
+    """Every string of ``node`` to ``text``, and to ``keyed`` the secrets a key names: a string under
+    a secret's name (``"password": "…"``), the strings of a list or object under one (``under``), the
+    value of a name/value pair whose name is one."""
     if isinstance(node, str):
-        if keywords and isinstance(key, str) and key and _SECRET_KEY.search(key) and plausible_value(node):
-            keyed(node)
-        else:
-            text(node)
+        secret = keywords and (keyed_value(key, node) or (under and keyed_value("secret", node, inherited=True)))
+        if secret:
+            keyed(secret)
+        text(node)
     elif isinstance(node, list):
         for item in node:
-            _visit(item, text, keyed, keywords)
+            _visit(item, text, keyed, keywords, "", under or _names_secret(key))
     elif isinstance(node, dict) and node.get("type") != "base64":
         opaque = _opaque_field(node)
+        under = under or _names_secret(key)
+        if keywords:
+            _pair(node, keyed)
         for k, v in node.items():
             if isinstance(k, str) and len(k) >= _LONG_KEY:  # a long key may itself be one (a map of tokens)
                 text(k)
             if k != opaque and k not in _ID_FIELDS:
-                _visit(v, text, keyed, keywords, k)
+                _visit(v, text, keyed, keywords, k, under)
+
+
+def _names_secret(key: Any) -> bool:
+    return isinstance(key, str) and bool(key) and secret_name(key) is not None
+
+
+def _pair(node: dict[Any, Any], keyed: Callable[[str], Any]) -> None:
+    name = next((node[k] for k in _NAME_KEYS if isinstance(node.get(k), str)), None)
+    value = next((node[k] for k in _VALUE_KEYS if isinstance(node.get(k), str)), None)
+    if name and value and (secret := keyed_value(name, value)):
+        keyed(secret)
 
 
 def _opaque_field(node: dict[Any, Any]) -> str | None:

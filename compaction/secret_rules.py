@@ -20,47 +20,33 @@ from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_cla
 from detect_secrets.filters import heuristic
 from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
-from detect_secrets.plugins.jwt import JwtTokenDetector
 from detect_secrets.plugins.keyword import DENYLIST as KEYWORD_DENYLIST
 from detect_secrets.plugins.keyword import QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP
+
+from compaction import secret_names, secret_tokens
 
 MARKER = re.compile(r"\[secret:[a-z0-9-]{1,40}:[0-9a-f]{4}\]")
 KEYWORD = "keyword"
 HIGH_ENTROPY = "high-entropy"
 CUSTOM = "custom"
 
-# The keys this project knows, before detect-secrets' rules (their kinds win where both match). Each
-# starts with its literal prefix (the regex engine jumps to it); a match inside a longer word is dropped.
-_OWN_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("private-key", re.compile(
-        r"-----BEGIN ([A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?)-----[^\x00]*?(?:-----END \1-----|(?=\n\x00)|\Z)")),
-    ("anthropic-api-key", re.compile(r"(?<![\w-])sk-ant-[a-z]{2,12}\d{2}-[A-Za-z0-9_-]{20,400}")),
-    # OpenAI's keys: sk-, sk-proj-, sk-svcacct-, sk-admin-, then 32+ characters of both cases and a digit
-    # (checked in ``_OWN_CHECKS``). No key starts inside a longer word, which also keeps "sk-sk-sk-…" linear.
-    ("openai-api-key", re.compile(r"(?<![\w-])sk-(?!ant-)[A-Za-z0-9_-]{32,400}")),
-    ("ctxweb-api-key", re.compile(r"(?<![\w-])ctx_[A-Za-z0-9_-]{40,120}")),
-)  # fmt: skip
-_OWN_CHECKS = {
-    "openai-api-key": lambda v: (
-        any(c.isdigit() for c in v) and any(c.isupper() for c in v) and any(c.islower() for c in v[3:])
-    ),
-    "ctxweb-api-key": lambda v: any(c.isupper() for c in v) and any(c.islower() for c in v[4:]),
-}
+# Between the strings of one value searched as one text (``compaction.redact``): a line of its own,
+# with a NUL no stored string holds.
+JOINT = "\n\x00\n"
 # What a text must hold for a kind to be tried at all, looked for in its lower-cased text in one pass
 # (an Aho-Corasick automaton) instead of one regular expression per rule over every text. A kind
 # without a gate (a rule a newer detect-secrets brings; a rule that is cheap on its own) is always
 # tried; the rules that read a secret's name on its line are tried where a name is assigned a long
 # run of key characters (``_ASSIGNED``).
 _GATES: dict[str, tuple[str, ...]] = {
-    "private-key": ("-----begin",), "anthropic-api-key": ("sk-ant-",), "openai-api-key": ("sk-",),
-    "ctxweb-api-key": ("ctx_",), "aws-access-key": ("a3t", "abia", "acca", "akia", "asia"),
+    **secret_tokens.GATES, "aws-access-key": ("a3t", "abia", "acca", "akia", "asia"),
     "azure-storage-key": ("accountkey=",), "basic-auth": ("://",),
-    "github-token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    "github-token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     "gitlab-token": ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-",
                      "glagent-", "gloas-"),
-    "mailchimp-access-key": ("-us",), "npm-token": ("/:_authtoken",), "pypi-token": ("pypi-",),
+    "mailchimp-access-key": ("-us",), "npm-token": ("/:_authtoken", "npm_"), "pypi-token": ("pypi-",),
     "sendgrid-api-key": ("sg.",), "slack-token": ("xox", "hooks.slack.com"), "square-oauth-secret": ("sq0csp-",),
-    "stripe-access-key": ("k_live_",), "jwt": ("eyj",),
+    "stripe-access-key": ("k_live_", "k_test_"),
     "softlayer-credentials": ("api.softlayer.com",), "cloudant-credentials": (".cloudant.com",),
 }  # fmt: skip
 _LINE_RULES = frozenset({"aws-secret-key", "cloudant-credentials", "ibm-cloud-iam-key", "ibm-cos-hmac-credentials",
@@ -76,14 +62,14 @@ _KEYWORD_WORDS = tuple(
     for word in ([name.replace("_?", "_"), name.replace("_?", "")] if "_?" in name else [name])
 )
 _KEYWORD_WORD = "name:"  # an automaton hit that is a keyword rule's name, not a kind
+_NAME_WORD = "named:"  # an automaton hit that is a word of a secret's name (``secret_names``)
 _LINE_WORD = "line:"  # an automaton hit that is a name a line rule reads
 # Gates on the text as it is: upper-case prefixes that are common words in lower case.
 _CASED_GATES = {"artifactory-credentials": ("AKC", "AP"), "twilio-api-key": ("AC", "SK")}
 _REACH = 200
 # How far past its gate's string a rule's value may run: most keys are under 200 characters; a PyPI
 # token a few hundred; a private key block (a 4096-bit RSA key is ~3,300) spans lines.
-_REACH_AFTER = {"private-key": 16_000, "jwt": 16_000, "pypi-token": 2_000, "gitlab-token": 1_100,
-                "basic-auth": 1_000, "openai-api-key": 400, "anthropic-api-key": 400,
+_REACH_AFTER = {**secret_tokens.REACH_AFTER, "pypi-token": 2_000, "gitlab-token": 1_100, "basic-auth": 1_000,
                 "azure-storage-key": 400}  # fmt: skip
 _ESCAPED_QUOTE = re.compile(r'\\+"')
 # detect-secrets' names for its kinds, shortened where they are long; others are slugs of its name.
@@ -131,8 +117,8 @@ class Rules:
 @cache
 def kinds() -> tuple[str, ...]:
     """Every kind the built-in rules name (what a project may switch off)."""
-    names = {kind for kind, _ in _OWN_RULES} | {kind for kind, _ in _library_rules()}
-    return tuple(sorted(names | {KEYWORD, HIGH_ENTROPY, "jwt"}))
+    names = secret_tokens.KINDS | {kind for kind, _ in _library_rules()}
+    return tuple(sorted(names | {KEYWORD, HIGH_ENTROPY, "aws-secret-key"}))
 
 
 def plausible_value(value: str) -> bool:
@@ -178,11 +164,18 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
             kinds.append(kind)
             hits[kind] = sorted(at for need in needs for at, _ in _spans(text, need))
     named = _LINE_WORD in hits  # a name a line rule reads (key, pw, pass, token) is in the text
+    # Private keys and JWTs first: their whole value is one secret, found from where their prefix is.
+    if "private-key" not in off and "private-key" in hits:
+        for piece in secret_tokens.private_keys(text, hits["private-key"], JOINT):
+            yield "private-key", piece
+    if "jwt" not in off and "jwt" in hits:
+        for token in secret_tokens.jwts(text, hits["jwt"]):
+            yield "jwt", token
     assigned: list[str] | None = None
     for kind in sorted(kinds, key=_ORDER.__getitem__) if len(kinds) > 1 else kinds:
         if kind in hits:  # around where its gate's strings are: a rule never scans all of a long text
             starts = ((at, at) for at in hits[kind])
-            searched = _near(text, starts, _REACH_AFTER.get(kind, _REACH), lines=kind != "private-key")
+            searched = _near(text, starts, _REACH_AFTER.get(kind, _REACH))
         elif kind in _LINE_RULES:  # on the lines that assign a name a key-like value
             if assigned is None:  # their values are runs of 24 or more key characters
                 spans = [m.span() for m in _ASSIGNED.finditer(low)] if named and _LONG_RUN.search(text) else []
@@ -190,17 +183,12 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
             searched = assigned
         else:
             searched = [text]
-        for pattern, own in _RULES[kind]:
+        for rule in _RULES[kind]:
             for stretch in searched:
-                for match in pattern.finditer(stretch):
-                    if not own:
-                        yield kind, _value(match)
-                    elif _OWN_CHECKS.get(kind, bool)(match.group(0)):
-                        yield kind, match.group(0)
-    if "jwt" not in off and "jwt" in hits:
-        for stretch in _near(text, ((at, at) for at in hits["jwt"]), _REACH_AFTER["jwt"]):
-            for token in _jwts(stretch):
-                yield "jwt", token
+                if rule is None:  # this project's own rule of that kind
+                    yield from ((kind, value) for value in secret_tokens.own(kind, stretch))
+                else:
+                    yield from ((kind, _value(match)) for match in rule.finditer(stretch))
     # The quoted-value rules, also on the text with its quotes unescaped (a JSON document in a tool's
     # output): their values hold no quote or backslash, so they are found in the text as it is.
     quoted = [text, _ESCAPED_QUOTE.sub('"', text)] if '\\"' in text else [text]
@@ -211,6 +199,16 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
             for stretch in _near(each, sorted(span for word in words for span in _spans(each_low, word))):
                 for value in _keyword_values(stretch):
                     yield KEYWORD, value
+    # Values assigned to a secret's name in any other form (unquoted, camelCase, headers, flags).
+    if _NAME_WORD in hits:
+        for each in quoted:
+            if each is text:  # where the automaton found the words
+                spans = sorted((at, at) for at in hits[_NAME_WORD])
+            else:
+                spans = sorted(span for word in secret_names.GATE_WORDS for span in _spans(_lower(each), word))
+            for kind, value in secret_names.assigned_values(_near(each, spans)):
+                if kind not in off:
+                    yield kind, value
     if HIGH_ENTROPY not in off:
         for each in quoted:
             for value in _high_entropy(each):
@@ -218,14 +216,14 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
 
 
 @cache
-def _rules_by_kind() -> tuple[tuple[str, tuple[tuple[re.Pattern[str], bool], ...]], ...]:
-    """Every rule by kind, ours first (their kind wins where both match), each pattern with whether
-    it is ours."""
-    by_kind: dict[str, list[tuple[re.Pattern[str], bool]]] = {}
-    for kind, pattern in _OWN_RULES:
-        by_kind.setdefault(kind, []).append((pattern, True))
+def _rules_by_kind() -> tuple[tuple[str, tuple[re.Pattern[str] | None, ...]], ...]:
+    """Every rule by kind, ours first (their kind wins where both match); ours as None (their rules
+    are ``secret_tokens``'), private keys and JWTs apart (they are found from their prefix)."""
+    by_kind: dict[str, list[re.Pattern[str] | None]] = {}
+    for kind, *_ in secret_tokens.RULES:
+        by_kind[kind] = [None]
     for kind, pattern in _library_rules():
-        by_kind.setdefault(kind, []).append((pattern, False))
+        by_kind.setdefault(kind, []).append(pattern)
     return tuple((kind, tuple(patterns)) for kind, patterns in by_kind.items())
 
 
@@ -258,6 +256,8 @@ def _automaton() -> Any:
         by_need.setdefault(word, set()).add(_KEYWORD_WORD + word)
     for word in ("key", "pw", "pass", "token"):
         by_need.setdefault(word, set()).add(_LINE_WORD)
+    for word in secret_names.GATE_WORDS:
+        by_need.setdefault(word, set()).add(_NAME_WORD)
     automaton = ahocorasick.Automaton()
     for need, kinds in by_need.items():
         automaton.add_word(need, (len(need), tuple(kinds)))
@@ -265,19 +265,18 @@ def _automaton() -> Any:
     return automaton
 
 
-def _near(text: str, spans: Iterable[tuple[int, int]], after: int = _REACH, *, lines: bool = True) -> list[str]:
+def _near(text: str, spans: Iterable[tuple[int, int]], after: int = _REACH) -> list[str]:
     """The stretches of ``text`` from ``_REACH`` characters before each of ``spans`` (in order) to
-    ``after`` past its end, within its line unless ``lines`` is False; overlapping ones merged."""
+    ``after`` past its end, within its line; overlapping ones merged."""
     found: list[str] = []
     start = end = -1
     for at, to in spans:
         lo, hi = max(0, at - _REACH), min(len(text), to + after)
-        if lines:
-            # Only as far as the stretch reaches: a search to the text's ends from every hit of a
-            # line without end would take time that grows with the square of its length.
-            lo = max(lo, text.rfind("\n", lo, at) + 1)
-            line_end = text.find("\n", to, hi)
-            hi = hi if line_end < 0 else line_end
+        # Only as far as the stretch reaches: a search to the text's ends from every hit of a line
+        # without end would take time that grows with the square of its length.
+        lo = max(lo, text.rfind("\n", lo, at) + 1)
+        line_end = text.find("\n", to, hi)
+        hi = hi if line_end < 0 else line_end
         if lo <= end:
             end = max(end, hi)
             continue
@@ -335,20 +334,6 @@ def _library_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple(rules)
 
 
-def _jwts(text: str) -> Iterator[str]:
-    """JSON Web Tokens, signature included, whose header and payload detect-secrets finds well formed
-    (its own rule stops before the signature). Not one that starts inside a longer run of its
-    characters: that keeps a run of "eyJeyJ…" linear."""
-    for match in _JWT.finditer(text):
-        if JwtTokenDetector.is_formally_valid(match.group(1)):
-            yield match.group(0)
-
-
-_JWT = re.compile(
-    r"(?<![A-Za-z0-9_=-])(eyJ[A-Za-z0-9_=-]{8,4000}\.[A-Za-z0-9_=-]{2,8000})(?:\.[A-Za-z0-9_.+/=-]{0,4000})?"
-)
-
-
 def _keyword_values(line: str) -> Iterator[str]:
     for pattern, group in QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items():
         for match in pattern.finditer(line):
@@ -384,6 +369,7 @@ def _filtered(value: str, line: str) -> bool:
         or heuristic.is_prefixed_with_dollar_sign(value)
         or heuristic.is_indirect_reference(line)
         or heuristic.is_not_alphanumeric_string(value)
+        or secret_names.is_identifier(value)
     )
 
 

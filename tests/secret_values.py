@@ -41,26 +41,59 @@ def _pem(body: str) -> str:
     return "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(lines) + "\n-----END RSA PRIVATE KEY-----"
 
 
+def _in(contexts: list[str], secrets: st.SearchStrategy[str]) -> st.SearchStrategy[tuple[str, str]]:
+    """A secret and one of ``contexts`` with it in place of ``{}``."""
+    return st.tuples(secrets, st.sampled_from(contexts)).map(lambda p: (p[0], p[1].replace("{}", p[0])))
+
+
+# Where a key sits in what agents send: alone, after "=" in a URL or an environment, in a header,
+# after a URL-encoded quote, after a letter of another script, glued to a dash.
+_AFTER = ["{}", "?token={}&x=1", "export API_KEY={}", "Cookie: session={}", "%22{}%22", "密钥是{}", "key-{}",
+          "Authorization: Bearer {}", '{"apiKey":"{}"}']  # fmt: skip
+# A value by its name, in the forms configuration, code, shells and HTTP write it.
+_BY_NAME = [
+    'db_password = "{}"', "DB_PASSWORD={}", "password: {}", "host=db password={} dbname=app",
+    '"accessToken": "{}"', "authToken={}", "SECRET_KEY = '{}'", "passphrase: {}", "--password {}",
+    "--api-key={}", "curl -H 'X-Api-Key: {}' https://api.example.com", "Authorization: Basic {}",
+    "<password>{}</password>", "$env:CLIENT_SECRET = \"{}\"", "spring.datasource.password={}",
+]  # fmt: skip
+
+
+def _jwt_sized(p: tuple[int, int]) -> str:
+    return _jwt({"sub": p[0], "scope": "x" * p[1]})
+
+
 # kind -> (the secret, the text it sits in): what a ``[secret:kind:…]`` must replace.
 SECRETS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
-    "aws-access-key": chars(string.ascii_uppercase + string.digits, 16).map(lambda s: ("AKIA" + s, "AKIA" + s)),
-    "aws-secret-key": chars(B64, 40).map(lambda s: (s, f'aws_secret_access_key = "{s}"')),
-    "github-token": chars(ALNUM, 36).map(lambda s: ("ghp_" + s, "ghp_" + s)),
-    "gitlab-token": chars(URLSAFE, 20).map(lambda s: ("glpat-" + s, "glpat-" + s)),
-    "slack-token": chars(ALNUM, 24).map(lambda s: ("xoxb-1234567890-12345678-" + s, "xoxb-1234567890-12345678-" + s)),
-    "stripe-access-key": chars(ALNUM, 24).map(lambda s: ("sk_live_" + s, "sk_live_" + s)),
+    "aws-access-key": _in(_AFTER, chars(string.ascii_uppercase + string.digits, 16).map(lambda s: "AKIA" + s)),
+    "aws-secret-key": _in(['aws_secret_access_key = "{}"', "aws_secret_access_key = {}", "AWS_SECRET_ACCESS_KEY={}",
+                           '{"AWS_SECRET_ACCESS_KEY": "{}"}'], chars(B64, 40)),
+    "github-token": _in(_AFTER, st.one_of(chars(ALNUM, 36).map(lambda s: "ghp_" + s),
+                                          mixed(ALNUM + "_", 82).map(lambda s: "github_pat_" + s))),
+    "gitlab-token": _in(_AFTER, chars(URLSAFE, 20).map(lambda s: "glpat-" + s)),
+    "slack-token": _in(_AFTER, chars(ALNUM, 24).map(lambda s: "xoxb-1234567890-12345678-" + s)),
+    "stripe-access-key": _in(_AFTER, st.tuples(st.sampled_from(["sk_live_", "sk_test_", "rk_live_"]),
+                                                mixed(ALNUM, 24)).map("".join)),
+    "npm-token": _in([*_AFTER, "//registry.npmjs.org/:_authToken={}", '_authToken = "{}"'],
+                     mixed(ALNUM, 36).map(lambda s: "npm_" + s)),
+    "google-api-key": _in(_AFTER, chars(URLSAFE, 35).map(lambda s: "AIza" + s)),
+    "huggingface-token": _in(_AFTER, mixed(string.ascii_letters, 34).map(lambda s: "hf_" + s.replace("7", "q"))),
+    "groq-api-key": _in(_AFTER, mixed(ALNUM, 52).map(lambda s: "gsk_" + s)),
+    "openrouter-api-key": _in(_AFTER, chars("0123456789abcdef", 64).map(lambda s: "sk-or-v1-" + s)),
     "private-key": chars(B64, 200).map(lambda s: (s[:64], _pem(s))),
-    # Up to a kilobyte and a half: a JWT runs far past the string that gates its rule.
-    "jwt": st.tuples(st.integers(0, 10**9), st.integers(0, 1_000)).map(
-        lambda p: (_jwt({"sub": p[0], "scope": "x" * p[1]}), _jwt({"sub": p[0], "scope": "x" * p[1]}))
-    ),
+    # Up to 12 kB: a JWT runs far past the string that gates its rule.
+    "jwt": _in([*_AFTER, "?id_token={}", "TOKEN={}"],
+               st.tuples(st.integers(0, 10**9), st.one_of(st.integers(0, 1_000), st.integers(8_000, 12_000)))
+               .map(_jwt_sized)),
     "basic-auth": mixed(ALNUM, 16).map(lambda s: (s, f"postgres://deploy:{s}@db.internal:5432/app")),
-    "anthropic-api-key": chars(URLSAFE, 93).map(lambda s: ("sk-ant-api03-" + s, "sk-ant-api03-" + s)),
-    "openai-api-key": mixed(URLSAFE, 48).map(lambda s: ("sk-proj-" + s, "sk-proj-" + s)),
-    "ctxweb-api-key": mixed(URLSAFE, 43).map(lambda s: ("ctx_" + s, "ctx_" + s)),
-    KEYWORD: mixed(ALNUM, 14).map(lambda s: (s, f'db_password = "{s}"')),
+    "anthropic-api-key": _in(_AFTER, chars(URLSAFE, 93).map(lambda s: "sk-ant-api03-" + s)),
+    "openai-api-key": _in(_AFTER, mixed(URLSAFE, 48).map(lambda s: "sk-proj-" + s)),
+    "ctxweb-api-key": _in(_AFTER, mixed(URLSAFE, 43).map(lambda s: "ctx_" + s)),
+    KEYWORD: _in(_BY_NAME, mixed(ALNUM, 14)),
     HIGH_ENTROPY: mixed(B64, 48).map(lambda s: (s, f'"{s}"')),
 }  # fmt: skip
+# A private key's lines as strings of their own (a list of lines, a JSON array of them).
+PEM_LINES = chars(B64, 200).map(lambda s: (s[:64], _pem(s).split("\n")))
 
 
 def leaked(secret: str, text: str, piece: int = 12) -> bool:

@@ -25,7 +25,7 @@ from compaction.redact import (
     redact,
 )
 from compaction.transcripts.formats import read_transcript
-from tests.secret_values import SECRETS, leaked
+from tests.secret_values import PEM_LINES, SECRETS, leaked
 
 RULES = Rules(key=b"test-key")
 SURROUNDINGS = st.sampled_from(
@@ -42,7 +42,7 @@ def embed(where: str, text: str) -> str:
     return where.replace("{}", text)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(kind=st.sampled_from(sorted(SECRETS)), data=st.data(), where=SURROUNDINGS)
 def test_every_kind_of_secret_is_replaced_by_its_marker(kind, data, where):
     secret, text = data.draw(SECRETS[kind])
@@ -108,10 +108,50 @@ def test_a_disabled_kind_is_left_and_a_projects_own_pattern_is_found():
         'api_key = os.environ["ANTHROPIC_API_KEY"]',
         'password: "${DB_PASSWORD}"',
         '"tool_use_id": "toolu_01Cz2Pnv7qNcnK1ZiocxWhQX", "requestId": "req_011CY1DbbVb9F8NCfb4b1CiC"',
+        # Names of secrets given references, types and placeholders, not values.
+        'password = request.POST["password"]',
+        "password=password, token=api_token, secret=get_secret(), api_key=settings.API_KEY",
+        "def login(token: str, credentials: AccessTokenProvider | None = None) -> None:",
+        "FallbackCreditToken: TypeAlias = Union[str, BetaFallbackCreditTokenParam]",
+        "PWD=/home/user/project\nOLDPWD=/home/user",
+        '"password": "passwordInput", "token_type": "bearer", "max_tokens": 4096',
+        "echo $TOKEN | docker login --password-stdin",
+        "headers = {'Authorization': v4auth_header}",
+        'password: ${{ secrets.DB_PASSWORD }}\nSECRET_KEY_INSECURE_PREFIX = "django-insecure-"',
+        '__all__ = ["BetaManagedAgentsThreadLimitWorkflowRunErrorObject"]',
+        '{"token": " world", "logprob": -0.12}, {"token": "ization", "logprob": -1.5}',
+        "self._noAuthorization = !req.headers.authorization",
+        "the --password flag suffers from the same problem; set password: <your password>",
     ],
 )
 def test_what_only_looks_like_a_secret_stays(text):
     assert redact(text, RULES).value == text
+
+
+@settings(max_examples=40, deadline=None)
+@given(pem=PEM_LINES, data=st.data())
+def test_a_private_key_split_into_strings_of_its_own_is_replaced_line_by_line(pem, data):
+    line, lines = pem
+    done = redact({"type": "text", "lines": lines, "after": "prose that stays"}, RULES)
+    assert not leaked(line, json.dumps(done.value))
+    assert done.value["after"] == "prose that stays" and done.found["private-key"] >= len(lines) - 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(secret=SECRETS[KEYWORD].map(lambda p: p[0]), name=st.sampled_from(["DB_PASSWORD", "API_TOKEN", "client_secret"]))
+def test_a_value_is_a_secret_by_the_name_an_object_gives_it(secret, name):
+    """Under a secret's name, in a list or object under one, in a name/value pair (a Kubernetes
+    environment), a password of several words, an Authorization header's credentials."""
+    value = {
+        "headers": {"Authorization": f"Bearer {secret}"},
+        "secrets": [secret + "a", {"nested": secret + "b"}],
+        "env": [{"name": name, "value": secret + "c"}],
+        "passphrase": f"correct horse battery {secret}",
+        "kept": ["plain words", "2026-11-27", 42],
+    }
+    done = redact(value, RULES)
+    assert not leaked(secret, json.dumps(done.value))
+    assert done.value["kept"] == value["kept"] and done.value["headers"]["Authorization"].startswith("Bearer [secret:")
 
 
 def test_opaque_fields_a_provider_checks_are_never_rewritten():
