@@ -6,6 +6,7 @@ from . import dashboard_views as dv
 from . import history_views as hv
 from . import policy_views as pv
 from . import request_views as rv
+from . import search_views as srv
 from . import spend_views as sv
 from . import tool_views as tlv
 from . import transcript_views as tv
@@ -46,6 +47,7 @@ urlpatterns = [
     path("checkpoints/<str:checkpoint_id>/", cv.CheckpointDetailApi.as_view(), name="checkpoint"),
     path("handoffs/<str:handoff_id>/", cv.HandoffDetailApi.as_view(), name="handoff"),
     path("handoffs/<str:handoff_id>/download/", cv.HandoffDownloadApi.as_view(), name="handoff-download"),
+    path("search/", srv.SearchApi.as_view(), name="search"),
     path("models/", views.ModelListApi.as_view(), name="models"),
     path("count_tokens/", views.CountTokensApi.as_view(), name="count-tokens"),
 ]

@@ -1,0 +1,36 @@
+"""The words a search reads in a stored value (a message's content, a checkpoint): its JSON's strings,
+without block types, tool-call ids and long payloads without a space (base64 images and documents),
+at most ``MAX_CHARS``. The same rule as the database's ``ctx_search_text`` (migration 0039), so a
+snippet shows the text a match was found in."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+MAX_CHARS = 200_000
+_LONG = 20_000
+_STRUCTURE = frozenset(
+    {"text", "tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document", "base64", "input_text",
+     "output_text", "function_call", "function_call_output", "message", "reasoning", "ephemeral", "user", "assistant",
+     "tool", "system"}
+)  # fmt: skip
+_ID = re.compile(r"\A(?:toolu|srvtoolu|call|msg|req|fc|rs)_[A-Za-z0-9]+\Z")
+_SPACE = re.compile(r"\s")
+
+
+def search_text(value: Any) -> str:
+    return "\n".join(_strings(value))[:MAX_CHARS]
+
+
+def _strings(node: Any) -> Iterator[str]:
+    if isinstance(node, str):
+        if (len(node) < _LONG or _SPACE.search(node)) and node not in _STRUCTURE and not _ID.match(node):
+            yield node
+    elif isinstance(node, list):
+        for item in node:
+            yield from _strings(item)
+    elif isinstance(node, dict):
+        for item in node.values():
+            yield from _strings(item)
