@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 from django.db.models import Q, QuerySet
-from django.utils.dateparse import parse_datetime
 
 from compaction.search_text import search_text
 from sessions_app.errors import InvalidInput
@@ -196,7 +195,7 @@ def _hits(rows: list[tuple[Any, ...]], query: str, headlines: Any) -> list[Hit]:
                 role=role,
                 snippet=snippet,
                 rank=round(float(rank), 6),
-                created_at=created_at if isinstance(created_at, datetime) else parse_datetime(str(created_at)),
+                created_at=created_at,  # a datetime from either database
                 ref=_ref(kind, row_id, seq),
             )
         )
