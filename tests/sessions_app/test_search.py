@@ -45,7 +45,9 @@ def _cleared_session(session_of, word: str):
 def _archived_session(session_of, word: str):
     with time_machine.travel(T0, tick=False):
         session = session_of(name="archived", auto_compact=False)
-        append(session, [{"role": "user", "content": f"remember {word} for later"}, {"role": "assistant", "content": "ok"}])
+        append(
+            session, [{"role": "user", "content": f"remember {word} for later"}, {"role": "assistant", "content": "ok"}]
+        )
     with time_machine.travel(T0 + timedelta(days=60), tick=False):  # before the others were made: only it is due
         retention.prune_run()
     return session
@@ -58,7 +60,9 @@ def _search(persona, client, **params) -> list[dict]:
 
 
 # Each example makes sessions of its own, with words of its own: nothing carries over between them.
-@settings(max_examples=6, deadline=None, phases=[Phase.generate], suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=6, deadline=None, phases=[Phase.generate], suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(cleared_word=WORDS, archived_word=WORDS)
 def test_a_word_only_in_a_cleared_original_or_an_archived_session_is_found_by_members_only(
     team, client, session_of, cleared_word, archived_word
@@ -68,7 +72,9 @@ def test_a_word_only_in_a_cleared_original_or_an_archived_session_is_found_by_me
     cleared = _cleared_session(session_of, cleared_word)
     archived = _archived_session(session_of, archived_word)
     # Where the words are now: the cleared one in no message's current content, the other archived.
-    assert not any(cleared_word in str(c) for c in Message.objects.filter(session=cleared).values_list("content", flat=True))
+    assert not any(
+        cleared_word in str(c) for c in Message.objects.filter(session=cleared).values_list("content", flat=True)
+    )
     assert set(Message.objects.filter(session=archived).values_list("state", flat=True)) == {MessageState.ARCHIVED}
 
     for persona in (team.alice, team.bob, team.carol):  # admin, member, viewer
