@@ -196,8 +196,8 @@ def render_summary_text(checkpoint: dict[str, Any]) -> str:
     stats = checkpoint.get("stats") or {}
     total = stats.get("total_messages") or info.get("messages_compacted")
     lines = [
-        f"Summary of {total or 'the'} earlier messages (lossy: details were dropped; "
-        "ask the user or re-read files when something is missing)."
+        f"Summary of {total or 'the'} earlier messages (lossy: details were dropped; ask the user, re-read "
+        "files, or recall a message by m<seq> with ctxweb's recall tool when something is missing)."
     ]
     if checkpoint.get("objective"):
         lines.append(f"Objective: {checkpoint['objective']}")

@@ -152,8 +152,15 @@ def classify(text: str) -> str | None:
     return None
 
 
-def condense(text: str, patterns: Sequence[re.Pattern[str]], kind: str) -> str | None:
-    """Head, tail and every preserved line of a long output; None when that would not shrink it."""
+def recall_id(seq: int) -> str:
+    """What an agent asks for a message's original by (the MCP ``recall`` tool): ``m<seq>``."""
+    return f"m{seq}"
+
+
+def condense(text: str, patterns: Sequence[re.Pattern[str]], kind: str, seq: int | None = None) -> str | None:
+    """Head, tail and every preserved line of a long output; None when that would not shrink it.
+    ``seq``: the message's, named in the placeholders as what to recall it by."""
+    back = f"recall {recall_id(seq)} or revert restores them" if seq is not None else "revert restores them"
     lines = text.splitlines()
     n = len(lines)
     keep = set(range(min(HEAD_LINES, n))) | set(range(max(0, n - TAIL_LINES), n))
@@ -163,7 +170,7 @@ def condense(text: str, patterns: Sequence[re.Pattern[str]], kind: str) -> str |
     for i, line in enumerate(lines):
         if i in keep:
             if elided:
-                out.append(f"{MARK} … {elided} lines of {kind} output elided; revert restores them]")
+                out.append(f"{MARK} … {elided} lines of {kind} output elided; {back}]")
                 elided = 0
             matched = any(p.search(line) for p in patterns)
             if len(line) > LONG_LINE_CHARS and not matched:
@@ -173,18 +180,22 @@ def condense(text: str, patterns: Sequence[re.Pattern[str]], kind: str) -> str |
         else:
             elided += 1
     if elided:
-        out.append(f"{MARK} … {elided} lines of {kind} output elided; revert restores them]")
+        out.append(f"{MARK} … {elided} lines of {kind} output elided; {back}]")
     result = "\n".join(out)
     return result if len(result) < len(text) * 0.8 else None
 
 
-def cleared(what: str, text: str, tokens: int, patterns: Sequence[re.Pattern[str]]) -> str:
-    """The placeholder for cleared content: what it was, its size, that a revert restores it, the
-    file paths it mentioned, and its error lines — every line a preserve pattern protects, verbatim,
-    and up to ``MAX_ERROR_LINES`` more that report a failure. Each kept line appears once."""
+def cleared(
+    what: str, text: str, tokens: int, patterns: Sequence[re.Pattern[str]], seq: int | None = None
+) -> str:
+    """The placeholder for cleared content: what it was, its size, what to recall it by (``seq``: its
+    message's) and that a revert restores it, the file paths it mentioned, and its error lines — every
+    line a preserve pattern protects, verbatim, and up to ``MAX_ERROR_LINES`` more that report a
+    failure. Each kept line appears once."""
     lines = text.splitlines()
     size = f"{tokens:,} tokens" + (f", {len(lines):,} lines" if len(lines) > 1 else "")
-    head = f"{MARK} {what}cleared ({size}); revert restores]"
+    back = f"recall {recall_id(seq)} or revert restores" if seq is not None else "revert restores"
+    head = f"{MARK} {what}cleared ({size}); {back}]"
     kept: dict[str, None] = {}  # the lines to keep, each once, in order
     errors = 0
     for line in lines:
@@ -244,6 +255,7 @@ class _Planner:
             if b.get("type") == "tool_use" and "id" in b
         }
         self.seen: dict[str, int] = {}  # fingerprint → first seq holding it
+        self.seq = 0  # the message being planned
         self.shrunk: set[str] = set()  # fingerprints whose first copy this plan clears or condenses
         self.references: set[int] = set()  # seqs the message being planned refers to
 
@@ -300,6 +312,7 @@ class _Planner:
 
     def _message(self, msg: Msg) -> Change | None:
         self.references = set()
+        self.seq = msg.seq  # named in this message's placeholders
         touchable = msg.seq not in self.protected_seqs
         saved: dict[str, int] = {}
         if isinstance(msg.content, str):
@@ -337,7 +350,7 @@ class _Planner:
         if tokens >= MIN_VERBOSE_TOKENS:
             kind = classify(text)
             if kind is not None:
-                condensed = condense(text, self.patterns, kind)
+                condensed = condense(text, self.patterns, kind, self.seq)
                 if condensed is not None and self._record(saved, "verbose", tokens, condensed) is not None:
                     self.shrunk.add(_fingerprint(text))
                     return condensed
@@ -353,7 +366,8 @@ class _Planner:
             tokens = self.tokenizer.count_text(part)
             if tokens < MIN_VERBOSE_TOKENS:
                 return None
-            return self._record(saved, "pasted_output", tokens, cleared("pasted output ", part, tokens, self.patterns))
+            placeholder = cleared("pasted output ", part, tokens, self.patterns, self.seq)
+            return self._record(saved, "pasted_output", tokens, placeholder)
 
         return replace_spans(text, pasted_spans(text), shorter)
 
@@ -384,7 +398,7 @@ class _Planner:
                     return {**block, "content": new}
             if tokens >= MIN_PRUNE_TOKENS:
                 name = self.tool_names.get(block.get("tool_use_id", ""), "tool")
-                new = cleared(f"{name} output ", text, tokens, self.patterns)
+                new = cleared(f"{name} output ", text, tokens, self.patterns, self.seq)
                 if self._record(saved, "tool_output", tokens, new) is not None:
                     self.shrunk.add(_fingerprint(text))
                     return {**block, "content": new}
@@ -421,7 +435,7 @@ class _Planner:
                     continue
                 tokens = self.tokenizer.count_text(body)
                 if tokens >= MIN_ARGUMENT_TOKENS:
-                    placeholder = cleared("", body, tokens, self.patterns)
+                    placeholder = cleared("", body, tokens, self.patterns, self.seq)
                     new = self._record(
                         saved, "tool_output", tokens, f"{first}\n{placeholder}" if keep_first else placeholder
                     )
