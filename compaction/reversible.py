@@ -185,9 +185,7 @@ def condense(text: str, patterns: Sequence[re.Pattern[str]], kind: str, seq: int
     return result if len(result) < len(text) * 0.8 else None
 
 
-def cleared(
-    what: str, text: str, tokens: int, patterns: Sequence[re.Pattern[str]], seq: int | None = None
-) -> str:
+def cleared(what: str, text: str, tokens: int, patterns: Sequence[re.Pattern[str]], seq: int | None = None) -> str:
     """The placeholder for cleared content: what it was, its size, what to recall it by (``seq``: its
     message's) and that a revert restores it, the file paths it mentioned, and its error lines — every
     line a preserve pattern protects, verbatim, and up to ``MAX_ERROR_LINES`` more that report a
