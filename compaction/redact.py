@@ -12,6 +12,7 @@ import hmac
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import ahocorasick  # type: ignore[import-not-found]  # a C extension without stubs
@@ -47,7 +48,9 @@ __all__ = [
 
 # Content blocks whose fields a provider checks byte for byte (thinking signatures, encrypted
 # reasoning): never rewritten.
-_OPAQUE_FIELDS = {"thinking": "signature", "redacted_thinking": "data", "reasoning": "encrypted_content"}
+_OPAQUE_FIELDS = {
+    "thinking": "signature", "redacted_thinking": "data", "reasoning": "encrypted_content", "base64": "data",
+}  # fmt: skip
 # Ids that pair a tool call with its result (the caller's own, matched against its next request).
 _ID_FIELDS = frozenset({"id", "tool_use_id", "call_id"})
 # The keys of an object that names a variable and holds its value (``{"name": "DB_PASSWORD", "value":
@@ -99,8 +102,6 @@ def redact(value: Any, rules: Rules) -> Redacted:
         if isinstance(node, list):
             return [walk(item) for item in node]
         if isinstance(node, dict):
-            if node.get("type") == "base64":
-                return node
             opaque = _opaque_field(node)
             return {
                 walk(k) if isinstance(k, str) and len(k) >= _LONG_KEY else k: (
@@ -134,9 +135,11 @@ def _visit(
             keyed(secret)
         text(node)
     elif isinstance(node, list):
+        if keywords:
+            _flagged(node, keyed)
         for item in node:
             _visit(item, text, keyed, keywords, "", under or _names_secret(key))
-    elif isinstance(node, dict) and node.get("type") != "base64":
+    elif isinstance(node, dict):
         opaque = _opaque_field(node)
         under = under or _names_secret(key)
         if keywords:
@@ -159,7 +162,19 @@ def _pair(node: dict[Any, Any], keyed: Callable[[str], Any]) -> None:
         keyed(secret)
 
 
+def _flagged(items: list[Any], keyed: Callable[[str], Any]) -> None:
+    """A list that gives a name its value in the next item: a command's arguments (``["--password",
+    "…"]``), a header as a pair (``["Authorization", "Bearer …"]``)."""
+    for name, value in pairwise(items):
+        if isinstance(name, str) and isinstance(value, str) and len(name) <= 100:
+            secret = keyed_value(name.lstrip("-"), value) if name.startswith("--") or ":" not in name else None
+            if secret:
+                keyed(secret)
+
+
 def _opaque_field(node: dict[Any, Any]) -> str | None:
+    """The field of a block that is never rewritten: a thinking signature, encrypted reasoning, the
+    data of a base64 source (an image, a document); the rest of the block is read as any other."""
     kind = node.get("type")
     return _OPAQUE_FIELDS.get(kind) if isinstance(kind, str) else None  # a "type" may be any JSON value
 

@@ -1,15 +1,12 @@
-"""Secrets by their name: a value assigned to a name that says it is a secret (``DB_PASSWORD=…``,
-``aws_secret_access_key = …``, ``"accessToken": "…"``, ``Authorization: Bearer …``,
-``--api-key …``, ``<password>…</password>``), in text (``assigned_values``) or under a dict key
-(``keyed_value``). detect-secrets' keyword rules find quoted values after its list of names; these
-read the forms it leaves (unquoted values, camelCase and header names, tokens, flags) and tell a
-value from a reference (``password=password``, ``token: str``, ``$TOKEN``, ``self.secret``) by the
-value's shape."""
+"""Secrets by their name: whether a name says its value is a secret (``DB_PASSWORD``,
+``aws_secret_access_key``, ``accessToken``, ``Authorization``, ``x-api-key``), and whether what it is
+given is a value or a reference (``password=password``, ``token: str``, ``$TOKEN``, ``self.secret``),
+told by the value's shape. ``secret_assignments`` reads the forms names are given values in, in text;
+``compaction.redact`` under a dict's keys (``keyed_value``)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
 from detect_secrets.filters import heuristic
@@ -22,7 +19,7 @@ _HUMAN = frozenset(
 )  # fmt: skip
 _MACHINE = frozenset(
     {"secret", "secrets", "token", "credential", "credentials", "authorization", "apikey", "apikeys", "accesskey",
-     "secretkey", "privatekey", "authkey", "authtoken", "accesstoken", "refreshtoken", "bearer", "dsn"}
+     "secretkey", "privatekey", "authkey", "authtoken", "accesstoken", "refreshtoken", "bearer", "dsn", "auth"}
 )  # fmt: skip
 # "<qualifier> key": an API key, an access key, a signing key; not a primary, public or cache key.
 _KEY_QUALIFIERS = frozenset(
@@ -32,7 +29,12 @@ _KEY_QUALIFIERS = frozenset(
 )  # fmt: skip
 _KEY_WORDS = frozenset({"key", "keys"})
 # Words after a secret's name that still name its value: ``secret_key_base``, ``api_key_value``.
-_VALUE_SUFFIXES = frozenset({"value", "val", "base", "plain", "plaintext", "raw", "b64", "base64", "hex", "str"})
+_VALUE_SUFFIXES = frozenset(
+    {"value", "val", "base", "plain", "plaintext", "raw", "b64", "base64", "hex", "str", "data", "secure"}
+)
+# One word that ends with a secret's: ``PGPASSWORD``, ``MYSQLPASSWORD``, ``ghtoken``.
+_HUMAN_ENDINGS = ("password", "passwd", "passphrase")
+_MACHINE_ENDINGS = ("secret", "token", "apikey")
 # What a text must hold (lower-cased) for a name of a secret to be in it.
 GATE_WORDS = ("pass", "pwd", "secret", "token", "key", "credential", "auth", "contrase", "passwort", "mdp", "dsn")
 
@@ -43,26 +45,45 @@ _LITERALS = frozenset(
     {"null", "none", "nil", "true", "false", "undefined", "required", "optional", "string", "str", "bytes", "int",
      "integer", "number", "bool", "boolean", "object", "any", "text", "redacted", "hidden", "masked", "placeholder",
      "example", "sensitive", "secretstr", "unknown", "omitted", "removed", "changeme", "default", "empty",
-     "password", "passwd", "secret", "token", "apikey", "api_key", "credentials"}
+     "password", "passwd", "secret", "token", "apikey", "api_key", "credentials",
+     # "password" in other languages (a form's label), and defaults everyone knows, which are also the
+     # names of images, users and hosts (``postgres``): replaced, they would hide those everywhere.
+     "passwort", "contraseña", "contrasena", "mot de passe", "senha", "wachtwoord", "parola", "lösenord", "salasana",
+     "hasło", "пароль", "パスワード", "密码", "비밀번호",
+     "postgres", "localhost", "admin", "root", "guest", "test", "user", "mysql", "redis", "docker", "ubuntu", "debian",
+     "changeit", "administrator", "demo", "sample"}
 )  # fmt: skip
 _REFERENCE = re.compile(
-    r"\A(?:[A-Z]+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)+|[a-z]+(?:_[a-z]+)*_[A-Za-z0-9]{12,})\Z"
+    r"\A(?:[A-Z]+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)+"
+    r"|[a-z]+(?:_[a-z]+)*_[A-Za-z0-9]{12,})\Z"
 )
 # A bare value that is code: a call, an index, a member, a snake_case variable (``v4auth_header``).
 _EXPRESSION = re.compile(
     r"\A[\w$.]*[(\[{]|\A[\w.]+(?:->|::)|\A[a-z][a-z0-9]*(?:_[a-z0-9]+)+\Z|\A!*[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)+\Z"
 )
-_TEMPLATED = re.compile(
-    r"\$\{|\{\{|\{%|%\(|\A<[^>]*>\Z|\A\{[\w.]*\}\Z|\A\$[\w{(]|\A%[\w(]|\A\[\[|\A\*{3}|\A\.\.\.|…|\A(?:urn|arn|mailto|data):"
+# A template or a placeholder: anchored, and a few strings anywhere (looked for as strings: values run
+# to a thousand characters, and are read at every assignment of a long line).
+_PLACEHOLDER = re.compile(
+    r"\A(?:<[^>]*>\Z|\{[\w.]*\}\Z|\[[^\]]*\]+\Z|\$[\w{(]|%[\w(]|\[\[|\*{3}|\.\.\.|(?:urn|arn|mailto|data):)"
 )
+_TEMPLATE_MARKS = ("${", "{{", "{%", "%(", "…")
+
+
+def _templated(value: str) -> bool:
+    return _PLACEHOLDER.match(value) is not None or any(mark in value for mark in _TEMPLATE_MARKS)
+
+
 _PATH = re.compile(r"\A(?:~?/|\.\.?/|[A-Za-z]:\\)")
 # A passphrase: a few words (``correct horse battery staple``), not a sentence of prose.
 _PHRASE = re.compile(r"\A[\w-]+(?: [\w-]+){1,7}\Z")
-_SCHEME = re.compile(r"\A(?:bearer|basic|token|bot|digest|apikey|key)\s+(?=\S)", re.I)
+_SCHEME = re.compile(r"\A(?:bearer|basic|token|bot|digest|apikey|key|aws4-hmac-sha256)\s+(?=\S)", re.I)
 _IDENTIFIER = re.compile(r"\A[A-Za-z_][A-Za-z_.-]*\Z")
 # Letters in a key generator's order, not a name's (``vgINLZMfpobZ``, not ``AccessTokenProvider``).
 _RANDOM_CASE = re.compile(r"[A-Z][a-z][A-Z]|[a-z][A-Z]{2}[a-z]")
 _SPACE = re.compile(r"\s")
+# A class or type in code (``SyncX509WorkloadIdentityAuth``, ``_BedrockSigV4Auth``), given bare.
+_PASCAL = re.compile(r"\A_?[A-Z][a-z]+(?:[A-Z0-9][a-z0-9]+)+[A-Z]?\Z")
+_SLUG = re.compile(r"\A[A-Za-z0-9_.-]+\Z")
 MIN_VALUE = 6
 MAX_VALUE = 1_000
 
@@ -84,11 +105,11 @@ def secret_name(name: str) -> str | None:
     if not parts:
         return None
     last = parts[-1]
-    if last in _HUMAN:
+    if last in _HUMAN or last.endswith(_HUMAN_ENDINGS):
         return "human"
     if last in _MACHINE or (last in _KEY_WORDS and len(parts) > 1 and parts[-2] in _KEY_QUALIFIERS):
         return "machine"
-    return None
+    return "machine" if last.endswith(_MACHINE_ENDINGS) and len(last) > 7 else None
 
 
 def secret_kind(name: str) -> str:
@@ -109,22 +130,36 @@ def secret_value(value: str, sort: str, name: str = "", *, quoted: bool = True, 
             return None
     if not MIN_VALUE <= len(value) <= MAX_VALUE or value.lower() in _LITERALS or "[secret:" in value:
         return None
-    if _TEMPLATED.search(value) or _PATH.match(value) or "://" in value or len(set(value)) <= 2:
+    path = _PATH.match(value) is not None and not _RANDOM_CASE.search(value)  # not a key that starts with "/"
+    if _templated(value) or path or "://" in value or len(set(value)) <= 2:
         return None
     spaced = _SPACE.search(value) is not None
     if spaced and (not quoted or sort != "human" or len(value) > 100 or not _PHRASE.match(value)):
         return None
-    if _REFERENCE.match(value) or (not quoted and _EXPRESSION.match(value)):
+    if _REFERENCE.match(value) or (not quoted and (_EXPRESSION.match(value) or _PASCAL.match(value))):
         return None
     letters_only = _IDENTIFIER.match(value) is not None  # letters, "_", "-", "."
-    if letters_only and any(word in value.lower() for word in words(name) if len(word) > 2):
-        return None  # a name of its own (``"password": "passwordInput"``, ``token=access_token``)
+    if _names_itself(value, letters_only, name):
+        return None  # a name of its own (``"password": "passwordInput"``, ``secret: my-k8s-secret-name``)
     if heuristic.is_sequential_string(value) or (not letters_only and heuristic.is_not_alphanumeric_string(value)):
         return None
     random = not letters_only or bool(_RANDOM_CASE.search(value))  # a digit, a sign, or letters in no order
     if sort == "human":
         return value if quoted or env or random else None
     return value if len(value) >= 8 and not spaced and (random or env) else None
+
+
+def _names_itself(value: str, letters_only: bool, name: str) -> bool:
+    """Whether a value holds its name's word as a name does: anywhere in letters (``passwordInput``),
+    between separators in a slug (``my-k8s-secret-name``; ``password123`` is a password)."""
+    low = value.lower()
+    slug = len(value) <= 40 and _SLUG.match(value) is not None  # a name, not an 80-character key
+    return any(
+        len(word) > 2
+        and word in low
+        and (letters_only or (slug and re.search(rf"(?:^|[-_.]){re.escape(word)}(?:[-_.]|$)", low) is not None))
+        for word in words(name)
+    )
 
 
 def is_identifier(value: str) -> bool:
@@ -141,53 +176,3 @@ def keyed_value(key: object, value: str, *, inherited: bool = False) -> str | No
     if sort is None:
         return None
     return secret_value(value, "machine" if inherited else sort, key, quoted=not inherited)
-
-
-# ``name = value``, ``name: value``, ``"name": "value"``, ``name := value``, ``name => value``: a name
-# (not inside a longer one), an optional closing quote or bracket, the sign. The value is read after.
-_ASSIGNMENT = re.compile(
-    r"(?<![\w.$-])(?P<name>[A-Za-z_][\w.-]{0,80})(?P<close>[\"'`\]]{0,2})[ \t]*(?P<sign>={1,3}|:=|=>|:(?![:/]))[ \t]*@?"
-)
-# ``--password value``, ``--api-key=value``: a flag's argument is its value, whatever its shape.
-_FLAG = re.compile(r"(?<![\w-])--(?P<name>[A-Za-z][\w-]{1,60})(?P<sign>=|[ \t]+)")
-_TAG = re.compile(r"<([A-Za-z_][\w.-]{0,60})>([^<\n]{6,300})</\1>")
-_VALUE = re.compile(r"\"([^\"\n]{0,1000})\"|'([^'\n]{0,1000})'|`([^`\n]{0,1000})`|([^\s\"'`&,;()\[\]{}<>]{1,1000})")
-_SCHEME_PREFIX = re.compile(r"(?:bearer|basic|token|bot|digest)[ \t]+", re.I)
-
-
-def _assigned(text: str, match: re.Match[str], flag: bool) -> tuple[str, str, int] | None:
-    """The kind and secret assigned by ``match`` and where its value ends, or None."""
-    name = match.group("name")
-    sort = secret_name(name)
-    if sort is None:
-        return None
-    at = match.end()
-    scheme = _SCHEME_PREFIX.match(text, at)
-    found = _VALUE.match(text, scheme.end() if scheme else at)
-    if found is None:
-        return None
-    raw = next(g for g in found.groups() if g is not None)
-    bare = found.group(4) is not None
-    sign = match.group("sign")
-    # An environment's ``NAME=value`` (a .env file, a shell): a bare word is its value.
-    env = bare and name.isupper() and sign == "=" and not match.groupdict().get("close")
-    secret = secret_value(raw, sort, name, quoted=not bare or (flag and sign == "="), env=env)
-    return (secret_kind(name), secret, found.end()) if secret else None
-
-
-def assigned_values(stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """(kind, value) of every secret assigned to a secret's name in ``stretches``."""
-    for text in stretches:
-        for pattern in (_ASSIGNMENT, _FLAG):
-            match = pattern.search(text)
-            while match:
-                found = _assigned(text, match, pattern is _FLAG)
-                if found:  # on after the value: what it holds is not read again
-                    yield found[0], found[1]
-                match = pattern.search(text, found[2] if found else match.end())
-        if "</" in text:
-            for match in _TAG.finditer(text):
-                sort = secret_name(match.group(1))
-                secret = sort and secret_value(match.group(2), sort, match.group(1))
-                if secret:
-                    yield secret_kind(match.group(1)), secret

@@ -20,10 +20,8 @@ from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_cla
 from detect_secrets.filters import heuristic
 from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
-from detect_secrets.plugins.keyword import DENYLIST as KEYWORD_DENYLIST
-from detect_secrets.plugins.keyword import QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP
 
-from compaction import secret_names, secret_tokens
+from compaction import secret_assignments, secret_names, secret_tokens
 
 MARKER = re.compile(r"\[secret:[a-z0-9-]{1,40}:[0-9a-f]{4}\]")
 KEYWORD = "keyword"
@@ -38,35 +36,35 @@ JOINT = "\n\x00\n"
 # without a gate (a rule a newer detect-secrets brings; a rule that is cheap on its own) is always
 # tried; the rules that read a secret's name on its line are tried where a name is assigned a long
 # run of key characters (``_ASSIGNED``).
-_GATES: dict[str, tuple[str, ...]] = {
-    **secret_tokens.GATES, "aws-access-key": ("a3t", "abia", "acca", "akia", "asia"),
+_LIBRARY_GATES: dict[str, tuple[str, ...]] = {
+    "aws-access-key": ("a3t", "abia", "acca", "akia", "asia"),
     "azure-storage-key": ("accountkey=",), "basic-auth": ("://",),
-    "github-token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "github-token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     "gitlab-token": ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-",
                      "glagent-", "gloas-"),
-    "mailchimp-access-key": ("-us",), "npm-token": ("/:_authtoken", "npm_"), "pypi-token": ("pypi-",),
+    "mailchimp-access-key": ("-us",), "npm-token": ("/:_authtoken",), "pypi-token": ("pypi-",),
     "sendgrid-api-key": ("sg.",), "slack-token": ("xox", "hooks.slack.com"), "square-oauth-secret": ("sq0csp-",),
-    "stripe-access-key": ("k_live_", "k_test_"),
+    "stripe-access-key": ("k_live_",),
     "softlayer-credentials": ("api.softlayer.com",), "cloudant-credentials": (".cloudant.com",),
 }  # fmt: skip
+# A kind both rule sets have is tried where either's strings are.
+_GATES = {
+    kind: tuple(dict.fromkeys(_LIBRARY_GATES.get(kind, ()) + secret_tokens.GATES.get(kind, ())))
+    for kind in {**_LIBRARY_GATES, **secret_tokens.GATES}
+}
 _LINE_RULES = frozenset({"aws-secret-key", "cloudant-credentials", "ibm-cloud-iam-key", "ibm-cos-hmac-credentials",
                          "softlayer-credentials"})  # fmt: skip
 _LONG_RUN = re.compile(r"[A-Za-z0-9/+_\-]{24}")
 _ASSIGNED = re.compile(r"(?:key|pw|pass|token).{0,24}?[\"'=: ][\"']?[a-z0-9/+_\-]{24}")  # on the lower-cased text
-# The names detect-secrets' keyword rules look for (its DENYLIST), on the lower-cased text.
-# The names detect-secrets' keyword rules look for (its DENYLIST: api_?key, db_?pass, password, pwd,
-# secret, …) as plain strings, looked for in the lower-cased text; each holds one of the hints.
-_KEYWORD_WORDS = tuple(
-    word
-    for name in KEYWORD_DENYLIST
-    for word in ([name.replace("_?", "_"), name.replace("_?", "")] if "_?" in name else [name])
-)
-_KEYWORD_WORD = "name:"  # an automaton hit that is a keyword rule's name, not a kind
-_NAME_WORD = "named:"  # an automaton hit that is a word of a secret's name (``secret_names``)
+# Words of a secret's name (``secret_names``; detect-secrets' DENYLIST among them) and of the commands
+# that take a password (``secret_assignments``), looked for in the lower-cased text.
+_NAME_GATES = secret_names.GATE_WORDS + secret_assignments.COMMAND_WORDS
+_NAME_WORD = "named:"  # an automaton hit that is one of them, not a kind
 _LINE_WORD = "line:"  # an automaton hit that is a name a line rule reads
 # Gates on the text as it is: upper-case prefixes that are common words in lower case.
 _CASED_GATES = {"artifactory-credentials": ("AKC", "AP"), "twilio-api-key": ("AC", "SK")}
 _REACH = 200
+_HEURISTIC_REACH = 100
 # How far past its gate's string a rule's value may run: most keys are under 200 characters; a PyPI
 # token a few hundred; a private key block (a 4096-bit RSA key is ~3,300) spans lines.
 _REACH_AFTER = {**secret_tokens.REACH_AFTER, "pypi-token": 2_000, "gitlab-token": 1_100, "basic-auth": 1_000,
@@ -119,16 +117,6 @@ def kinds() -> tuple[str, ...]:
     """Every kind the built-in rules name (what a project may switch off)."""
     names = secret_tokens.KINDS | {kind for kind, _ in _library_rules()}
     return tuple(sorted(names | {KEYWORD, HIGH_ENTROPY, "aws-secret-key"}))
-
-
-def plausible_value(value: str) -> bool:
-    return (
-        len(value) >= _MIN_KEYWORD_VALUE
-        and not any(c.isspace() for c in value)
-        and not MARKER.fullmatch(value)
-        and not heuristic.is_templated_secret(value)
-        and not heuristic.is_prefixed_with_dollar_sign(value)
-    )
 
 
 def find_secrets(text: str, rules: Rules) -> dict[str, str]:
@@ -189,24 +177,20 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
                     yield from ((kind, value) for value in secret_tokens.own(kind, stretch))
                 else:
                     yield from ((kind, _value(match)) for match in rule.finditer(stretch))
-    # The quoted-value rules, also on the text with its quotes unescaped (a JSON document in a tool's
-    # output): their values hold no quote or backslash, so they are found in the text as it is.
+    # Values given to a secret's name, also in the text with its quotes unescaped (a JSON document in
+    # a tool's output): their values hold no quote or backslash, so they are found in the text as it is.
     quoted = [text, _ESCAPED_QUOTE.sub('"', text)] if '\\"' in text else [text]
-    words = [w[len(_KEYWORD_WORD) :] for w in hits if w.startswith(_KEYWORD_WORD)] if KEYWORD not in off else []
-    if words:
-        for each in quoted:
-            each_low = low if each is text else _lower(each)
-            for stretch in _near(each, sorted(span for word in words for span in _spans(each_low, word))):
-                for value in _keyword_values(stretch):
-                    yield KEYWORD, value
-    # Values assigned to a secret's name in any other form (unquoted, camelCase, headers, flags).
     if _NAME_WORD in hits:
         for each in quoted:
             if each is text:  # where the automaton found the words
                 spans = sorted((at, at) for at in hits[_NAME_WORD])
             else:
-                spans = sorted(span for word in secret_names.GATE_WORDS for span in _spans(_lower(each), word))
-            for kind, value in secret_names.assigned_values(_near(each, spans)):
+                each_low = _lower(each)
+                spans = sorted(span for word in _NAME_GATES for span in _spans(each_low, word))
+            for kind, value in secret_assignments.assigned_values(_near(each, spans)):
+                if kind not in off:
+                    yield kind, value
+            for kind, value in secret_assignments.paired_values(_near(each, spans, lines=False)):
                 if kind not in off:
                     yield kind, value
     if HIGH_ENTROPY not in off:
@@ -252,11 +236,9 @@ def _automaton() -> Any:
     for kind, needs in _GATES.items():
         for need in needs:
             by_need.setdefault(need, set()).add(kind)
-    for word in _KEYWORD_WORDS:
-        by_need.setdefault(word, set()).add(_KEYWORD_WORD + word)
     for word in ("key", "pw", "pass", "token"):
         by_need.setdefault(word, set()).add(_LINE_WORD)
-    for word in secret_names.GATE_WORDS:
+    for word in _NAME_GATES:
         by_need.setdefault(word, set()).add(_NAME_WORD)
     automaton = ahocorasick.Automaton()
     for need, kinds in by_need.items():
@@ -265,18 +247,19 @@ def _automaton() -> Any:
     return automaton
 
 
-def _near(text: str, spans: Iterable[tuple[int, int]], after: int = _REACH) -> list[str]:
+def _near(text: str, spans: Iterable[tuple[int, int]], after: int = _REACH, *, lines: bool = True) -> list[str]:
     """The stretches of ``text`` from ``_REACH`` characters before each of ``spans`` (in order) to
-    ``after`` past its end, within its line; overlapping ones merged."""
+    ``after`` past its end, within its line unless ``lines`` is False; overlapping ones merged."""
     found: list[str] = []
     start = end = -1
     for at, to in spans:
         lo, hi = max(0, at - _REACH), min(len(text), to + after)
-        # Only as far as the stretch reaches: a search to the text's ends from every hit of a line
-        # without end would take time that grows with the square of its length.
-        lo = max(lo, text.rfind("\n", lo, at) + 1)
-        line_end = text.find("\n", to, hi)
-        hi = hi if line_end < 0 else line_end
+        if lines:
+            # Only as far as the stretch reaches: a search to the text's ends from every hit of a
+            # line without end would take time that grows with the square of its length.
+            lo = max(lo, text.rfind("\n", lo, at) + 1)
+            line_end = text.find("\n", to, hi)
+            hi = hi if line_end < 0 else line_end
         if lo <= end:
             end = max(end, hi)
             continue
@@ -334,14 +317,6 @@ def _library_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple(rules)
 
 
-def _keyword_values(line: str) -> Iterator[str]:
-    for pattern, group in QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items():
-        for match in pattern.finditer(line):
-            value = match.group(group)
-            if plausible_value(value) and not _filtered(value, line):
-                yield value
-
-
 _BASE64 = Base64HighEntropyString()
 
 
@@ -367,16 +342,16 @@ def _filtered(value: str, line: str) -> bool:
         or heuristic.is_likely_id_string(value, line)
         or heuristic.is_templated_secret(value)
         or heuristic.is_prefixed_with_dollar_sign(value)
-        or heuristic.is_indirect_reference(line)
+        or (("(" in line or "[" in line) and heuristic.is_indirect_reference(line))  # a call, an index
         or heuristic.is_not_alphanumeric_string(value)
         or secret_names.is_identifier(value)
     )
 
 
 def _line_of(text: str, start: int, end: int) -> str:
-    """The line around ``start``…``end``, as far as ``_REACH`` either side (the heuristics read a name
-    just before a value)."""
-    reach_lo, reach_hi = max(0, start - _REACH), min(len(text), end + _REACH)
+    """The line around ``start``…``end``, as far as ``_HEURISTIC_REACH`` either side (the heuristics
+    read a name just before a value; one of them takes time with the square of what it reads)."""
+    reach_lo, reach_hi = max(0, start - _HEURISTIC_REACH), min(len(text), end + _HEURISTIC_REACH)
     first = text.rfind("\n", reach_lo, start) + 1 or reach_lo
     last = text.find("\n", end, reach_hi)
     return text[first : last if last >= 0 else reach_hi]

@@ -9,15 +9,19 @@ text: a key is a bounded run after its prefix, and a match takes its whole run (
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Callable, Iterator
 
 from detect_secrets.plugins.jwt import JwtTokenDetector
 
-_BEFORE = r"(?<![A-Za-z_])"
+from compaction.secret_names import secret_value
+
+# A generic prefix (``sk-``, ``hf_``) must not be inside a longer word: not after a letter or "_", except
+# the letter of an escape (``\nsk-…`` in escaped JSON), of a URL's ``%3D`` or a terminal colour's ``…32m``.
+_BEFORE = r"(?:(?<![A-Za-z_])|(?<=\\[ntr])|(?<=%[0-9A-Fa-f]{2})|(?<=[0-9]m))"
 _AFTER = r"(?![A-Za-z0-9_-])"
-
-
 _DIGIT = re.compile(r"[0-9]")
 
 
@@ -30,35 +34,79 @@ def _random(value: str) -> bool:
     return _cases(value) and _DIGIT.search(value) is not None
 
 
-# kind, what its text must hold (lower-cased), its rule, what a match must also be.
+def _digit(value: str) -> bool:
+    return _DIGIT.search(value) is not None
+
+
+def _password(value: str) -> bool:
+    return secret_value(value, "human") is not None
+
+
+def _pem_in_base64(value: str) -> bool:
+    """A PEM private key in base64 (a kubeconfig's ``client-key-data``, a Kubernetes secret's ``tls.key``)."""
+    try:
+        head = base64.b64decode(value[:64] + "=" * (-len(value[:64]) % 4), validate=False)
+    except (ValueError, binascii.Error):
+        return False
+    return b"PRIVATE KEY" in head
+
+
+def _rule(kind: str, needs: tuple[str, ...], pattern: str, check: Callable[[str], bool] = bool) -> Rule:
+    return kind, needs, re.compile(pattern), check
+
+
+# kind, what its text must hold (lower-cased), its rule (where it has a group, the group is the secret),
+# what a match must also be.
 Rule = tuple[str, tuple[str, ...], re.Pattern[str], Callable[[str], bool]]
 RULES: tuple[Rule, ...] = (
-    ("anthropic-api-key", ("sk-ant-",), re.compile(_BEFORE + r"sk-ant-[a-z]{2,12}\d{2}-[A-Za-z0-9_-]{20,400}"), bool),
-    ("openrouter-api-key", ("sk-or-",), re.compile(_BEFORE + r"sk-or-v\d-[0-9a-f]{64}" + _AFTER), bool),
+    _rule("anthropic-api-key", ("sk-ant-",), r"sk-ant-[a-z]{2,12}\d{2}-[A-Za-z0-9_-]{20,400}"),
+    _rule("openrouter-api-key", ("sk-or-",), r"sk-or-v\d-[0-9a-f]{64}" + _AFTER),
+    _rule("deepseek-api-key", ("sk-",), _BEFORE + r"sk-[0-9a-f]{32}" + _AFTER, _digit),
     # OpenAI's keys: sk-, sk-proj-, sk-svcacct-, sk-admin-, then 32+ characters of both cases and a digit.
-    ("openai-api-key", ("sk-",), re.compile(_BEFORE + r"sk-(?!ant-|or-v\d-)[A-Za-z0-9_-]{32,400}"),
-     lambda v: _random(v[3:])),
-    ("ctxweb-api-key", ("ctx_",), re.compile(_BEFORE + r"ctx_[A-Za-z0-9_-]{40,120}"), lambda v: _cases(v[4:])),
-    ("github-token", ("github_pat_",), re.compile(_BEFORE + r"github_pat_[A-Za-z0-9_]{60,255}"), bool),
-    ("npm-token", ("npm_",), re.compile(_BEFORE + r"npm_[A-Za-z0-9]{36}" + _AFTER), lambda v: _random(v[4:])),
-    ("google-api-key", ("aiza",), re.compile(_BEFORE + r"AIza[0-9A-Za-z_-]{35}" + _AFTER), bool),
-    ("google-oauth-token", ("ya29.",), re.compile(_BEFORE + r"ya29\.[0-9A-Za-z_-]{20,2000}"), _random),
-    ("google-oauth-secret", ("gocspx-",), re.compile(_BEFORE + r"GOCSPX-[0-9A-Za-z_-]{28}" + _AFTER), bool),
-    ("huggingface-token", ("hf_",), re.compile(_BEFORE + r"hf_[A-Za-z0-9]{34}" + _AFTER), lambda v: _cases(v[3:])),
-    ("groq-api-key", ("gsk_",), re.compile(_BEFORE + r"gsk_[A-Za-z0-9]{52}" + _AFTER), lambda v: _random(v[4:])),
-    ("stripe-access-key", ("k_live_", "k_test_"), re.compile(_BEFORE + r"[rs]k_(?:live|test)_[0-9A-Za-z]{24,247}"),
-     lambda v: _random(v[8:])),
-    ("digitalocean-token", ("dop_v1_", "doo_v1_", "dor_v1_"), re.compile(_BEFORE + r"do[opr]_v1_[a-f0-9]{64}"), bool),
+    _rule("openai-api-key", ("sk-",), _BEFORE + r"sk-(?!ant-|or-v\d-)[A-Za-z0-9_-]{32,400}", lambda v: _random(v[3:])),
+    _rule("ctxweb-api-key", ("ctx_",), _BEFORE + r"ctx_[A-Za-z0-9_-]{40,120}", lambda v: _cases(v[4:])),
+    _rule("github-token", ("github_pat_",), r"github_pat_[A-Za-z0-9_]{60,255}"),
+    _rule("npm-token", ("npm_",), _BEFORE + r"npm_[A-Za-z0-9]{36}" + _AFTER, lambda v: _random(v[4:])),
+    _rule("google-api-key", ("aiza",), r"AIza[0-9A-Za-z_-]{35}" + _AFTER),
+    _rule("google-oauth-token", ("ya29.",), r"ya29\.[0-9A-Za-z_-]{20,2000}", _random),
+    _rule("google-oauth-secret", ("gocspx-",), r"GOCSPX-[0-9A-Za-z_-]{28}" + _AFTER),
+    _rule("huggingface-token", ("hf_",), _BEFORE + r"hf_[A-Za-z0-9]{34}" + _AFTER, lambda v: _cases(v[3:])),
+    _rule("groq-api-key", ("gsk_",), r"gsk_[A-Za-z0-9]{52}" + _AFTER, lambda v: _random(v[4:])),
+    _rule("stripe-access-key", ("k_live_", "k_test_"), r"[rs]k_(?:live|test)_[0-9A-Za-z]{24,247}",
+          lambda v: _random(v[8:])),
+    _rule("digitalocean-token", ("dop_v1_", "doo_v1_", "dor_v1_"), r"do[opr]_v1_[a-f0-9]{64}"),
+    _rule("xai-api-key", ("xai-",), _BEFORE + r"xai-[A-Za-z0-9]{60,100}" + _AFTER, _random),
+    _rule("perplexity-api-key", ("pplx-",), r"pplx-[A-Za-z0-9]{40,64}" + _AFTER, _digit),
+    _rule("langsmith-api-key", ("lsv2_",), r"lsv2_(?:pt|sk)_[0-9a-f]{32}_[0-9a-f]{10}"),
+    _rule("tavily-api-key", ("tvly-",), r"tvly-(?:dev-|prod-)?[A-Za-z0-9]{32}" + _AFTER),
+    _rule("replicate-api-token", ("r8_",), _BEFORE + r"r8_[A-Za-z0-9]{37}" + _AFTER, _random),
+    _rule("pinecone-api-key", ("pcsk_",), r"pcsk_[A-Za-z0-9_]{40,120}", _digit),
+    _rule("slack-token", ("xapp-",), r"xapp-\d-[A-Za-z0-9-]{40,200}"),
+    _rule("shopify-token", ("shpat_", "shpss_", "shpca_", "shppa_"), r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}"),
+    _rule("linear-api-key", ("lin_api_",), r"lin_api_[A-Za-z0-9]{40}" + _AFTER),
+    _rule("doppler-token", ("dp.st.", "dp.ct.", "dp.sa."), r"dp\.(?:st|ct|sa)\.[A-Za-z0-9_.-]{40,100}"),
+    _rule("figma-token", ("figd_",), r"figd_[A-Za-z0-9_-]{40,60}"),
+    _rule("notion-token", ("ntn_", "secret_"), _BEFORE + r"(?:ntn_[A-Za-z0-9]{40,50}|secret_[A-Za-z0-9]{43})" + _AFTER,
+          _random),
+    _rule("databricks-token", ("dapi",), _BEFORE + r"dapi[a-f0-9]{32}(?:-\d)?" + _AFTER, _digit),
+    _rule("postman-api-key", ("pmak-",), r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),
+    _rule("heroku-api-key", ("hrku-",), r"HRKU-[A-Za-z0-9_-]{20,100}"),
+    _rule("atlassian-api-token", ("atatt",), r"ATATT[A-Za-z0-9_=-]{150,300}"),
+    _rule("age-secret-key", ("age-secret-key-1",), r"AGE-SECRET-KEY-1[0-9A-Z]{58}"),
+    # The password of a URL, whatever it holds (detect-secrets' rule leaves those with #, !, …).
+    _rule("basic-auth", ("://",), r"://[^\s/@:\"'<>]{0,200}:([^\s@/\"'<>]{1,400})@(?=[\w\[])", _password),
+    _rule("private-key", ("ls0tls1crudjt",), r"LS0tLS1CRUdJTi[A-Za-z0-9+/=]{40,20000}", _pem_in_base64),
 )  # fmt: skip
 KINDS = frozenset({kind for kind, *_ in RULES} | {"private-key", "jwt"})
 GATES: dict[str, tuple[str, ...]] = {}
 for _kind, _needs, *_ in RULES:
     GATES[_kind] = GATES.get(_kind, ()) + _needs
-GATES["private-key"] = ("-----begin",)
+GATES["private-key"] = ("-----begin", *GATES["private-key"])
 GATES["jwt"] = ("eyj",)
 # How far past its prefix a key may run.
 REACH_AFTER = {"openai-api-key": 420, "anthropic-api-key": 420, "github-token": 270, "google-oauth-token": 2_020,
-               "stripe-access-key": 260}  # fmt: skip
+               "stripe-access-key": 260, "atlassian-api-token": 310, "basic-auth": 1_000,
+               "private-key": 20_020}  # fmt: skip
 
 
 def own(kind: str, stretch: str) -> Iterator[str]:
@@ -66,8 +114,9 @@ def own(kind: str, stretch: str) -> Iterator[str]:
     for each, _, pattern, check in RULES:
         if each == kind:
             for match in pattern.finditer(stretch):
-                if check(match.group(0)):
-                    yield match.group(0)
+                value = match.group(1) if pattern.groups else match.group(0)
+                if check(value):
+                    yield value
 
 
 # A private key's block: its header, a body of at most ~16,000 characters, its footer. Its lines may

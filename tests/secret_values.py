@@ -26,7 +26,7 @@ def chars(alphabet: str, n: int) -> st.SearchStrategy[str]:
 
 def mixed(alphabet: str, n: int) -> st.SearchStrategy[str]:
     """``n`` characters of ``alphabet`` holding an upper-case letter, a lower-case one and a digit."""
-    return chars(alphabet, n - 3).map(lambda s: "A" + s + "z7")
+    return chars(alphabet, n - 3).map(lambda s: "Q" + s + "z7")
 
 
 def _jwt(payload: dict[str, Any]) -> str:
@@ -48,15 +48,32 @@ def _in(contexts: list[str], secrets: st.SearchStrategy[str]) -> st.SearchStrate
 
 # Where a key sits in what agents send: alone, after "=" in a URL or an environment, in a header,
 # after a URL-encoded quote, after a letter of another script, glued to a dash.
+# after an escaped newline of JSON text, a URL-encoded "=", a terminal's colour.
 _AFTER = ["{}", "?token={}&x=1", "export API_KEY={}", "Cookie: session={}", "%22{}%22", "密钥是{}", "key-{}",
-          "Authorization: Bearer {}", '{"apiKey":"{}"}']  # fmt: skip
+          "Authorization: Bearer {}", '{"apiKey":"{}"}', '{"content": "# keys\\n{}\\n"}', "?k%3D{}",
+          "\x1b[1;32m{}\x1b[0m"]  # fmt: skip
 # A value by its name, in the forms configuration, code, shells and HTTP write it.
 _BY_NAME = [
     'db_password = "{}"', "DB_PASSWORD={}", "password: {}", "host=db password={} dbname=app",
     '"accessToken": "{}"', "authToken={}", "SECRET_KEY = '{}'", "passphrase: {}", "--password {}",
     "--api-key={}", "curl -H 'X-Api-Key: {}' https://api.example.com", "Authorization: Basic {}",
     "<password>{}</password>", "$env:CLIENT_SECRET = \"{}\"", "spring.datasource.password={}",
+    # A name and its value apart.
+    "env:\n  - name: DB_PASSWORD\n    value: {}", '{"env":[{"name":"DB_PASSWORD","value":"{}"}]}',
+    '<add key="ApiKey" value="{}"/>', "define('DB_PASSWORD', '{}');", "os.environ.setdefault('API_TOKEN', '{}')",
+    'std::env::set_var("API_KEY", "{}");',
+    # Commands' own places.
+    "curl -u admin:{} https://x.example", "docker login -u me -p {} registry.example", "mysql -uroot -p{} app",
+    "sshpass -p '{}' ssh host", "PGPASSWORD={} psql -h db", "ALTER USER app IDENTIFIED BY '{}';",
+    "machine api.example.com login me password {}", "set -gx OPENAI_API_KEY {}", 'setx OPENAI_API_KEY "{}"',
+    "Cookie: theme=dark; session={}", "curl -H 'Authorization: Bearer {}'", "char password[32] = \"{}\";",
 ]  # fmt: skip
+# A URL's password, with the signs detect-secrets' rule leaves.
+_URLS = ["postgresql://admin:{}@db:5432/app", "redis://:{}@cache:6379/0", "DATABASE_URL=mongodb://app:{}@mongo/db"]
+
+
+def _base64_pem(body: str) -> str:
+    return base64.b64encode(_pem(body).encode()).decode()
 
 
 def _jwt_sized(p: tuple[int, int]) -> str:
@@ -67,7 +84,8 @@ def _jwt_sized(p: tuple[int, int]) -> str:
 SECRETS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     "aws-access-key": _in(_AFTER, chars(string.ascii_uppercase + string.digits, 16).map(lambda s: "AKIA" + s)),
     "aws-secret-key": _in(['aws_secret_access_key = "{}"', "aws_secret_access_key = {}", "AWS_SECRET_ACCESS_KEY={}",
-                           '{"AWS_SECRET_ACCESS_KEY": "{}"}'], chars(B64, 40)),
+                           '{"AWS_SECRET_ACCESS_KEY": "{}"}', "aws configure set aws_secret_access_key {}"],
+                          chars(B64, 40)),
     "github-token": _in(_AFTER, st.one_of(chars(ALNUM, 36).map(lambda s: "ghp_" + s),
                                           mixed(ALNUM + "_", 82).map(lambda s: "github_pat_" + s))),
     "gitlab-token": _in(_AFTER, chars(URLSAFE, 20).map(lambda s: "glpat-" + s)),
@@ -80,16 +98,38 @@ SECRETS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     "huggingface-token": _in(_AFTER, mixed(string.ascii_letters, 34).map(lambda s: "hf_" + s.replace("7", "q"))),
     "groq-api-key": _in(_AFTER, mixed(ALNUM, 52).map(lambda s: "gsk_" + s)),
     "openrouter-api-key": _in(_AFTER, chars("0123456789abcdef", 64).map(lambda s: "sk-or-v1-" + s)),
-    "private-key": chars(B64, 200).map(lambda s: (s[:64], _pem(s))),
+    "private-key": st.one_of(
+        chars(B64, 200).map(lambda s: (s[:64], _pem(s))),
+        chars(B64, 200).map(_base64_pem).map(lambda b: (b, f"users:\n- name: me\n  user:\n    client-key-data: {b}")),
+    ),
     # Up to 12 kB: a JWT runs far past the string that gates its rule.
     "jwt": _in([*_AFTER, "?id_token={}", "TOKEN={}"],
                st.tuples(st.integers(0, 10**9), st.one_of(st.integers(0, 1_000), st.integers(8_000, 12_000)))
                .map(_jwt_sized)),
-    "basic-auth": mixed(ALNUM, 16).map(lambda s: (s, f"postgres://deploy:{s}@db.internal:5432/app")),
+    "basic-auth": st.one_of(
+        mixed(ALNUM, 16).map(lambda s: (s, f"postgres://deploy:{s}@db.internal:5432/app")),
+        _in(_URLS, mixed(ALNUM + "#!*+,;=()", 16)),
+    ),
     "anthropic-api-key": _in(_AFTER, chars(URLSAFE, 93).map(lambda s: "sk-ant-api03-" + s)),
     "openai-api-key": _in(_AFTER, mixed(URLSAFE, 48).map(lambda s: "sk-proj-" + s)),
     "ctxweb-api-key": _in(_AFTER, mixed(URLSAFE, 43).map(lambda s: "ctx_" + s)),
-    KEYWORD: _in(_BY_NAME, mixed(ALNUM, 14)),
+    **{kind: _in(_AFTER, secrets) for kind, secrets in {
+        "deepseek-api-key": chars("0123456789abcdef", 31).map(lambda s: "sk-7" + s),
+        "xai-api-key": mixed(ALNUM, 80).map(lambda s: "xai-" + s),
+        "perplexity-api-key": mixed(ALNUM, 48).map(lambda s: "pplx-" + s),
+        "langsmith-api-key": st.tuples(chars("0123456789abcdef", 32), chars("0123456789abcdef", 10))
+        .map(lambda p: f"lsv2_pt_{p[0]}_{p[1]}"),
+        "tavily-api-key": chars(ALNUM, 32).map(lambda s: "tvly-dev-" + s),
+        "replicate-api-token": mixed(ALNUM, 37).map(lambda s: "r8_" + s),
+        "pinecone-api-key": mixed(ALNUM, 70).map(lambda s: "pcsk_" + s),
+        "shopify-token": chars("0123456789abcdef", 32).map(lambda s: "shpat_" + s),
+        "linear-api-key": chars(ALNUM, 40).map(lambda s: "lin_api_" + s),
+        "doppler-token": chars(ALNUM, 44).map(lambda s: "dp.st.prd." + s),
+        "figma-token": chars(URLSAFE, 40).map(lambda s: "figd_" + s),
+        "databricks-token": chars("0123456789abcdef", 31).map(lambda s: "dapi7" + s),
+        "age-secret-key": chars(string.ascii_uppercase + string.digits, 58).map(lambda s: "AGE-SECRET-KEY-1" + s),
+    }.items()},
+    KEYWORD: _in(_BY_NAME, mixed(ALNUM, 20)),
     HIGH_ENTROPY: mixed(B64, 48).map(lambda s: (s, f'"{s}"')),
 }  # fmt: skip
 # A private key's lines as strings of their own (a list of lines, a JSON array of them).

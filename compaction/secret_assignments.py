@@ -1,0 +1,130 @@
+"""Values given to a secret's name in text (``secret_names`` tells the names and the values): the
+forms configuration, code, shells and HTTP write them in —
+
+- ``NAME=value``, ``name: value``, ``"name": "value"``, ``name := value``, ``name => value``,
+  ``char name[32] = "value"``, ``name "value";``, ``"value" == name``;
+- ``--name value``, ``--name=value``; ``<name>value</name>``;
+- a name and its value apart: ``{"name": "DB_PASSWORD", "value": "…"}`` (as JSON text), a YAML
+  ``name:``/``value:`` pair, ``<add key="ApiKey" value="…"/>``, ``define('DB_PASSWORD', '…')``;
+- commands: ``curl -u user:…``, ``docker login -p …``, ``sshpass -p …``, ``mysql -p…``,
+  ``IDENTIFIED BY '…'``, a netrc's ``login … password …``, ``setx NAME …``, ``set -gx NAME …``,
+  ``aws configure set NAME …``; ``Cookie: name=…``; ``Bearer …`` anywhere.
+
+Every rule starts at a name's first character (never inside a longer one) and reads a bounded run:
+linear on any text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from compaction.secret_names import secret_kind, secret_name, secret_value
+
+# What a text must hold (lower-cased) for a command's form to be looked for.
+COMMAND_WORDS = ("curl", "login", "sshpass", "mysql", "identified by", "machine ", "setx", "set -", "configure set",
+                 "cookie", "bearer", "define(", "setdefault(", "set_var(", "setenv(", "putenv(")  # fmt: skip
+
+_NAME = r"[A-Za-z_][\w.-]{0,80}"
+_ASSIGNMENT = re.compile(
+    rf"(?<![\w.$-])(?P<name>{_NAME})(?:\[\d*\])?(?P<close>[\"'`\]]{{0,2}})[ \t]*"
+    r"(?P<sign>={1,3}|!==?|:=|=>|:(?![:/]))[ \t]*@?"
+)
+_FLAG = re.compile(r"(?<![\w-])--(?P<name>[A-Za-z][\w-]{1,60})(?P<sign>=|[ \t]+)")
+_SPACED = re.compile(rf"(?<![\w.$-])(?P<name>{_NAME})[ \t]+(?=[\"'][^\"'\n]{{1,300}}[\"'];)(?P<sign>)")
+_COMPARED = re.compile(rf"([\"'])([^\"'\n]{{6,300}})\1[ \t]*[!=]==?[ \t]*(?P<name>{_NAME})")
+_TAG = re.compile(r"<([A-Za-z_][\w.-]{0,60})>([^<\n]{6,300})</\1>")
+_VALUE = re.compile(r"\"([^\"\n]{0,1000})\"|'([^'\n]{0,1000})'|`([^`\n]{0,1000})`|([^\s\"'`&,;()\[\]{}<>]{1,1000})")
+_SCHEME_PREFIX = re.compile(r"(?:bearer|basic|token|bot|digest|aws4-hmac-sha256)[ \t]+", re.I)
+_Q = r"[\"']"
+# A name and its value, apart: (pattern, the group of the name, the group of the value).
+_PAIRS = (
+    re.compile(rf"{_Q}(?:name|key|Name|Key){_Q}[ \t]*:[ \t]*{_Q}({_NAME}){_Q}[ \t]*,[ \t]*{_Q}(?:value|Value){_Q}"
+               rf"[ \t]*:[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"),
+    re.compile(rf"\b(?:name|key):[ \t]*{_Q}?({_NAME}){_Q}?[ \t]*\r?\n[ \t]*(?:-[ \t]*)?value:[ \t]*{_Q}?"
+               rf"([^\s\"']{{1,1000}})"),
+    re.compile(rf"\bkey={_Q}({_NAME}){_Q}[ \t]+value={_Q}([^\"'\n]{{1,1000}}){_Q}"),
+    re.compile(rf"\b(?:define|setdefault|set_var|[Ss]etenv|putenv|Setenv)\([ \t]*{_Q}({_NAME}){_Q}[ \t]*,[ \t]*"
+               rf"{_Q}([^\"'\n]{{1,1000}}){_Q}"),
+    re.compile(rf"(?:\bsetx|\bset[ \t]+-[gxUu]+|\bconfigure[ \t]+set)[ \t]+({_NAME})[ \t]+{_Q}?([^\s\"']{{1,1000}})"),
+)  # fmt: skip
+# Commands' own places for a password: (pattern, the group of the value).
+_COMMANDS = (
+    re.compile(r"(?<![\w-])(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]{1,200}:([^\s\"']{1,1000})"),
+    re.compile(r"\b(?:docker|podman|helm|nerdctl)[ \t]+(?:registry[ \t]+)?login\b[^\n]{0,300}?[ \t](?:-p|--password)"
+               r"[ \t]+[\"']?([^\s\"']{1,1000})"),
+    re.compile(r"\bsshpass[ \t]+-p[ \t]*[\"']?([^\s\"']{1,1000})"),
+    re.compile(r"\bmysql(?:dump|admin|sh)?\b[^\n]{0,300}?[ \t]-p([^\s\"']{1,1000})"),
+    re.compile(r"\bidentified[ \t]+by[ \t]+[\"']([^\"'\n]{1,1000})[\"']", re.I),
+    re.compile(r"\blogin[ \t]+\S{1,200}[ \t]+password[ \t]+(\S{1,1000})"),
+    re.compile(r"(?<![\w-])Bearer[ \t]+([A-Za-z0-9._~+/=-]{16,4000})"),
+)  # fmt: skip
+_COOKIE = re.compile(r"\bcookie:[ \t]*([^\n]{1,4000})", re.I)
+_COOKIE_PAIR = re.compile(r"([\w.-]{1,100})=([^;\s]{1,4000})")
+
+
+def assigned_values(stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """(kind, value) of every secret given to a secret's name in ``stretches``."""
+    for text in stretches:
+        for pattern in (_ASSIGNMENT, _FLAG, _SPACED):
+            match = pattern.search(text)
+            while match:
+                found = _assigned(text, match, pattern is _FLAG)
+                if found:  # on after the value: what it holds is not read again
+                    yield found[0], found[1]
+                match = pattern.search(text, found[2] if found else match.end())
+        for match in _COMPARED.finditer(text):
+            yield from _named(match.group("name"), match.group(2))
+        if "</" in text:
+            for match in _TAG.finditer(text):
+                yield from _named(match.group(1), match.group(2))
+        yield from _commands(text)
+
+
+def paired_values(stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """(kind, value) of every secret whose name and value are apart (``stretches`` span lines)."""
+    for text in stretches:
+        for pattern in _PAIRS:
+            for match in pattern.finditer(text):
+                yield from _named(match.group(1), match.group(2))
+
+
+def _named(name: str, raw: str, *, quoted: bool = True) -> Iterator[tuple[str, str]]:
+    sort = secret_name(name)
+    secret = sort and secret_value(raw, sort, name, quoted=quoted)
+    if secret:
+        yield secret_kind(name), secret
+
+
+def _commands(text: str) -> Iterator[tuple[str, str]]:
+    for pattern in _COMMANDS:
+        for match in pattern.finditer(text):
+            secret = secret_value(match.group(1), "human" if pattern is not _COMMANDS[-1] else "machine")
+            if secret:
+                yield "keyword", secret
+    for line in _COOKIE.finditer(text):
+        for pair in _COOKIE_PAIR.finditer(line.group(1)):
+            secret = secret_value(pair.group(2), "machine", pair.group(1))
+            if secret:
+                yield "keyword", secret
+
+
+def _assigned(text: str, match: re.Match[str], flag: bool) -> tuple[str, str, int] | None:
+    """The kind and secret given by ``match`` and where its value ends, or None."""
+    name = match.group("name")
+    sort = secret_name(name)
+    if sort is None:
+        return None
+    at = match.end()
+    scheme = _SCHEME_PREFIX.match(text, at)
+    found = _VALUE.match(text, scheme.end() if scheme else at)
+    if found is None:
+        return None
+    raw = next(g for g in found.groups() if g is not None)
+    bare = found.group(4) is not None
+    sign = match.group("sign")
+    if bare and (sign in ("==", "===", "!=", "!==") or text[found.end() : found.end() + 1] in ("(", "[", ".")):
+        return None  # compared with another name, or code: a call, an index, a member
+    # An environment's ``NAME=value`` (a .env file, a shell): a bare word is its value.
+    env = bare and name.isupper() and sign == "=" and not match.groupdict().get("close")
+    secret = secret_value(raw, sort, name, quoted=not bare or (flag and sign == "="), env=env)
+    return (secret_kind(name), secret, found.end()) if secret else None
