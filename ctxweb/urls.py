@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from sessions_app.api.mcp import views as mcp_views
 from sessions_app.api.proxy import base as proxy_base
 from sessions_app.api.proxy import views as proxy_views
 
@@ -11,6 +12,7 @@ urlpatterns = [
     path("api/v1/", include("sessions_app.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("mcp/", mcp_views.mcp, name="mcp"),
     # Anthropic's paths under a prefix: an SDK's base URL is http://ctxweb/proxy/anthropic.
     path("proxy/anthropic/v1/messages", proxy_views.messages, name="proxy-messages"),
     path("proxy/anthropic/v1/messages/count_tokens", proxy_views.count_tokens, name="proxy-count-tokens"),

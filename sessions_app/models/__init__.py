@@ -15,6 +15,7 @@ from sessions_app.models.compactions import (
     MessageBackup,
 )
 from sessions_app.models.maintenance import BackfillCursor
+from sessions_app.models.mcp import McpCall
 from sessions_app.models.projects import ROLE_RANK, ApiKey, CompactionPolicy, Membership, ModelProfile, Project, Role
 from sessions_app.models.requests import COST_UNITS, DailySpend, ProviderRequest, RequestSource, cost_from_units
 from sessions_app.models.sessions import (
@@ -66,6 +67,7 @@ __all__ = [
     "DeliveryStatus",
     "HandoffDocument",
     "IngestRejection",
+    "McpCall",
     "Membership",
     "Message",
     "MessageBackup",
