@@ -13,6 +13,7 @@ import httpx2
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
 
 from sessions_app.models import McpCall, Message
 from sessions_app.services import compaction_runs
@@ -25,7 +26,9 @@ WORD = "zqonlyinoriginal"
 
 
 def rpc(client, persona, method: str, params: dict | None = None, *, id_: int | None = 1, **headers):
-    message = {"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})}
+    message: dict[str, object] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
     if id_ is not None:
         message["id"] = id_
     extra = {**ACCEPT, **(persona.auth if persona else {}), **headers}
@@ -59,7 +62,7 @@ def _placeholder_and_original(session) -> tuple[str, str]:
         for block in message.content if isinstance(message.content, list) else []:
             found = RECALL.search(json.dumps(block))
             if block.get("type") == "tool_result" and found:
-                original = message.backups.order_by("pk").first().content
+                original = message.backups.order_by("pk")[0].content
                 return found.group(1), next(b["content"] for b in original if b.get("type") == "tool_result")
     raise AssertionError("no placeholder names a recall id")
 
@@ -136,7 +139,9 @@ def test_the_sdks_own_client_in_both_protocol_eras(team, live_server, session_of
             async with Client(streamable_http_client(f"{live_server.url}/mcp/", http_client=http), mode=mode) as c:
                 tools = [t.name for t in (await c.list_tools()).tools]
                 found = await c.call_tool("search", {"query": "zqsdkword"})
-                return sorted(tools), found.content[0].text
+                (first,) = found.content
+                assert isinstance(first, TextContent)
+                return sorted(tools), first.text
 
     for mode in ("legacy", "auto"):
         tools, text = asyncio.run(run(mode))
