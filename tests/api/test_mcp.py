@@ -135,13 +135,15 @@ def test_the_sdks_own_client_in_both_protocol_eras(team, live_server, session_of
 
     async def run(mode: str) -> tuple[list[str], str]:
         headers = {"Authorization": f"Bearer {team.alice.key}", "ctxweb-session": str(session.pk)}
-        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-            async with Client(streamable_http_client(f"{live_server.url}/mcp/", http_client=http), mode=mode) as c:
-                tools = [t.name for t in (await c.list_tools()).tools]
-                found = await c.call_tool("search", {"query": "zqsdkword"})
-                (first,) = found.content
-                assert isinstance(first, TextContent)
-                return sorted(tools), first.text
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            Client(streamable_http_client(f"{live_server.url}/mcp/", http_client=http), mode=mode) as c,
+        ):
+            tools = [t.name for t in (await c.list_tools()).tools]
+            found = await c.call_tool("search", {"query": "zqsdkword"})
+            (first,) = found.content
+            assert isinstance(first, TextContent)
+            return sorted(tools), first.text
 
     for mode in ("legacy", "auto"):
         tools, text = asyncio.run(run(mode))
