@@ -77,11 +77,18 @@ def run_claude(
     timeout: float = 90,
     prompt: str = PROMPT,
     resume: bool = False,
+    mcp_servers: Mapping[str, Any] | None = None,
 ) -> Run:
-    """One ``claude -p`` run; ``resume``: it continues the latest conversation (``--continue``)."""
+    """One ``claude -p`` run; ``resume``: it continues the latest conversation (``--continue``);
+    ``mcp_servers``: the MCP servers it is given (``--mcp-config``, as a ``.mcp.json`` names them)."""
+    mcp: list[str] = []
+    if mcp_servers is not None:
+        config = home / "mcp.json"
+        config.write_text(json.dumps({"mcpServers": dict(mcp_servers)}))
+        mcp = ["--mcp-config", str(config), "--strict-mcp-config"]
     out = subprocess.run(
         [str(CLAUDE), "-p", prompt, *(["--continue"] if resume else []), "--output-format", "stream-json",
-         "--verbose", "--model", MODEL, "--dangerously-skip-permissions"],
+         "--verbose", "--model", MODEL, "--dangerously-skip-permissions", *mcp],
         cwd=workdir, env=claude_env(base_url, api_key, home, ctxweb_key), capture_output=True, text=True,
         timeout=timeout,
     )  # fmt: skip

@@ -1,4 +1,6 @@
-"""The tools an agent calls: ``context_status`` (its session's STATUS), ``search`` (its session or
+"""The tools an agent calls (each answers text; ``context_status`` and ``search`` the same as
+structured content too — a client that has it reads only that, as Claude Code does, so ``recall`` and
+``handoff``, whose text is the answer, have none): ``context_status`` (its session's STATUS), ``search`` (its session or
 project), ``recall`` (the original behind a placeholder's ``m<seq>``, a checkpoint ``c<version>``, a
 handoff ``h<id>``) and ``handoff`` (write the document, answer it). Each call is recorded in the
 session (``McpCall``); an error the agent can act on is a tool result marked ``is_error``."""
@@ -32,7 +34,7 @@ _SESSION = {"type": "string", "description": "A session's id, or the agent's own
 @dataclass(frozen=True)
 class Answer:
     text: str
-    data: dict[str, Any]
+    data: dict[str, Any] | None
     asked: str = ""
     found: bool = True
 
@@ -50,7 +52,8 @@ def _context_status(caller: dict[str, Any], args: dict[str, Any]) -> tuple[Any, 
         status["recommendation"],
         *(f"Warning: {w}" for w in status["warnings"]),
     ]
-    return session, Answer("\n".join(lines), {"session": session.pk, **status})
+    text = "\n".join(lines)
+    return session, Answer(text, {"session": session.pk, "text": text, **status})
 
 
 def _search(caller: dict[str, Any], args: dict[str, Any]) -> tuple[Any, Answer]:
@@ -68,7 +71,11 @@ def _search(caller: dict[str, Any], args: dict[str, Any]) -> tuple[Any, Answer]:
     text = "\n".join(lines) or f"Nothing found for {query!r}."
     if hits:
         text += "\n\nrecall <ref> (with session for another session's) answers the whole text."
-    rows = [{"ref": h.ref, "session": h.session_id, "kind": h.kind, "state": h.state, "rank": h.rank} for h in hits]
+    rows = [
+        {"ref": h.ref, "session": h.session_id, "kind": h.kind, "state": h.state, "rank": h.rank,
+         "snippet": _plain(h.snippet)}
+        for h in hits
+    ]  # fmt: skip
     return session, Answer(text, {"hits": rows}, asked=query, found=bool(hits))
 
 
@@ -86,14 +93,14 @@ def _recall(caller: dict[str, Any], args: dict[str, Any]) -> tuple[Any, Answer]:
         if found.next_offset is not None
         else ""
     )
-    data = {"ref": found.ref, "what": found.what, "total": found.total, "next_offset": found.next_offset}
-    return session, Answer(f"{found.what}\n\n{found.text}{more}", data, asked=found.ref)
+    return session, Answer(f"{found.what}\n\n{found.text}{more}", None, asked=found.ref)
 
 
 def _handoff(caller: dict[str, Any], args: dict[str, Any]) -> tuple[Any, Answer]:
     session = recalling.agent_session(caller["user"], caller["key"], _session_ref(caller, args), min_role=Role.MEMBER)
     document = handoffs.handoff_create(session=session, user=caller["user"])
-    return session, Answer(document.markdown or document.text, {"handoff": document.pk, "ref": f"h{document.pk}"})
+    text = f"h{document.pk}: the handoff document of session {session.pk}\n\n{document.markdown or document.text}"
+    return session, Answer(text, None)
 
 
 def _session_ref(caller: dict[str, Any], args: dict[str, Any]) -> str | None:
@@ -166,7 +173,7 @@ def _call(name: str, caller: dict[str, Any], args: dict[str, Any]) -> types.Call
         user=caller["user"],
         api_key=caller["key"],
     )
-    data = json.loads(json.dumps(answer.data, default=str))
+    data = json.loads(json.dumps(answer.data, default=str)) if answer.data is not None else None
     return types.CallToolResult(content=[types.TextContent(text=answer.text)], structured_content=data)
 
 
