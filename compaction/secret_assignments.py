@@ -22,18 +22,29 @@ from compaction.secret_names import secret_kind, secret_name, secret_value
 
 # What a text must hold (lower-cased) for a command's form to be looked for.
 COMMAND_WORDS = ("curl", "login", "sshpass", "mysql", "identified by", "machine ", "setx", "set -", "configure set",
-                 "cookie", "bearer", "define(", "setdefault(", "set_var(", "setenv(", "putenv(")  # fmt: skip
+                 "cookie", "bearer", "define", "setdefault(", "set_var(", "setenv(", "putenv(", "requirepass",
+                 "httpbasicauth", "getenv", "env(", "get(", "getordefault(", "process.env", "<property", "<entry",
+                 "env ", "arg ", "密码", "пароль", "mot de passe", "contraseña", "senha", "wachtwoord", "パスワード",
+                 "비밀번호", "sig=")  # fmt: skip
 
 _NAME = r"[A-Za-z_][\w.-]{0,80}"
+# A name: after a ``$`` (PHP, Perl, PowerShell) or a Java ``-D``/Maven ``-P`` property; then what may
+# close it (a quote, a bracket, markdown's ``**``), a type (``password: str =``, ``API_KEY: string =``,
+# Go's ``apiKey string =``), the sign — ``=>`` before ``=``, or the value would be read from ``>``.
 _ASSIGNMENT = re.compile(
-    rf"(?<![\w.$-])(?P<name>{_NAME})(?:\[\d*\])?(?P<close>[\"'`\]]{{0,2}})[ \t]*"
-    r"(?P<sign>={1,3}|!==?|:=|=>|:(?![:/]))[ \t]*@?"
+    rf"(?:(?<![\w.$-])|(?<=\$)|(?<=-[DP]))(?P<name>{_NAME})(?:\[\d*\])?(?P<close>[\"'`\]*_]{{0,3}})"
+    r"(?:[ \t]*:[ \t]+[&\w.\[\]<>|]{1,40}[ \t]*(?==[^=>])|[ \t]+(?:string|int|bool|\[\]byte)[ \t]*(?==[^=>]))?"
+    r"[ \t]*(?P<sign>=>|={1,3}|!==?|:=|:(?![:/]))[ \t]*(?:[*_]{1,2}[ \t]*)?@?"
 )
 _FLAG = re.compile(r"(?<![\w-])--(?P<name>[A-Za-z][\w-]{1,60})(?P<sign>=|[ \t]+)")
 _SPACED = re.compile(rf"(?<![\w.$-])(?P<name>{_NAME})[ \t]+(?=[\"'][^\"'\n]{{1,300}}[\"'];)(?P<sign>)")
 _COMPARED = re.compile(rf"([\"'])([^\"'\n]{{6,300}})\1[ \t]*[!=]==?[ \t]*(?P<name>{_NAME})")
 _TAG = re.compile(r"<([A-Za-z_][\w.-]{0,60})>([^<\n]{6,300})</\1>")
-_VALUE = re.compile(r"\"([^\"\n]{0,1000})\"|'([^'\n]{0,1000})'|`([^`\n]{0,1000})`|([^\s\"'`&,;()\[\]{}<>]{1,1000})")
+# A value: quoted (after a string prefix: ``b"…"``, ``r'…'``, ``f"…"``), or bare to a space or a sign.
+_VALUE = re.compile(
+    r"(?:[bBrRuUfF]{1,2}(?=[\"']))?(?:\"([^\"\n]{0,1000})\"|'([^'\n]{0,1000})'|`([^`\n]{0,1000})`"
+    r"|([^\s\"'`&,;()\[\]{}<>]{1,1000}))"
+)
 _SCHEME_PREFIX = re.compile(r"(?:bearer|basic|token|bot|digest|aws4-hmac-sha256)[ \t]+", re.I)
 _Q = r"[\"']"
 # A name and its value, apart: (pattern, the group of the name, the group of the value).
@@ -43,8 +54,16 @@ _PAIRS = (
     re.compile(rf"\b(?:name|key):[ \t]*{_Q}?({_NAME}){_Q}?[ \t]*\r?\n[ \t]*(?:-[ \t]*)?value:[ \t]*{_Q}?"
                rf"([^\s\"']{{1,1000}})"),
     re.compile(rf"\bkey={_Q}({_NAME}){_Q}[ \t]+value={_Q}([^\"'\n]{{1,1000}}){_Q}"),
-    re.compile(rf"\b(?:define|setdefault|set_var|[Ss]etenv|putenv|Setenv)\([ \t]*{_Q}({_NAME}){_Q}[ \t]*,[ \t]*"
-               rf"{_Q}([^\"'\n]{{1,1000}}){_Q}"),
+    re.compile(rf"\b(?:define|setdefault|set_var|[Ss]etenv|putenv|Setenv|getenv|get|env|getOrDefault|"
+               rf"GetEnvironmentVariable|fetch)\([ \t]*{_Q}({_NAME}){_Q}[ \t]*,[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"),
+    re.compile(rf"\bprocess\.env\.({_NAME})[ \t]*(?:\|\||\?\?)[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"),
+    re.compile(rf"<property[ \t]+name={_Q}({_NAME}){_Q}[ \t]+value={_Q}([^\"'\n]{{1,1000}}){_Q}"),
+    re.compile(rf"<entry[ \t]+key={_Q}({_NAME}){_Q}[ \t]*>([^<\n]{{1,1000}})</entry>"),
+    re.compile(rf"\.set({_NAME})\([ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}[ \t]*\)"),
+    re.compile(rf"#define[ \t]+({_NAME})[ \t]+{_Q}([^\"'\n]{{1,1000}}){_Q}"),
+    re.compile(rf"\b(?:ENV|ARG)[ \t]+({_NAME})[ \t]+([^\s=]{{1,1000}})"),
+    re.compile(rf"\|[ \t]*`?({_NAME})`?[ \t]*\|[ \t]*`?([^`|\s]{{1,1000}})`?[ \t]*\|"),
+    re.compile(rf"{_Q}--({_NAME}){_Q}[ \t]*,[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"),
     re.compile(rf"(?:\bsetx|\bset[ \t]+-[gxUu]+|\bconfigure[ \t]+set)[ \t]+({_NAME})[ \t]+{_Q}?([^\s\"']{{1,1000}})"),
 )  # fmt: skip
 # Commands' own places for a password: (pattern, the group of the value).
@@ -52,10 +71,17 @@ _COMMANDS = (
     re.compile(r"(?<![\w-])(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]{1,200}:([^\s\"']{1,1000})"),
     re.compile(r"\b(?:docker|podman|helm|nerdctl)[ \t]+(?:registry[ \t]+)?login\b[^\n]{0,300}?[ \t](?:-p|--password)"
                r"[ \t]+[\"']?([^\s\"']{1,1000})"),
-    re.compile(r"\bsshpass[ \t]+-p[ \t]*[\"']?([^\s\"']{1,1000})"),
-    re.compile(r"\bmysql(?:dump|admin|sh)?\b[^\n]{0,300}?[ \t]-p([^\s\"']{1,1000})"),
+    re.compile(r"\bsshpass[ \t]+-p[ \t]+[\"']?([^\s\"']{1,1000})"),
+    # Glued to its flag, the flag is replaced with it (a password alone is replaced only as a word).
+    re.compile(r"\bsshpass[ \t]+(-p[^\s\"']{1,1000})"),
+    re.compile(r"\bmysql(?:dump|admin|sh)?\b[^\n]{0,300}?[ \t](-p[^\s\"']{1,1000})"),
+    re.compile(r"(?:密码|пароль|mot de passe|contraseña|passwort|senha|wachtwoord|パスワード|비밀번호)"
+               r"[ \t]*[:：=][ \t]*([^\s\"']{1,1000})", re.I),
+    re.compile(r"[?&]sig=([A-Za-z0-9%+/=]{20,200})"),
     re.compile(r"\bidentified[ \t]+by[ \t]+[\"']([^\"'\n]{1,1000})[\"']", re.I),
-    re.compile(r"\blogin[ \t]+\S{1,200}[ \t]+password[ \t]+(\S{1,1000})"),
+    re.compile(r"\bmachine[ \t]+\S{1,200}[ \t]+login[ \t]+\S{1,200}[ \t]+password[ \t]+(\S{1,1000})"),
+    re.compile(r"\brequirepass[ \t]+(\S{1,1000})"),
+    re.compile(r"HTTPBasicAuth\([ \t]*[\"'][^\"'\n]{0,200}[\"'][ \t]*,[ \t]*[\"']([^\"'\n]{1,1000})[\"']"),
     re.compile(r"(?<![\w-])Bearer[ \t]+([A-Za-z0-9._~+/=-]{16,4000})"),
 )  # fmt: skip
 _COOKIE = re.compile(r"\bcookie:[ \t]*([^\n]{1,4000})", re.I)
@@ -71,7 +97,8 @@ def assigned_values(stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
                 found = _assigned(text, match, pattern is _FLAG)
                 if found:  # on after the value: what it holds is not read again
                     yield found[0], found[1]
-                match = pattern.search(text, found[2] if found else match.end())
+                # Not a secret's: on from its name, which may have taken a name as a type (``Here: DB_PASSWORD=``).
+                match = pattern.search(text, found[2] if found else match.end("name"))
         for match in _COMPARED.finditer(text):
             yield from _named(match.group("name"), match.group(2))
         if "</" in text:
@@ -122,6 +149,10 @@ def _assigned(text: str, match: re.Match[str], flag: bool) -> tuple[str, str, in
     raw = next(g for g in found.groups() if g is not None)
     bare = found.group(4) is not None
     sign = match.group("sign")
+    start = match.start("name")
+    opener = text[start - 1 : start] if start else ""
+    if opener in ('"', "'") and not match.group("close") and found.group(0).startswith(opener):
+        return None  # a label's own closing quote ("Password:"), not a value's opening one
     if bare and (sign in ("==", "===", "!=", "!==") or text[found.end() : found.end() + 1] in ("(", "[", ".")):
         return None  # compared with another name, or code: a call, an index, a member
     # An environment's ``NAME=value`` (a .env file, a shell): a bare word is its value.

@@ -14,8 +14,13 @@ from detect_secrets.filters import heuristic
 # A name's last word (or last two) that says its value is a secret. Human-chosen secrets (a password)
 # may be any word; machine-made ones (a token, a key) look random.
 _HUMAN = frozenset(
-    {"password", "passwd", "pwd", "pass", "passphrase", "passcode", "passwords", "contraseña", "contrasena",
+    {"password", "passwd", "pwd", "pw", "passphrase", "passcode", "passwords", "contraseña", "contrasena",
      "passwort", "mdp"}
+)  # fmt: skip
+# "pass" names a password alone or after these (``DB_PASS``); ``allPass``, ``firstPass`` are not.
+_PASS_QUALIFIERS = frozenset(
+    {"db", "database", "key", "user", "admin", "root", "ftp", "smtp", "mail", "email", "redis", "mysql", "pg",
+     "postgres", "sql", "app", "api", "ldap", "bind", "proxy", "auth", "login", "master", "sa", "service", "account"}
 )  # fmt: skip
 _MACHINE = frozenset(
     {"secret", "secrets", "token", "credential", "credentials", "authorization", "apikey", "apikeys", "accesskey",
@@ -36,14 +41,15 @@ _VALUE_SUFFIXES = frozenset(
 _HUMAN_ENDINGS = ("password", "passwd", "passphrase")
 _MACHINE_ENDINGS = ("secret", "token", "apikey")
 # What a text must hold (lower-cased) for a name of a secret to be in it.
-GATE_WORDS = ("pass", "pwd", "secret", "token", "key", "credential", "auth", "contrase", "passwort", "mdp", "dsn")
+GATE_WORDS = ("pass", "pwd", "pw", "secret", "token", "key", "credential", "auth", "contrase", "passwort", "mdp", "dsn")
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[^0-9A-Za-z\u00c0-\uffff]+")
 # Values that are a type, a literal or a placeholder, not a secret.
 _LITERALS = frozenset(
     {"null", "none", "nil", "true", "false", "undefined", "required", "optional", "string", "str", "bytes", "int",
-     "integer", "number", "bool", "boolean", "object", "any", "text", "redacted", "hidden", "masked", "placeholder",
+     "integer", "number", "bool", "boolean", "boolean?", "string?", "object", "any", "text", "redacted", "hidden",
+     "masked", "placeholder",
      "example", "sensitive", "secretstr", "unknown", "omitted", "removed", "changeme", "default", "empty",
      "password", "passwd", "secret", "token", "apikey", "api_key", "credentials",
      # "password" in other languages (a form's label), and defaults everyone knows, which are also the
@@ -69,8 +75,19 @@ _PLACEHOLDER = re.compile(
 _TEMPLATE_MARKS = ("${", "{{", "{%", "%(", "…")
 
 
+# A format string's field (``{self._get_token()}``, ``{policy}:{sas_key}``), a regular expression's
+# syntax (``([a-f0-9]{48})``, ``(?=…``, ``\d``): code's strings, not values.
+_FIELD_OR_PATTERN = re.compile(
+    r"\{[A-Za-z_][\w.()\[\]'\"]*\}|\[[^\]]{0,40}-[^\]]{0,40}\]|\(\?|\\[dwsvb]|\{\d+(?:,\d*)?\}"
+)
+
+
 def _templated(value: str) -> bool:
-    return _PLACEHOLDER.match(value) is not None or any(mark in value for mark in _TEMPLATE_MARKS)
+    return (
+        _PLACEHOLDER.match(value) is not None
+        or any(mark in value for mark in _TEMPLATE_MARKS)
+        or _FIELD_OR_PATTERN.search(value) is not None
+    )
 
 
 _PATH = re.compile(r"\A(?:~?/|\.\.?/|[A-Za-z]:\\)")
@@ -83,6 +100,10 @@ _RANDOM_CASE = re.compile(r"[A-Z][a-z][A-Z]|[a-z][A-Z]{2}[a-z]")
 _SPACE = re.compile(r"\s")
 # A class or type in code (``SyncX509WorkloadIdentityAuth``, ``_BedrockSigV4Auth``), given bare.
 _PASCAL = re.compile(r"\A_?[A-Z][a-z]+(?:[A-Z0-9][a-z0-9]+)+[A-Z]?\Z")
+# Code, given bare: a member read with an operator (``_.password?_.username+…``).
+_CODE = re.compile(r"[A-Za-z_$][\w$]*\.[A-Za-z_$].*[?|+!]|[?|+!].*[A-Za-z_$][\w$]*\.[A-Za-z_$]")
+_LABEL = re.compile(r"passwort|contraseña|contrasena|mot de passe|senha|wachtwoord|lösenord|hasło|пароль", re.I)
+_WORDLIKE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _SLUG = re.compile(r"\A[A-Za-z0-9_.-]+\Z")
 MIN_VALUE = 6
 MAX_VALUE = 1_000
@@ -107,6 +128,8 @@ def secret_name(name: str) -> str | None:
     last = parts[-1]
     if last in _HUMAN or last.endswith(_HUMAN_ENDINGS):
         return "human"
+    if last == "pass" and (len(parts) == 1 or parts[-2] in _PASS_QUALIFIERS):
+        return "human"
     if last in _MACHINE or (last in _KEY_WORDS and len(parts) > 1 and parts[-2] in _KEY_QUALIFIERS):
         return "machine"
     return "machine" if last.endswith(_MACHINE_ENDINGS) and len(last) > 7 else None
@@ -130,13 +153,17 @@ def secret_value(value: str, sort: str, name: str = "", *, quoted: bool = True, 
             return None
     if not MIN_VALUE <= len(value) <= MAX_VALUE or value.lower() in _LITERALS or "[secret:" in value:
         return None
-    path = _PATH.match(value) is not None and not _RANDOM_CASE.search(value)  # not a key that starts with "/"
+    # A path, not a key that starts with "/" (base64's letters run in no order, and hold "+" and "=").
+    path = _PATH.match(value) is not None and not _RANDOM_CASE.search(value) and not ("+" in value or "=" in value)
     if _templated(value) or path or "://" in value or len(set(value)) <= 2:
         return None
     spaced = _SPACE.search(value) is not None
     if spaced and (not quoted or sort != "human" or len(value) > 100 or not _PHRASE.match(value)):
         return None
-    if _REFERENCE.match(value) or (not quoted and (_EXPRESSION.match(value) or _PASCAL.match(value))):
+    if spaced and (_LABEL.search(value) or any(w in value.lower() for w in words(name) if len(w) > 2)):
+        return None  # a form's label: "Reset password", "Neues Passwort"
+    pascal = sort != "human" and not env and _PASCAL.match(value) is not None
+    if _REFERENCE.match(value) or (not quoted and (_EXPRESSION.match(value) or pascal or _CODE.search(value))):
         return None
     letters_only = _IDENTIFIER.match(value) is not None  # letters, "_", "-", "."
     if _names_itself(value, letters_only, name):
@@ -146,7 +173,8 @@ def secret_value(value: str, sort: str, name: str = "", *, quoted: bool = True, 
     random = not letters_only or bool(_RANDOM_CASE.search(value))  # a digit, a sign, or letters in no order
     if sort == "human":
         return value if quoted or env or random else None
-    return value if len(value) >= 8 and not spaced and (random or env) else None
+    # A token or key of letters only in an environment (``AUTH=internal``) is a mode, unless it is long.
+    return value if len(value) >= 8 and not spaced and (random or (env and len(value) >= 16)) else None
 
 
 def _names_itself(value: str, letters_only: bool, name: str) -> bool:
@@ -154,6 +182,8 @@ def _names_itself(value: str, letters_only: bool, name: str) -> bool:
     between separators in a slug (``my-k8s-secret-name``; ``password123`` is a password)."""
     low = value.lower()
     slug = len(value) <= 40 and _SLUG.match(value) is not None  # a name, not an 80-character key
+    if _WORDLIKE.match(value) and {w for w in words(value) if len(w) > 2} & set(words(name)):
+        return True  # a type or class of its own (``private_key: X25519PrivateKey``, ``token: OAuth2Token``)
     return any(
         len(word) > 2
         and word in low

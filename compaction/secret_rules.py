@@ -323,8 +323,8 @@ _BASE64 = Base64HighEntropyString()
 def _high_entropy(text: str) -> Iterator[str]:
     for match in _BASE64.regex.finditer(text):
         value = match.group(2).rstrip("\\")  # the escape of a closing quote in escaped JSON
-        if len(value) < 20 or _HEX.match(value):
-            continue
+        if len(value) < 20 or _HEX.match(value) or ("/" in value and "-" in value):
+            continue  # hex (a digest), or a path of slugs (``nvidia/Nemotron-3-Super``): neither is base64
         if _BASE64.calculate_shannon_entropy(value) <= _BASE64.entropy_limit:
             continue
         if _NOT_SECRET_BEFORE.search(text, max(0, match.start() - 40), match.start()):

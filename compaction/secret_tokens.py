@@ -20,7 +20,7 @@ from compaction.secret_names import secret_value
 
 # A generic prefix (``sk-``, ``hf_``) must not be inside a longer word: not after a letter or "_", except
 # the letter of an escape (``\nsk-…`` in escaped JSON), of a URL's ``%3D`` or a terminal colour's ``…32m``.
-_BEFORE = r"(?:(?<![A-Za-z_])|(?<=\\[ntr])|(?<=%[0-9A-Fa-f]{2})|(?<=[0-9]m))"
+_BEFORE = r"(?:(?<![A-Za-z_])|(?<=\\[ntr])|(?<=%[0-9A-Fa-f]{2})|(?<=[0-9]m)|(?<=\\u[0-9a-fA-F]{4}))"
 _AFTER = r"(?![A-Za-z0-9_-])"
 _DIGIT = re.compile(r"[0-9]")
 

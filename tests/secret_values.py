@@ -67,6 +67,14 @@ _BY_NAME = [
     "sshpass -p '{}' ssh host", "PGPASSWORD={} psql -h db", "ALTER USER app IDENTIFIED BY '{}';",
     "machine api.example.com login me password {}", "set -gx OPENAI_API_KEY {}", 'setx OPENAI_API_KEY "{}"',
     "Cookie: theme=dark; session={}", "curl -H 'Authorization: Bearer {}'", "char password[32] = \"{}\";",
+    # Code's own forms: a PHP or Ruby hash, a typed declaration, a sigil, a string prefix, a default.
+    "'password' => '{}',", "$config['password'] => '{}'", 'password: str = "{}"', 'const API_KEY: string = "{}";',
+    'var apiKey string = "{}"', '$password = "{}";', 'password = b"{}"', 'os.getenv("DB_PASSWORD", "{}")',
+    "process.env.API_KEY || '{}'", 'ds.setPassword("{}");', '<property name="password" value="{}"/>',
+    "java -Djavax.net.ssl.keyStorePassword={} -jar app.jar", 'HTTPBasicAuth("admin", "{}")',
+    '#define PASSWORD "{}"', "ENV DB_PASSWORD {}", "requirepass {}", "ROOT_PW={}", "密码: {}",
+    '"--api-key", "{}"', "**Password:** {}", "- **API_KEY**: `{}`", "| DB_PASSWORD | `{}` |",
+    "sshpass -p{} ssh host", "spring.datasource.password=Hunter{}", "PGPASSWORD={} psql",
 ]  # fmt: skip
 # A URL's password, with the signs detect-secrets' rule leaves.
 _URLS = ["postgresql://admin:{}@db:5432/app", "redis://:{}@cache:6379/0", "DATABASE_URL=mongodb://app:{}@mongo/db"]

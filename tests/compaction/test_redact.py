@@ -122,6 +122,12 @@ def test_a_disabled_kind_is_left_and_a_projects_own_pattern_is_found():
         '{"token": " world", "logprob": -0.12}, {"token": "ization", "logprob": -1.5}',
         "self._noAuthorization = !req.headers.authorization",
         "the --password flag suffers from the same problem; set password: <your password>",
+        "key = X25519PrivateKey.generate()\nprivate_key: X25519PrivateKey = key\ntoken: OAuth2Token;",
+        "Fix the login form password validation; add validation tests",
+        '{"reset_password": "Reset password", "new_password": "Neues Passwort", "allPass": "overEvery"}',
+        'model="nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "password": "boolean?", AUTH=internal',
+        '_.auth=_.password?_.username+":"+_.password:null; "Password:"),o?Re.createElement(',
+        "DB_PASSWORD=postgres\nimage: postgres:16\npsql -U postgres",
     ],
 )
 def test_what_only_looks_like_a_secret_stays(text):
@@ -233,3 +239,15 @@ def test_on_the_installed_packages_code_fewer_than_one_in_a_thousand_pieces_chan
                     found.append((path.name, sorted(values)))
     assert pieces > 5_000
     assert len(found) * 1_000 < pieces, found
+
+
+# Kinds told by where they sit (a name, a URL, a PEM header), not by their own shape.
+BY_CONTEXT = {KEYWORD, HIGH_ENTROPY, "aws-secret-key", "basic-auth", "private-key"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(kind=st.sampled_from(sorted(set(SECRETS) - BY_CONTEXT)), data=st.data())
+def test_a_key_after_an_escape_of_another_json_library_is_not_left(kind, data):
+    """Gson writes "=" as ``\\u003d``: a key glued to it is still replaced (by its kind, or whole)."""
+    secret, _ = data.draw(SECRETS[kind])
+    assert not leaked(secret, redact('{"url": "https://x.example/?k\\u003d' + secret + '"}', RULES).value)
