@@ -186,3 +186,6 @@ _.spawned_by
 # services/spend_rollup.request_store: a request's row stored as given, with its saving and its rollup
 # bucket; what tests and scripts that make rows of their own call instead of ProviderRequest.objects.create.
 _.request_store
+
+# templatetags/search_marks.highlight: a template filter, used by name in message.html.
+_.highlight

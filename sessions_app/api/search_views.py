@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -13,7 +12,7 @@ from rest_framework.views import APIView
 
 from sessions_app.api.auth import AuthenticatedRequest
 from sessions_app.api.params import int_param
-from sessions_app.selectors.search import KINDS, MAX_PAGE, MAX_QUERY, STATES, Hit, Scope, search
+from sessions_app.selectors.search import KINDS, MAX_PAGE, MAX_QUERY, STATES, Hit, Scope, hit_path, search
 
 PAGE = 20
 
@@ -64,16 +63,6 @@ def hit_as_dict(hit: Hit, url: str) -> dict[str, Any]:
     }
 
 
-def hit_url(hit: Hit, query: str) -> str:
-    """The web page of a hit, with the query to highlight."""
-    q = urlencode({"q": query})
-    if hit.kind == "message":
-        return f"/messages/{hit.message_id}/?{q}"
-    if hit.kind == "original":
-        return f"/messages/{hit.message_id}/original/?{q}"
-    return f"/sessions/{hit.session_id}/?{q}#{'checkpoints' if hit.kind == 'checkpoint' else 'handoffs'}"
-
-
 class SearchApi(APIView):
     @extend_schema(
         parameters=[
@@ -104,7 +93,7 @@ class SearchApi(APIView):
             {
                 "next": _page_link(request, page + 1) if len(found) > size else None,
                 "previous": _page_link(request, page - 1) if page > 1 else None,
-                "results": [hit_as_dict(hit, hit_url(hit, query)) for hit in found[:size]],
+                "results": [hit_as_dict(hit, hit_path(hit, query)) for hit in found[:size]],
             }
         )
 

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from django.db import connection
 from django.db.models import Q, QuerySet
@@ -55,9 +56,10 @@ class Hit:
 
 @dataclass(frozen=True)
 class Scope:
-    """What to search: the user's projects, narrowed to one project, one session, a role, a state."""
+    """What to search: the user's projects (every project for None: an operator's ``ctx search``),
+    narrowed to one project, one session, a role, a state."""
 
-    user: User
+    user: User | None
     project: Any = None
     session: Any = None
     role: str | None = None
@@ -85,7 +87,8 @@ def search(scope: Scope, query: str, *, offset: int = 0, limit: int = 20) -> lis
 
 def _sessions(scope: Scope) -> QuerySet[AgentSession, Any] | None:
     """The ids of the sessions searched; None when the scope names nothing."""
-    qs = AgentSession.objects.filter(project_id__in=_my_project_ids(scope.user))
+    everyone = AgentSession.objects.all()
+    qs = everyone if scope.user is None else everyone.filter(project_id__in=_my_project_ids(scope.user))
     if scope.project not in (None, ""):
         pid = as_pk(scope.project)
         if pid is None:
@@ -217,6 +220,16 @@ def _texts(rows: list[tuple[Any, ...]]) -> dict[tuple[str, int], str]:
     return found
 
 
+def hit_path(hit: Hit, query: str) -> str:
+    """The page that shows a hit, with the query to highlight."""
+    q = urlencode({"q": query})
+    if hit.kind == "message":
+        return f"/messages/{hit.message_id}/?{q}"
+    if hit.kind == "original":
+        return f"/messages/{hit.message_id}/original/?{q}"
+    return f"/sessions/{hit.session_id}/#{'checkpoints' if hit.kind == 'checkpoint' else 'handoffs'}"
+
+
 def _ref(kind: str, row_id: int, seq: int | None) -> str:
     if kind in ("message", "original"):
         return f"m{seq}"
@@ -231,13 +244,14 @@ def _marked(headline: str) -> str:
 _TERM = re.compile(r'"([^"]+)"|(\S+)')
 
 
-def _terms(query: str) -> list[str]:
+def query_terms(query: str) -> list[str]:
+    """A query's words and quoted phrases (what a page highlights; SQLite's search looks for)."""
     terms = [(a or b).strip() for a, b in _TERM.findall(query)]
     return [t for t in terms if t and not t.startswith("-") and t.lower() != "or"][:10]
 
 
 def _sqlite(session_ids: QuerySet[AgentSession, Any], scope: Scope, query: str, offset: int, limit: int) -> list[Hit]:
-    terms = _terms(query)
+    terms = query_terms(query)
     if not terms:
         return []
     # JSON text escapes what isn't ASCII: a word is looked for as the JSON text would hold it.

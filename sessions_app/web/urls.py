@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from sessions_app.web import actions, metrics, ops, project_settings, views, webhooks
+from sessions_app.web import actions, metrics, ops, project_settings, search, views, webhooks
 
 app_name = "web"
 
@@ -41,6 +41,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/handoff/", actions.handoff_create, name="handoff-create"),
     path("sessions/<int:session_id>/retry/", actions.session_retry, name="session-retry"),
     path("compactions/<int:compaction_id>/revert/", actions.compaction_revert, name="compaction-revert"),
+    path("search/", search.search_page, name="search"),
     path("messages/<int:message_id>/", views.message_detail, name="message"),
     path("messages/<int:message_id>/original/", views.message_original, name="message-original"),
 ]

@@ -19,6 +19,7 @@ from django.urls import reverse
 
 from sessions_app.models import AgentSession, Message
 from sessions_app.selectors import access, sub_agents
+from sessions_app.selectors.search import query_terms
 from sessions_app.web import pages
 from sessions_app.web.access import AuthenticatedHttpRequest, message_for, project_for, session_for
 from sessions_app.web.forms import CompactionForm, HandoffForm, SessionFilterForm
@@ -153,9 +154,23 @@ def _message_page(
     # slices it; the stubs' protocol also asks for indexing and iteration, which MessageText has no use for.
     text = pages.MessageText(blocks or [])
     paginator: Paginator[pages.Block] = Paginator(text, pages.PAGE_CHARS)  # type: ignore[arg-type]
-    page = paginator.get_page(request.GET.get("page"))
-    context = {"session": message.session, "message": message, "page": page, "original": original}
+    terms = query_terms(request.GET.get("q", ""))[:10]
+    # From a search: the page where a term first shows, each term marked.
+    page = paginator.get_page(request.GET.get("page") or _first_page_with(blocks or [], terms))
+    context = {"session": message.session, "message": message, "page": page, "original": original, "terms": terms}
     return render(request, "sessions_app/message.html", {**context, "gone": blocks is None})
+
+
+def _first_page_with(blocks: list[pages.Block], terms: list[str]) -> int:
+    """The page (of ``PAGE_CHARS``) where one of ``terms`` first shows; 1 when none does."""
+    position = 0
+    for block in blocks:
+        low = block.body.lower()
+        found = [i for i in (low.find(t.lower()) for t in terms) if i >= 0]
+        if found:
+            return (position + min(found)) // pages.PAGE_CHARS + 1
+        position += max(len(block.body), 1)
+    return 1
 
 
 @login_required

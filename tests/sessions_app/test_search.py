@@ -5,12 +5,16 @@ default) and on PostgreSQL (full-text search with its GIN indexes) alike."""
 
 from __future__ import annotations
 
+import io
 import itertools
+import json
+import re
 import string
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.core.management import call_command
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -128,3 +132,34 @@ def test_a_bad_search_is_a_400_that_says_why(team, client, params, code):
 
 def test_search_needs_a_key(client):
     assert client.get("/api/v1/search/", data={"q": "x"}).status_code in (401, 403)
+
+
+def test_ctx_search_finds_every_projects_hits_as_the_api_does_for_a_member(team, client, session_of):
+    session = _archived_session(session_of, "zqclisearchword")
+    out = io.StringIO()
+    call_command("ctx", "search", "zqclisearchword", "--json", stdout=out)
+    (hit,) = json.loads(out.getvalue())
+    assert (hit["session_id"], hit["kind"], hit["state"]) == (session.pk, "message", "archived")
+    assert [h["ref"] for h in _search(team.alice, client, q="zqclisearchword")] == [hit["ref"]]
+    out = io.StringIO()
+    call_command("ctx", "search", "zqclisearchword", "--session", str(session.pk + 1000), stdout=out)
+    assert out.getvalue().strip() == "Nothing found."
+
+
+def test_the_search_page_links_each_hit_to_its_message_with_the_match_marked(team, client, session_of):
+    word = "zqpagesearchword"
+    cleared = _cleared_session(session_of, word)
+    client.force_login(team.carol.user)
+    page = client.get("/search/", {"q": word, "project": team.project.pk})
+    assert page.status_code == 200
+    html = page.content.decode()
+    (link,) = re.findall(r'href="(/messages/\d+/original/\?q=[^"]+)"', html)
+    assert f"<mark>{word}</mark>" in html and "before compaction" in html
+    shown = client.get(link.replace("&amp;", "&"))
+    assert shown.status_code == 200 and f"<mark>{word}</mark>" in shown.content.decode()
+    assert str(cleared.pk) in link or cleared.name in html
+    assert client.get("/search/", {"q": "<script>" + word}).content.decode().count("<script>" + word) == 0
+    client.force_login(team.mallory.user)
+    outside = client.get("/search/", {"q": word}).content.decode()
+    assert "search-hit" not in outside and "Nothing found" in outside
+    assert client.get(link.replace("&amp;", "&")).status_code == 404

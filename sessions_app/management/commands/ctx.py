@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -26,6 +29,7 @@ from sessions_app.models import AgentSession
 from sessions_app.selectors import access, compactions, count_cache, model_context, usage
 from sessions_app.selectors.dashboard import CLOSEST, project_levels
 from sessions_app.selectors.history import history_payload, session_history
+from sessions_app.selectors.search import Scope, search
 from sessions_app.services import (
     compaction_runs,
     counting,
@@ -125,6 +129,15 @@ class Command(BaseCommand):
         p.add_argument("--batch", type=int, default=redaction_backfill.BATCH, help="rows per transaction")
         p.add_argument("--json", action="store_true")
         _progress_flags(p)
+
+        p = sub.add_parser("search", help="search what sessions held: messages, originals, checkpoints, handoffs")
+        p.add_argument("query", help='words, "a phrase", or, -word')
+        p.add_argument("--project", help="one project's (id)")
+        p.add_argument("--session", help="one session's (id or external id)")
+        p.add_argument("--role", help="messages of this role only")
+        p.add_argument("--state", help="messages in this state only (active, compacted, summarized, archived)")
+        p.add_argument("--limit", type=int, default=20, help="at most this many hits (100 at most)")
+        p.add_argument("--json", action="store_true")
 
         p = sub.add_parser("apikey", help="print a new API key for a user")
         p.add_argument("user")
@@ -236,6 +249,17 @@ class Command(BaseCommand):
             self.emit(options, history_payload(history), render_history(history))
             return
         self.emit(options, usage.session_status(session), self.bar(session, options))
+
+    def do_search(self, options: dict[str, Any]) -> None:
+        """Every project's sessions (an operator's), best hits first."""
+        scope = Scope(None, options["project"], options["session"], options["role"], options["state"])
+        hits = search(scope, options["query"], limit=min(max(options["limit"], 1), 100))
+        lines = [
+            f"{h.rank:8.4f}  session {h.session_id} {h.ref:>7} {h.kind:10} {h.state:10} "
+            + html.unescape(re.sub(r"\s+", " ", h.snippet).replace("<mark>", "«").replace("</mark>", "»"))
+            for h in hits
+        ]
+        self.emit(options, [asdict(h) for h in hits], "\n".join(lines) or "Nothing found.")
 
     def project_status(self, options: dict[str, Any]) -> None:
         if options["history"]:
