@@ -21,6 +21,7 @@ from sessions_app.models import (
     CompactionPolicy,
     HandoffDocument,
     IngestRejection,
+    McpCall,
     Membership,
     Message,
     MessageBackup,
@@ -234,6 +235,23 @@ class IngestRejectionInline(admin.TabularInline):
     can_delete = False
 
     def has_add_permission(self, request: HttpRequest, obj: AgentSession | None = None) -> bool:
+        return False
+
+
+@admin.register(McpCall)
+class McpCallAdmin(admin.ModelAdmin):
+    """What agents asked ctxweb's MCP tools for (docs/SEARCH.md): read-only, a record of what happened."""
+
+    list_display = ["created_at", "session", "tool", "asked", "found", "chars", "user"]
+    list_filter = ["tool", "found"]
+    search_fields = ["session__name", "session__external_id", "asked"]
+    list_select_related = ["session", "user"]
+    readonly_fields = [f.name for f in McpCall._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: McpCall | None = None) -> bool:
         return False
 
 

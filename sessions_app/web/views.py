@@ -26,6 +26,7 @@ from sessions_app.web.forms import CompactionForm, HandoffForm, SessionFilterFor
 from sessions_app.web.request_panel import requests_page, requests_panel
 
 SESSIONS_PER_PAGE = 25
+MCP_CALLS_SHOWN = 10
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -105,6 +106,7 @@ def render_session(
             "compaction_form": CompactionForm(),
             "handoff_form": HandoffForm(),
             "requests": requests_panel(session, page=request.GET.get("requests")),
+            "mcp_calls": list(session.mcp_calls.order_by("-created_at", "-pk")[:MCP_CALLS_SHOWN]),
             **extra,
         }
     )

@@ -152,3 +152,13 @@ def test_the_sdks_own_client_in_both_protocol_eras(team, live_server, session_of
         tools, text = asyncio.run(run(mode))
         assert tools == ["context_status", "handoff", "recall", "search"]
         assert "«zqsdkword»" in text and text.startswith("m")
+
+
+def test_the_calls_show_on_the_session_page_and_in_admin(team, client, compacted, staff):
+    ref, _ = _placeholder_and_original(compacted)
+    call(client, team.alice, "recall", {"id": ref, "session": str(compacted.pk)})
+    listed = staff.get("/admin/sessions_app/mcpcall/")  # staff: the same test client, signed in as a superuser
+    assert listed.status_code == 200 and ref in listed.content.decode()
+    client.force_login(team.carol.user)
+    page = client.get(f"/sessions/{compacted.pk}/").content.decode()
+    assert 'id="mcp-calls"' in page and f"<code>{ref}</code>" in page
