@@ -17,7 +17,8 @@ sessions hold a succeeded compaction with ten backed-up messages). Each stage al
 requests (COPY, about one per two messages: the big session's 5,000 at stage one, then ``count // 2``
 per new session) spread over 30 days, over 6 people, 12 API keys and 4 models, each with its cost;
 and measures the spend over them: ``GET /projects/{id}/spend/?by=day|owner|key|model``, the
-dashboard's API, and the 10,000-message session's per-request list (first page and page 90). Prints one table, with each
+dashboard's API, the 10,000-message session's per-request list (first page and page 90), and search (a
+rare word and a common one, in the big session and over the big project). Prints one table, with each
 cost at the last stage as a ratio of the first (target ≤ 1.3). ``--explain`` runs every query the
 measured requests make under EXPLAIN at the last stage and lists sequential scans of the big tables.
 """
@@ -49,6 +50,7 @@ BIG_TABLES = ("sessions_app_message", "sessions_app_tooluse", "sessions_app_mess
 DEEP_PAGE = 90  # of the big session's 5,000 requests, 50 a page
 PROJECTS = 50
 APPENDS = 200
+RARE_CODES = 5_000
 
 
 class Web(Client):
@@ -111,6 +113,8 @@ def copy_messages(session_sizes: list[tuple[int, int, int]], rng: random.Random,
         for offset, message in enumerate(realistic_messages(count, rng, start=first)):
             seq = first + offset
             content = message["content"]
+            if isinstance(content, str):  # a rare word for search: each code in one message of ~5,000
+                content = f"{content} (errcode{rng.randrange(RARE_CODES)})"
             text = json.dumps(content)
             tokens = max(1, len(text) // 4)
             client_id = f"s{session_id}-{seq}"
@@ -291,6 +295,11 @@ def measure(api: Client, web: Web, team: dict[str, Any], repeat: int, stage: int
         out[f"spend ?by={by} (30 days)"] = answered(f"/api/v1/projects/{p0}/spend/?days={REQUEST_DAYS}&by={by}")
     out["requests (10,000 msgs) page 1"] = answered(f"/api/v1/sessions/{big}/requests/")
     out[f"requests (10,000 msgs) page {DEEP_PAGE}"] = answered(f"/api/v1/sessions/{big}/requests/?page={DEEP_PAGE}")
+    # Search: a rare word (one message in ~5,000 holds each code) and a word nearly every message holds,
+    # in the 10,000-message session and over the big project.
+    for label, word in (("rare word", "errcode42"), ("common word", "branch")):
+        out[f"search session (10,000 msgs), {label}"] = answered(f"/api/v1/search/?q={word}&session={big}")
+        out[f"search project, {label}"] = answered(f"/api/v1/search/?q={word}&project={p0}")
     out["pruner plan"] = (median_ms(lambda: retention.prune_plan(), 3)[0], "")
     t0 = time.perf_counter()
     done = retention.prune_run()

@@ -23,6 +23,7 @@ from compaction.reversible import (
     MIN_ARGUMENT_TOKENS,
     apply_changes,
     cleared,
+    condense,
     compile_patterns,
     plan_compact,
     result_text,
@@ -339,3 +340,16 @@ def test_compacting_the_shared_transcripts_keeps_their_paths_and_error_lines(sha
     assert cleared_texts > 300, "the transcripts hold plenty of old tool output to clear"
     assert paths_kept >= 0.90 * paths_total, f"{paths_kept} of {paths_total} paths kept"
     assert errors_kept >= 0.95 * errors_total, f"{errors_kept} of {errors_total} error lines kept"
+
+
+@settings(ENGINE)
+@given(outputs, st.integers(1, 10**6))
+def test_property_a_placeholder_names_what_to_recall_its_message_by(text, seq):
+    """``recall m<seq>`` in the head of a cleared output and in every elision of a condensed one: the
+    id the MCP ``recall`` tool answers the original by (docs/SEARCH.md)."""
+    head = cleared("Bash output ", text, TOK.count_text(text), PATTERNS, seq).splitlines()[0]
+    assert head.endswith(f"; recall m{seq} or revert restores]")
+    condensed = condense("\n".join(f"2026-01-01 12:00:{i % 60:02d} INFO step {i}" for i in range(400)), PATTERNS,
+                         "log", seq)  # fmt: skip
+    elisions = [line for line in (condensed or "").splitlines() if line.startswith(MARK)]
+    assert elisions and all(line.endswith(f"recall m{seq} or revert restores them]") for line in elisions)
