@@ -23,8 +23,8 @@ from compaction.reversible import (
     MIN_ARGUMENT_TOKENS,
     apply_changes,
     cleared,
-    condense,
     compile_patterns,
+    condense,
     plan_compact,
     result_text,
 )
