@@ -25,14 +25,15 @@ COMMAND_WORDS = ("curl", "login", "sshpass", "mysql", "identified by", "machine 
                  "cookie", "bearer", "define", "setdefault(", "set_var(", "setenv(", "putenv(", "requirepass",
                  "httpbasicauth", "getenv", "env(", "get(", "getordefault(", "process.env", "<property", "<entry",
                  "env ", "arg ", "密码", "пароль", "mot de passe", "contraseña", "senha", "wachtwoord", "パスワード",
-                 "비밀번호", "sig=")  # fmt: skip
+                 "비밀번호", "sig=", "redis-cli", "mongo", "echo ", "gh secret", ".login(", "variable ")  # fmt: skip
 
 _NAME = r"[A-Za-z_][\w.-]{0,80}"
+_SPACED_WORD = r"(?:[ \t](?:[Kk]ey|KEY|[Tt]oken|TOKEN|[Ss]ecret|SECRET))"  # "API key: …", "Secret key = …"
 # A name: after a ``$`` (PHP, Perl, PowerShell) or a Java ``-D``/Maven ``-P`` property; then what may
 # close it (a quote, a bracket, markdown's ``**``), a type (``password: str =``, ``API_KEY: string =``,
 # Go's ``apiKey string =``), the sign — ``=>`` before ``=``, or the value would be read from ``>``.
 _ASSIGNMENT = re.compile(
-    rf"(?:(?<![\w.$-])|(?<=\$)|(?<=-[DP]))(?P<name>{_NAME})(?:\[\d*\])?(?P<close>[\"'`\]*_]{{0,3}})"
+    rf"(?:(?<![\w.$-])|(?<=\$)|(?<=-[DP]))(?P<name>{_NAME}{_SPACED_WORD}?)(?:\[\d*\])?(?P<close>[\"'`\]*_]{{0,3}})"
     r"(?:[ \t]*:[ \t]+[&\w.\[\]<>|]{1,40}[ \t]*(?==[^=>])|[ \t]+(?:string|int|bool|\[\]byte)[ \t]*(?==[^=>]))?"
     r"[ \t]*(?P<sign>=>|={1,3}|!==?|:=|:(?![:/]))[ \t]*(?:[*_]{1,2}[ \t]*)?@?"
 )
@@ -59,7 +60,12 @@ _PAIRS = (
     re.compile(rf"\bprocess\.env\.({_NAME})[ \t]*(?:\|\||\?\?)[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"),
     re.compile(rf"<property[ \t]+name={_Q}({_NAME}){_Q}[ \t]+value={_Q}([^\"'\n]{{1,1000}}){_Q}"),
     re.compile(rf"<entry[ \t]+key={_Q}({_NAME}){_Q}[ \t]*>([^<\n]{{1,1000}})</entry>"),
-    re.compile(rf"\.set({_NAME})\([ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}[ \t]*\)"),
+    re.compile(rf"(?:\.|\b)set({_NAME})\([ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}[ \t]*\)"),
+    re.compile(rf"\bvariable[ \t]+{_Q}({_NAME}){_Q}[ \t]*\{{[^}}]{{0,300}}?\bdefault[ \t]*=[ \t]*{_Q}"
+               rf"([^\"'\n]{{1,1000}}){_Q}"),
+    # YAML: a block scalar's value on the line after its name (``password: |``); a bare ``name:`` at a
+    # line's end opens a block in code (``if reset_token:``), so it is not read.
+    re.compile(rf"(?<![\w.-])({_NAME}):[ \t]*[|>][-+]?[ \t]*\r?\n[ \t]+([^\s#][^\n]{{5,1000}})"),
     re.compile(rf"#define[ \t]+({_NAME})[ \t]+{_Q}([^\"'\n]{{1,1000}}){_Q}"),
     re.compile(rf"\b(?:ENV|ARG)[ \t]+({_NAME})[ \t]+([^\s=]{{1,1000}})"),
     re.compile(rf"\|[ \t]*`?({_NAME})`?[ \t]*\|[ \t]*`?([^`|\s]{{1,1000}})`?[ \t]*\|"),
@@ -69,8 +75,14 @@ _PAIRS = (
 # Commands' own places for a password: (pattern, the group of the value).
 _COMMANDS = (
     re.compile(r"(?<![\w-])(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]{1,200}:([^\s\"']{1,1000})"),
-    re.compile(r"\b(?:docker|podman|helm|nerdctl)[ \t]+(?:registry[ \t]+)?login\b[^\n]{0,300}?[ \t](?:-p|--password)"
-               r"[ \t]+[\"']?([^\s\"']{1,1000})"),
+    re.compile(r"\b(?:docker|podman|helm|nerdctl|az|oc)[ \t]+(?:registry[ \t]+|acr[ \t]+)?login\b[^\n]{0,300}?[ \t]"
+               r"(?:-p|--password)[ \t]+[\"']?([^\s\"']{1,1000})"),
+    re.compile(r"\bredis-cli\b[^\n]{0,300}?[ \t](?:-a|--pass)[ \t]+[\"']?([^\s\"']{1,1000})"),
+    re.compile(r"\b(?:mongo|mongosh|mongodump|mongorestore)\b[^\n]{0,300}?[ \t](?:-p|--password)[ \t]+[\"']?"
+               r"([^\s\"']{1,1000})"),
+    re.compile(r"\becho[ \t]+[\"']?([^\s\"'|]{6,1000})[\"']?[ \t]*\|[^\n]{0,200}?(?:--with-token|--password-stdin)"),
+    re.compile(r"\bgh[ \t]+secret[ \t]+set[ \t]+\S{1,200}[^\n]{0,100}?(?:--body|-b)[ \t]+[\"']?([^\s\"']{1,1000})"),
+    re.compile(r"\.login\([ \t]*[\"'][^\"'\n]{0,200}[\"'][ \t]*,[ \t]*[\"']([^\"'\n]{1,1000})[\"']"),
     re.compile(r"\bsshpass[ \t]+-p[ \t]+[\"']?([^\s\"']{1,1000})"),
     # Glued to its flag, the flag is replaced with it (a password alone is replaced only as a word).
     re.compile(r"\bsshpass[ \t]+(-p[^\s\"']{1,1000})"),

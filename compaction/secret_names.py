@@ -20,7 +20,8 @@ _HUMAN = frozenset(
 # "pass" names a password alone or after these (``DB_PASS``); ``allPass``, ``firstPass`` are not.
 _PASS_QUALIFIERS = frozenset(
     {"db", "database", "key", "user", "admin", "root", "ftp", "smtp", "mail", "email", "redis", "mysql", "pg",
-     "postgres", "sql", "app", "api", "ldap", "bind", "proxy", "auth", "login", "master", "sa", "service", "account"}
+     "postgres", "sql", "app", "api", "ldap", "bind", "proxy", "auth", "login", "master", "sa", "service", "account",
+     "default", "become"}
 )  # fmt: skip
 _MACHINE = frozenset(
     {"secret", "secrets", "token", "credential", "credentials", "authorization", "apikey", "apikeys", "accesskey",
@@ -33,6 +34,15 @@ _KEY_QUALIFIERS = frozenset(
      "license", "subscription", "consumer", "session", "admin", "root", "deploy", "pgp", "gpg", "crypt", "cipher"}
 )  # fmt: skip
 _KEY_WORDS = frozenset({"key", "keys"})
+# "<word> key" is a secret's name (``OPENAI_KEY``, ``stripe_key``) unless the word says it is not.
+_NOT_SECRET_KEYS = frozenset(
+    {"primary", "foreign", "public", "pub", "sort", "partition", "cache", "idempotency", "hash", "range", "row", "map",
+     "dict", "object", "lookup", "group", "index", "unique", "composite", "natural", "surrogate", "host", "known",
+     "react", "list", "item", "dedupe", "routing", "shard", "storage", "table", "join", "field", "column", "env",
+     "translation", "i18n", "message", "label", "event", "state", "query", "param", "config", "setting", "option"}
+)  # fmt: skip
+# "<word> token" that is not a credential: a page's place in a listing.
+_NOT_SECRET_TOKENS = frozenset({"next", "page", "continuation", "pagination", "sync", "resume", "cursor", "csrf_"})
 # Words after a secret's name that still name its value: ``secret_key_base``, ``api_key_value``.
 _VALUE_SUFFIXES = frozenset(
     {"value", "val", "base", "plain", "plaintext", "raw", "b64", "base64", "hex", "str", "data", "secure"}
@@ -55,7 +65,8 @@ _LITERALS = frozenset(
      # "password" in other languages (a form's label), and defaults everyone knows, which are also the
      # names of images, users and hosts (``postgres``): replaced, they would hide those everywhere.
      "passwort", "contraseña", "contrasena", "mot de passe", "senha", "wachtwoord", "parola", "lösenord", "salasana",
-     "hasło", "пароль", "パスワード", "密码", "비밀번호",
+     "hasło", "пароль", "パスワード", "密码", "비밀번호", "kennwort", "parolă", "lozinka", "adgangskode", "jelszó",
+     "mật khẩu", "kata sandi", "api-schlüssel",
      "postgres", "localhost", "admin", "root", "guest", "test", "user", "mysql", "redis", "docker", "ubuntu", "debian",
      "changeit", "administrator", "demo", "sample"}
 )  # fmt: skip
@@ -70,7 +81,7 @@ _EXPRESSION = re.compile(
 # A template or a placeholder: anchored, and a few strings anywhere (looked for as strings: values run
 # to a thousand characters, and are read at every assignment of a long line).
 _PLACEHOLDER = re.compile(
-    r"\A(?:<[^>]*>\Z|\{[\w.]*\}\Z|\[[^\]]*\]+\Z|\$[\w{(]|%[\w(]|\[\[|\*{3}|\.\.\.|(?:urn|arn|mailto|data):)"
+    r"\A(?:<[^>]*>\Z|\{[\w.]*\}\Z|\[[^\]]*\]+\Z|\$[\w{(]|%(?:\(|[sdrif]\b)|\[\[|\*{3}|\.\.\.|(?:urn|arn|mailto|data):)"
 )
 _TEMPLATE_MARKS = ("${", "{{", "{%", "%(", "…")
 
@@ -102,7 +113,18 @@ _SPACE = re.compile(r"\s")
 _PASCAL = re.compile(r"\A_?[A-Z][a-z]+(?:[A-Z0-9][a-z0-9]+)+[A-Z]?\Z")
 # Code, given bare: a member read with an operator (``_.password?_.username+…``).
 _CODE = re.compile(r"[A-Za-z_$][\w$]*\.[A-Za-z_$].*[?|+!]|[?|+!].*[A-Za-z_$][\w$]*\.[A-Za-z_$]")
-_LABEL = re.compile(r"passwort|contraseña|contrasena|mot de passe|senha|wachtwoord|lösenord|hasło|пароль", re.I)
+_LABEL = re.compile(
+    r"passwort|contraseña|contrasena|mot de passe|senha|wachtwoord|lösenord|hasło|пароль|kennwort|"
+    # a form's message: "must be at least 8 characters", "Too short", "Reset link sent"
+    r"\b(?:must|be|at|least|too|is|not|the|to|of|and|should|contain|characters?|invalid|match|sent|your|enter|please)\b",
+    re.I,
+)
+# A file a setting names (``service-account.json``, ``certs/server.key``), not the secret in it.
+_FILE = re.compile(
+    r"\A[\w.-]+(?:/[\w.-]+)*\.(?:json|pem|key|crt|cer|p12|pfx|ya?ml|txt|env|ini|toml|conf|cfg|der|jks|keystore|p8|pub"
+    r"|gpg|asc)\Z"
+)
+_YAML_TAG = re.compile(r"\A![A-Za-z_]+\Z")
 _WORDLIKE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _SLUG = re.compile(r"\A[A-Za-z0-9_.-]+\Z")
 MIN_VALUE = 6
@@ -130,7 +152,13 @@ def secret_name(name: str) -> str | None:
         return "human"
     if last == "pass" and (len(parts) == 1 or parts[-2] in _PASS_QUALIFIERS):
         return "human"
+    if last in ("token", "tokens") and len(parts) > 1 and parts[-2] in _NOT_SECRET_TOKENS:
+        return None
     if last in _MACHINE or (last in _KEY_WORDS and len(parts) > 1 and parts[-2] in _KEY_QUALIFIERS):
+        return "machine"
+    # An environment's ``<VENDOR>_KEY`` (``OPENAI_KEY``, ``STRIPE_KEY``); in code, ``thread_key`` is a name.
+    own = name.strip("-'\"`[]$@").rsplit(".", 1)[-1]
+    if last in _KEY_WORDS and len(parts) > 1 and parts[-2] not in _NOT_SECRET_KEYS and own.isupper():
         return "machine"
     return "machine" if last.endswith(_MACHINE_ENDINGS) and len(last) > 7 else None
 
@@ -155,15 +183,19 @@ def secret_value(value: str, sort: str, name: str = "", *, quoted: bool = True, 
         return None
     # A path, not a key that starts with "/" (base64's letters run in no order, and hold "+" and "=").
     path = _PATH.match(value) is not None and not _RANDOM_CASE.search(value) and not ("+" in value or "=" in value)
-    if _templated(value) or path or "://" in value or len(set(value)) <= 2:
+    if _templated(value) or path or "://" in value or len(set(value)) <= 2 or _FILE.match(value):
         return None
+    if _YAML_TAG.match(value):
+        return None  # Ansible's !vault, Home Assistant's !secret: the value follows
     spaced = _SPACE.search(value) is not None
     if spaced and (not quoted or sort != "human" or len(value) > 100 or not _PHRASE.match(value)):
         return None
     if spaced and (_LABEL.search(value) or any(w in value.lower() for w in words(name) if len(w) > 2)):
         return None  # a form's label: "Reset password", "Neues Passwort"
     pascal = sort != "human" and not env and _PASCAL.match(value) is not None
-    if _REFERENCE.match(value) or (not quoted and (_EXPRESSION.match(value) or pascal or _CODE.search(value))):
+    # A dotted name, not a token with a dot (Vault's ``hvs.CAESIu8jz…``: random letters after it).
+    reference = _REFERENCE.match(value) is not None and not (len(value) >= 24 and _RANDOM_CASE.search(value))
+    if reference or (not quoted and (_EXPRESSION.match(value) or pascal or _CODE.search(value))):
         return None
     letters_only = _IDENTIFIER.match(value) is not None  # letters, "_", "-", "."
     if _names_itself(value, letters_only, name):

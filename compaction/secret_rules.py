@@ -93,7 +93,11 @@ _HEX = re.compile(r"\A[0-9a-fA-F]+\Z")
 _NAME = re.compile(r"\A(?:[A-Z][A-Z0-9_]*|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[a-z]+(?:_[a-z]+)*_[A-Za-z0-9]{12,})\Z")
 _MIN_KEYWORD_VALUE = 6
 # Values under these keys look random and are not secrets: signatures, digests, lockfile integrity.
-_NOT_SECRET_BEFORE = re.compile(r"(?:signature|integrity|checksum|digest|hash|sha\d*|etag)\W{0,8}\Z", re.I)
+_NOT_SECRET_BEFORE = re.compile(
+    r"(?:signature|integrity|checksum|digest|hash|sha\d*|etag|\bid|[a-z_]id|_id|uid|next_?(?:page_?)?token|cursor)"
+    r"\W{0,8}\Z",
+    re.I,
+)
 _MIN_GROUP = 8
 
 
@@ -176,7 +180,12 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
                 if rule is None:  # this project's own rule of that kind
                     yield from ((kind, value) for value in secret_tokens.own(kind, stretch))
                 else:
-                    yield from ((kind, _value(match)) for match in rule.finditer(stretch))
+                    for match in rule.finditer(stretch):
+                        value = _value(match, kind)
+                        # A URL's password is a password: not a default everyone knows (``postgres``),
+                        # not a placeholder (``password``, ``{self.password}``).
+                        if kind != "basic-auth" or secret_names.secret_value(value, "human") is not None:
+                            yield kind, value
     # Values given to a secret's name, also in the text with its quotes unescaped (a JSON document in
     # a tool's output): their values hold no quote or backslash, so they are found in the text as it is.
     quoted = [text, _ESCAPED_QUOTE.sub('"', text)] if '\\"' in text else [text]
@@ -278,13 +287,15 @@ def _spans(text: str, word: str) -> Iterator[tuple[int, int]]:
         at = text.find(word, at + len(word))
 
 
-def _value(match: re.Match[str]) -> str:
+def _value(match: re.Match[str], kind: str = "") -> str:
     """What a detect-secrets rule matched that is the secret: its longest group, where that is the
     value after a name (``://user:(password)@``, ``aws…key = "(…)"``); else the whole match (a group
     of a few characters is a prefix, as GitHub's ``(ghp|gho|…)_…``), without the delimiters some
     rules take in (a space or quote before, ``=`` or ``:``)."""
     groups = [g for g in match.groups() if g]
     longest = max(groups, key=len) if groups else ""
+    if kind == "basic-auth" and longest:  # the password, however short: not the user with it
+        return longest
     return longest if len(longest) >= _MIN_GROUP else match.group(0).strip(" \t\r\n\"'=:")
 
 

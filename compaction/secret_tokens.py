@@ -93,6 +93,17 @@ RULES: tuple[Rule, ...] = (
     _rule("heroku-api-key", ("hrku-",), r"HRKU-[A-Za-z0-9_-]{20,100}"),
     _rule("atlassian-api-token", ("atatt",), r"ATATT[A-Za-z0-9_=-]{150,300}"),
     _rule("age-secret-key", ("age-secret-key-1",), r"AGE-SECRET-KEY-1[0-9A-Z]{58}"),
+    _rule("stripe-webhook-secret", ("whsec_",), r"whsec_[A-Za-z0-9+/=]{24,100}", _digit),
+    _rule("supabase-token", ("sbp_",), r"sbp_[a-f0-9]{40}"),
+    _rule("vault-token", ("hvs.", "hvb.", "hvr."), r"hv[sbr]\.[A-Za-z0-9_-]{20,200}", _random),
+    _rule("grafana-token", ("glsa_",), r"glsa_[A-Za-z0-9]{32}_[a-f0-9]{8}"),
+    _rule("sentry-token", ("sntrys_", "sntryu_"), r"sntry[su]_[A-Za-z0-9+/=_-]{40,300}"),
+    _rule("netlify-token", ("nfp_",), r"nfp_[A-Za-z0-9]{36,40}", _digit),
+    _rule("neon-api-key", ("napi_",), _BEFORE + r"napi_[a-z0-9]{50,80}" + _AFTER, _digit),
+    _rule("planetscale-token", ("pscale_tkn_", "pscale_pw_"), r"pscale_(?:tkn|pw)_[A-Za-z0-9_.-]{32,64}"),
+    _rule("nvidia-api-key", ("nvapi-",), r"nvapi-[A-Za-z0-9_-]{60,70}"),
+    # A token as a URL's user (``https://ghp_…@github.com``): random letters, not a name.
+    _rule("basic-auth", ("://",), r"://([A-Za-z0-9_-]{20,200})@(?=[\w\[])", _random),
     # The password of a URL, whatever it holds (detect-secrets' rule leaves those with #, !, …).
     _rule("basic-auth", ("://",), r"://[^\s/@:\"'<>]{0,200}:([^\s@/\"'<>]{1,400})@(?=[\w\[])", _password),
     _rule("private-key", ("ls0tls1crudjt",), r"LS0tLS1CRUdJTi[A-Za-z0-9+/=]{40,20000}", _pem_in_base64),

@@ -75,6 +75,9 @@ _BY_NAME = [
     '#define PASSWORD "{}"', "ENV DB_PASSWORD {}", "requirepass {}", "ROOT_PW={}", "密码: {}",
     '"--api-key", "{}"', "**Password:** {}", "- **API_KEY**: `{}`", "| DB_PASSWORD | `{}` |",
     "sshpass -p{} ssh host", "spring.datasource.password=Hunter{}", "PGPASSWORD={} psql",
+    "OPENAI_KEY={}", "API key: {}", "echo {} | gh auth login --with-token", 'gh secret set API_KEY --body "{}"',
+    "smtp.login('me@x.com', '{}')", "RABBITMQ_DEFAULT_PASS={}", 'setPassword("{}");', "redis-cli -h h -a {} ping",
+    'variable "db_password" {\n  default = "{}"\n}', "password: |\n  {}", "mongosh -u app -p {} db",
 ]  # fmt: skip
 # A URL's password, with the signs detect-secrets' rule leaves.
 _URLS = ["postgresql://admin:{}@db:5432/app", "redis://:{}@cache:6379/0", "DATABASE_URL=mongodb://app:{}@mongo/db"]

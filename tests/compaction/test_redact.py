@@ -128,6 +128,12 @@ def test_a_disabled_kind_is_left_and_a_projects_own_pattern_is_found():
         'model="nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "password": "boolean?", AUTH=internal',
         '_.auth=_.password?_.username+":"+_.password:null; "Password:"),o?Re.createElement(',
         "DB_PASSWORD=postgres\nimage: postgres:16\npsql -U postgres",
+        "DATABASE_URL=postgresql://user:password@localhost/db\nSet the password in .env",
+        '{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion"}',
+        "GOOGLE_APPLICATION_CREDENTIALS=service-account.json\nprivate_key: certs/server.key",
+        '{"password": "must be at least 8 characters", "pw2": "Too short", "label": "Kennwort"}',
+        "password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256",
+        'assert line.thread_key == "toolu_123"\nif reset_token:\n    Token.objects.filter(user=user).delete()',
     ],
 )
 def test_what_only_looks_like_a_secret_stays(text):
