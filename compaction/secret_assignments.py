@@ -20,12 +20,12 @@ from collections.abc import Iterable, Iterator
 
 from compaction.secret_names import secret_kind, secret_name, secret_value
 
-# What a text must hold (lower-cased) for a command's form to be looked for.
-COMMAND_WORDS = ("curl", "login", "sshpass", "mysql", "identified by", "machine ", "setx", "set -", "configure set",
-                 "cookie", "bearer", "define", "setdefault(", "set_var(", "setenv(", "putenv(", "requirepass",
-                 "httpbasicauth", "getenv", "env(", "get(", "getordefault(", "process.env", "<property", "<entry",
-                 "env ", "arg ", "密码", "пароль", "mot de passe", "contraseña", "senha", "wachtwoord", "パスワード",
-                 "비밀번호", "sig=", "redis-cli", "mongo", "echo ", "gh secret", ".login(", "variable ")  # fmt: skip
+# What a text must hold (lower-cased) for a command's form to be looked for: the other forms name a
+# secret (``getenv("DB_PASSWORD", …)``, ``gh secret set``), whose words ``secret_names.GATE_WORDS`` has.
+COMMAND_WORDS = (
+    "curl", "login", "sshpass", "mysql", "identified by", "redis-cli", "mongo", "cookie", "bearer", "sig=",
+    "密码", "пароль", "mot de passe", "contraseña", "senha", "wachtwoord", "パスワード", "비밀번호",
+)  # fmt: skip
 
 _NAME = r"[A-Za-z_][\w.-]{0,80}"
 _SPACED_WORD = r"(?:[ \t](?:[Kk]ey|KEY|[Tt]oken|TOKEN|[Ss]ecret|SECRET))"  # "API key: …", "Secret key = …"
@@ -48,83 +48,189 @@ _VALUE = re.compile(
 )
 _SCHEME_PREFIX = re.compile(r"(?:bearer|basic|token|bot|digest|aws4-hmac-sha256)[ \t]+", re.I)
 _Q = r"[\"']"
-# A name and its value, apart: (pattern, the group of the name, the group of the value).
+# A name and its value, apart: (what the lower-cased text must hold, the pattern: name, value).
 _PAIRS = (
-    re.compile(rf"{_Q}(?:name|key|Name|Key){_Q}[ \t]*:[ \t]*{_Q}({_NAME}){_Q}[ \t]*,[ \t]*{_Q}(?:value|Value){_Q}"
-               rf"[ \t]*:[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"),
-    re.compile(rf"\b(?:name|key):[ \t]*{_Q}?({_NAME}){_Q}?[ \t]*\r?\n[ \t]*(?:-[ \t]*)?value:[ \t]*{_Q}?"
-               rf"([^\s\"']{{1,1000}})"),
-    re.compile(rf"\bkey={_Q}({_NAME}){_Q}[ \t]+value={_Q}([^\"'\n]{{1,1000}}){_Q}"),
-    re.compile(rf"\b(?:define|setdefault|set_var|[Ss]etenv|putenv|Setenv|getenv|get|env|getOrDefault|"
-               rf"GetEnvironmentVariable|fetch)\([ \t]*{_Q}({_NAME}){_Q}[ \t]*,[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"),
-    re.compile(rf"\bprocess\.env\.({_NAME})[ \t]*(?:\|\||\?\?)[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"),
-    re.compile(rf"<property[ \t]+name={_Q}({_NAME}){_Q}[ \t]+value={_Q}([^\"'\n]{{1,1000}}){_Q}"),
-    re.compile(rf"<entry[ \t]+key={_Q}({_NAME}){_Q}[ \t]*>([^<\n]{{1,1000}})</entry>"),
-    re.compile(rf"(?:\.|\b)set({_NAME})\([ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}[ \t]*\)"),
-    re.compile(rf"\bvariable[ \t]+{_Q}({_NAME}){_Q}[ \t]*\{{[^}}]{{0,300}}?\bdefault[ \t]*=[ \t]*{_Q}"
-               rf"([^\"'\n]{{1,1000}}){_Q}"),
+    (
+        ("value",),
+        re.compile(
+            rf"{_Q}(?:name|key|Name|Key){_Q}[ \t]*:[ \t]*{_Q}({_NAME}){_Q}[ \t]*,[ \t]*{_Q}(?:value|Value){_Q}"
+            rf"[ \t]*:[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"
+        ),
+    ),
+    (
+        ("value:",),
+        re.compile(
+            rf"\b(?:name|key):[ \t]*{_Q}?({_NAME}){_Q}?[ \t]*\r?\n[ \t]*(?:-[ \t]*)?value:[ \t]*{_Q}?"
+            rf"([^\s\"']{{1,1000}})"
+        ),
+    ),
+    (("value=",), re.compile(rf"\bkey={_Q}({_NAME}){_Q}[ \t]+value={_Q}([^\"'\n]{{1,1000}}){_Q}")),
+    (
+        (
+            "define(",
+            "setdefault(",
+            "set_var(",
+            "setenv(",
+            "putenv(",
+            "getenv(",
+            "get(",
+            "env(",
+            "getordefault(",
+            "getenvironmentvariable(",
+            "fetch(",
+        ),
+        re.compile(
+            rf"\b(?:define|setdefault|set_var|[Ss]etenv|putenv|Setenv|getenv|get|env|getOrDefault|"
+            rf"GetEnvironmentVariable|fetch)\([ \t]*{_Q}({_NAME}){_Q}[ \t]*,[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"
+        ),
+    ),
+    (("process.env",), re.compile(rf"\bprocess\.env\.({_NAME})[ \t]*(?:\|\||\?\?)[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}")),
+    (("<property",), re.compile(rf"<property[ \t]+name={_Q}({_NAME}){_Q}[ \t]+value={_Q}([^\"'\n]{{1,1000}}){_Q}")),
+    (("<entry",), re.compile(rf"<entry[ \t]+key={_Q}({_NAME}){_Q}[ \t]*>([^<\n]{{1,1000}})</entry>")),
+    (("set",), re.compile(rf"(?:\.|\b)set({_NAME})\([ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}[ \t]*\)")),
     # YAML: a block scalar's value on the line after its name (``password: |``); a bare ``name:`` at a
     # line's end opens a block in code (``if reset_token:``), so it is not read.
-    re.compile(rf"(?<![\w.-])({_NAME}):[ \t]*[|>][-+]?[ \t]*\r?\n[ \t]+([^\s#][^\n]{{5,1000}})"),
-    re.compile(rf"#define[ \t]+({_NAME})[ \t]+{_Q}([^\"'\n]{{1,1000}}){_Q}"),
-    re.compile(rf"\b(?:ENV|ARG)[ \t]+({_NAME})[ \t]+([^\s=]{{1,1000}})"),
-    re.compile(rf"\|[ \t]*`?({_NAME})`?[ \t]*\|[ \t]*`?([^`|\s]{{1,1000}})`?[ \t]*\|"),
-    re.compile(rf"{_Q}--({_NAME}){_Q}[ \t]*,[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"),
-    re.compile(rf"(?:\bsetx|\bset[ \t]+-[gxUu]+|\bconfigure[ \t]+set)[ \t]+({_NAME})[ \t]+{_Q}?([^\s\"']{{1,1000}})"),
-)  # fmt: skip
-# Commands' own places for a password: (pattern, the group of the value).
+    (
+        ("variable",),
+        re.compile(
+            rf"\bvariable[ \t]+{_Q}({_NAME}){_Q}[ \t]*\{{[^}}]{{0,300}}?\bdefault[ \t]*=[ \t]*{_Q}"
+            rf"([^\"'\n]{{1,1000}}){_Q}"
+        ),
+    ),
+    ((":",), re.compile(rf"(?<![\w.-])({_NAME}):[ \t]*[|>][-+]?[ \t]*\r?\n[ \t]+([^\s#][^\n]{{5,1000}})")),
+    (("#define",), re.compile(rf"#define[ \t]+({_NAME})[ \t]+{_Q}([^\"'\n]{{1,1000}}){_Q}")),
+    (("env ", "arg "), re.compile(rf"\b(?:ENV|ARG)[ \t]+({_NAME})[ \t]+([^\s=]{{1,1000}})")),
+    (("|",), re.compile(rf"\|[ \t]*`?({_NAME})`?[ \t]*\|[ \t]*`?([^`|\s]{{1,1000}})`?[ \t]*\|")),
+    (("--",), re.compile(rf"{_Q}--({_NAME}){_Q}[ \t]*,[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}")),
+    (
+        ("setx", "set -", "configure set"),
+        re.compile(
+            rf"(?:\bsetx|\bset[ \t]+-[gxUu]+|\bconfigure[ \t]+set)[ \t]+({_NAME})[ \t]+{_Q}?([^\s\"']{{1,1000}})"
+        ),
+    ),
+)
+# Commands' own places for a password: (what the lower-cased text must hold, the pattern: value).
 _COMMANDS = (
-    re.compile(r"(?<![\w-])(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]{1,200}:([^\s\"']{1,1000})"),
-    re.compile(r"\b(?:docker|podman|helm|nerdctl|az|oc)[ \t]+(?:registry[ \t]+|acr[ \t]+)?login\b[^\n]{0,300}?[ \t]"
-               r"(?:-p|--password)[ \t]+[\"']?([^\s\"']{1,1000})"),
-    re.compile(r"\bredis-cli\b[^\n]{0,300}?[ \t](?:-a|--pass)[ \t]+[\"']?([^\s\"']{1,1000})"),
-    re.compile(r"\b(?:mongo|mongosh|mongodump|mongorestore)\b[^\n]{0,300}?[ \t](?:-p|--password)[ \t]+[\"']?"
-               r"([^\s\"']{1,1000})"),
-    re.compile(r"\becho[ \t]+[\"']?([^\s\"'|]{6,1000})[\"']?[ \t]*\|[^\n]{0,200}?(?:--with-token|--password-stdin)"),
-    re.compile(r"\bgh[ \t]+secret[ \t]+set[ \t]+\S{1,200}[^\n]{0,100}?(?:--body|-b)[ \t]+[\"']?([^\s\"']{1,1000})"),
-    re.compile(r"\.login\([ \t]*[\"'][^\"'\n]{0,200}[\"'][ \t]*,[ \t]*[\"']([^\"'\n]{1,1000})[\"']"),
-    re.compile(r"\bsshpass[ \t]+-p[ \t]+[\"']?([^\s\"']{1,1000})"),
+    (("-u", "--user"), re.compile(r"(?<![\w-])(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]{1,200}:([^\s\"']{1,1000})")),
+    (
+        ("login",),
+        re.compile(
+            r"\b(?:docker|podman|helm|nerdctl|az|oc)[ \t]+(?:registry[ \t]+|acr[ \t]+)?login\b[^\n]{0,300}?[ \t]"
+            r"(?:-p|--password)[ \t]+[\"']?([^\s\"']{1,1000})"
+        ),
+    ),
+    (("redis-cli",), re.compile(r"\bredis-cli\b[^\n]{0,300}?[ \t](?:-a|--pass)[ \t]+[\"']?([^\s\"']{1,1000})")),
+    (
+        ("mongo",),
+        re.compile(
+            r"\b(?:mongo|mongosh|mongodump|mongorestore)\b[^\n]{0,300}?[ \t](?:-p|--password)[ \t]+[\"']?"
+            r"([^\s\"']{1,1000})"
+        ),
+    ),
+    (
+        ("echo",),
+        re.compile(
+            r"\becho[ \t]+[\"']?([^\s\"'|]{6,1000})[\"']?[ \t]*\|[^\n]{0,200}?(?:--with-token|--password-stdin)"
+        ),
+    ),
+    (
+        ("gh ",),
+        re.compile(r"\bgh[ \t]+secret[ \t]+set[ \t]+\S{1,200}[^\n]{0,100}?(?:--body|-b)[ \t]+[\"']?([^\s\"']{1,1000})"),
+    ),
+    ((".login(",), re.compile(r"\.login\([ \t]*[\"'][^\"'\n]{0,200}[\"'][ \t]*,[ \t]*[\"']([^\"'\n]{1,1000})[\"']")),
     # Glued to its flag, the flag is replaced with it (a password alone is replaced only as a word).
-    re.compile(r"\bsshpass[ \t]+(-p[^\s\"']{1,1000})"),
-    re.compile(r"\bmysql(?:dump|admin|sh)?\b[^\n]{0,300}?[ \t](-p[^\s\"']{1,1000})"),
-    re.compile(r"(?:密码|пароль|mot de passe|contraseña|passwort|senha|wachtwoord|パスワード|비밀번호)"
-               r"[ \t]*[:：=][ \t]*([^\s\"']{1,1000})", re.I),
-    re.compile(r"[?&]sig=([A-Za-z0-9%+/=]{20,200})"),
-    re.compile(r"\bidentified[ \t]+by[ \t]+[\"']([^\"'\n]{1,1000})[\"']", re.I),
-    re.compile(r"\bmachine[ \t]+\S{1,200}[ \t]+login[ \t]+\S{1,200}[ \t]+password[ \t]+(\S{1,1000})"),
-    re.compile(r"\brequirepass[ \t]+(\S{1,1000})"),
-    re.compile(r"HTTPBasicAuth\([ \t]*[\"'][^\"'\n]{0,200}[\"'][ \t]*,[ \t]*[\"']([^\"'\n]{1,1000})[\"']"),
-    re.compile(r"(?<![\w-])Bearer[ \t]+([A-Za-z0-9._~+/=-]{16,4000})"),
-)  # fmt: skip
+    (("sshpass",), re.compile(r"\bsshpass[ \t]+-p[ \t]+[\"']?([^\s\"']{1,1000})")),
+    (("sshpass",), re.compile(r"\bsshpass[ \t]+(-p[^\s\"']{1,1000})")),
+    (("mysql",), re.compile(r"\bmysql(?:dump|admin|sh)?\b[^\n]{0,300}?[ \t](-p[^\s\"']{1,1000})")),
+    (
+        ("密码", "пароль", "mot de passe", "contraseña", "passwort", "senha", "wachtwoord", "パスワード", "비밀번호"),
+        re.compile(
+            r"(?:密码|пароль|mot de passe|contraseña|passwort|senha|wachtwoord|パスワード|비밀번호)"
+            r"[ \t]*[:：=][ \t]*([^\s\"']{1,1000})",
+            re.I,
+        ),
+    ),
+    (("sig=",), re.compile(r"[?&]sig=([A-Za-z0-9%+/=]{20,200})")),
+    (("identified",), re.compile(r"\bidentified[ \t]+by[ \t]+[\"']([^\"'\n]{1,1000})[\"']", re.I)),
+    (("machine",), re.compile(r"\bmachine[ \t]+\S{1,200}[ \t]+login[ \t]+\S{1,200}[ \t]+password[ \t]+(\S{1,1000})")),
+    (("requirepass",), re.compile(r"\brequirepass[ \t]+(\S{1,1000})")),
+    (
+        ("httpbasicauth",),
+        re.compile(r"HTTPBasicAuth\([ \t]*[\"'][^\"'\n]{0,200}[\"'][ \t]*,[ \t]*[\"']([^\"'\n]{1,1000})[\"']"),
+    ),
+    (("bearer",), re.compile(r"(?<![\w-])Bearer[ \t]+([A-Za-z0-9._~+/=-]{16,4000})")),
+)
+_BEARER = _COMMANDS[-1][1]
 _COOKIE = re.compile(r"\bcookie:[ \t]*([^\n]{1,4000})", re.I)
 _COOKIE_PAIR = re.compile(r"([\w.-]{1,100})=([^;\s]{1,4000})")
 
 
-def assigned_values(stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """(kind, value) of every secret given to a secret's name in ``stretches``."""
-    for text in stretches:
-        for pattern in (_ASSIGNMENT, _FLAG, _SPACED):
-            match = pattern.search(text)
+def assigned_values(text: str, near: Iterable[int], stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """(kind, value) of every secret given to a secret's name: ``name = value`` tried where a name
+    holding one of the gate words is (``near``: where those words start in ``text``), the other forms
+    in ``stretches`` (the text around them)."""
+    done = -1
+    for start in _name_starts(text, near):
+        if start < done:
+            continue  # inside a value already read
+        match = _ASSIGNMENT.match(text, start)
+        found = _assigned(text, match, False) if match else None
+        if found:
+            done = found[2]
+            yield found[0], found[1]
+    for stretch in stretches:
+        for pattern in (_FLAG, _SPACED):
+            if (pattern is _FLAG and "--" not in stretch) or (
+                pattern is _SPACED and '";' not in stretch and "';" not in stretch
+            ):
+                continue
+            match = pattern.search(stretch)
             while match:
-                found = _assigned(text, match, pattern is _FLAG)
+                found = _assigned(stretch, match, pattern is _FLAG)
                 if found:  # on after the value: what it holds is not read again
                     yield found[0], found[1]
-                # Not a secret's: on from its name, which may have taken a name as a type (``Here: DB_PASSWORD=``).
-                match = pattern.search(text, found[2] if found else match.end("name"))
-        for match in _COMPARED.finditer(text):
-            yield from _named(match.group("name"), match.group(2))
-        if "</" in text:
-            for match in _TAG.finditer(text):
+                match = pattern.search(stretch, found[2] if found else match.end("name"))
+        if "==" in stretch or "!=" in stretch:
+            for match in _COMPARED.finditer(stretch):
+                yield from _named(match.group("name"), match.group(2))
+        if "</" in stretch:
+            for match in _TAG.finditer(stretch):
                 yield from _named(match.group(1), match.group(2))
-        yield from _commands(text)
+        yield from _commands(stretch)
+
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def _name_starts(text: str, near: Iterable[int]) -> list[int]:
+    """Where the names holding the words at ``near`` start, in order: the start of each word's run of
+    name characters (after a Java ``-D``), and of the word before it across one space (``API key:``)."""
+    starts: set[int] = set()
+    for at in near:
+        start = at
+        while start > 0 and at - start < 80 and text[start - 1] in _NAME_CHARS:
+            start -= 1
+        while start < at and text[start] in "-.":
+            start += 1
+        if text.startswith(("D", "P"), start) and start >= 1 and text[start - 1] == "-":
+            starts.add(start + 1)  # -Djavax.net.ssl.keyStorePassword=…
+        starts.add(start)
+        if start >= 2 and text[start - 1] in " \t" and text[start - 2] in _NAME_CHARS:
+            before = start - 1
+            while before > 0 and start - before < 80 and text[before - 1] in _NAME_CHARS:
+                before -= 1
+            starts.add(before)
+    return sorted(starts)
 
 
 def paired_values(stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
     """(kind, value) of every secret whose name and value are apart (``stretches`` span lines)."""
     for text in stretches:
-        for pattern in _PAIRS:
-            for match in pattern.finditer(text):
-                yield from _named(match.group(1), match.group(2))
+        low = text.lower()
+        for needs, pattern in _PAIRS:
+            if any(need in low for need in needs):  # a pattern is tried only where its literal is
+                for match in pattern.finditer(text):
+                    yield from _named(match.group(1), match.group(2))
 
 
 def _named(name: str, raw: str, *, quoted: bool = True) -> Iterator[tuple[str, str]]:
@@ -135,16 +241,20 @@ def _named(name: str, raw: str, *, quoted: bool = True) -> Iterator[tuple[str, s
 
 
 def _commands(text: str) -> Iterator[tuple[str, str]]:
-    for pattern in _COMMANDS:
+    low = text.lower()
+    for needs, pattern in _COMMANDS:
+        if not any(need in low for need in needs):
+            continue
         for match in pattern.finditer(text):
-            secret = secret_value(match.group(1), "human" if pattern is not _COMMANDS[-1] else "machine")
+            secret = secret_value(match.group(1), "machine" if pattern is _BEARER else "human")
             if secret:
                 yield "keyword", secret
-    for line in _COOKIE.finditer(text):
-        for pair in _COOKIE_PAIR.finditer(line.group(1)):
-            secret = secret_value(pair.group(2), "machine", pair.group(1))
-            if secret:
-                yield "keyword", secret
+    if "cookie" in low:
+        for line in _COOKIE.finditer(text):
+            for pair in _COOKIE_PAIR.finditer(line.group(1)):
+                secret = secret_value(pair.group(2), "machine", pair.group(1))
+                if secret:
+                    yield "keyword", secret
 
 
 def _assigned(text: str, match: re.Match[str], flag: bool) -> tuple[str, str, int] | None:
