@@ -20,12 +20,13 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from compaction.usage import render_bar
+from sessions_app import steps
 from sessions_app.errors import ServiceError
 from sessions_app.models import Role
 from sessions_app.selectors import recall as recalling
 from sessions_app.selectors import usage
 from sessions_app.selectors.search import Scope, search
-from sessions_app.services import handoffs, mcp_calls
+from sessions_app.services import mcp_calls
 
 SEARCH_LIMIT = 20
 _SESSION = {"type": "string", "description": "A session's id, or the agent's own session id; default: yours."}
@@ -98,7 +99,7 @@ def _recall(caller: dict[str, Any], args: dict[str, Any]) -> tuple[Any, Answer]:
 
 def _handoff(caller: dict[str, Any], args: dict[str, Any]) -> tuple[Any, Answer]:
     session = recalling.agent_session(caller["user"], caller["key"], _session_ref(caller, args), min_role=Role.MEMBER)
-    document = handoffs.handoff_create(session=session, user=caller["user"])
+    document = steps.handoff_create(session=session, user=caller["user"], continue_=False)  # with its webhooks
     text = f"h{document.pk}: the handoff document of session {session.pk}\n\n{document.markdown or document.text}"
     return session, Answer(text, None)
 
