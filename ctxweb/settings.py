@@ -314,6 +314,11 @@ SPECTACULAR_SETTINGS = {
         {"name": "tokens", "description": "Count an Anthropic count_tokens body offline; the models' context windows."},
         {"name": "compactions", "description": "Compact a session (or preview it), its compaction history, revert."},
         {"name": "checkpoints", "description": "The structured summaries compactions write."},
+        {
+            "name": "search",
+            "description": "Everything sessions held: messages in every state, what compactions replaced, checkpoints "
+            "and handoffs (docs/SEARCH.md). Agents ask through the MCP server at /mcp/.",
+        },
         {"name": "handoffs", "description": "Handoff documents a fresh session starts from, and their downloads."},
         {
             "name": "import",

@@ -41,6 +41,7 @@ RESOURCE_TAGS = [
     (r"projects/[^/]+/policy/", "policy"),
     (r"(projects/[^/]+/)?webhooks/", "webhooks"),
     (r"count_tokens/|models/", "tokens"),
+    (r"search/", "search"),
     (r"projects/", "projects"),
     (r"sessions/", "sessions"),
 ]
