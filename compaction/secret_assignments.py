@@ -16,7 +16,7 @@ linear on any text."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 from compaction.secret_names import secret_kind, secret_name, secret_value
 
@@ -49,7 +49,7 @@ _VALUE = re.compile(
 _SCHEME_PREFIX = re.compile(r"(?:bearer|basic|token|bot|digest|aws4-hmac-sha256)[ \t]+", re.I)
 _Q = r"[\"']"
 # A name and its value, apart: (what the lower-cased text must hold, the pattern: name, value).
-_PAIRS = (
+_PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     (
         ("value",),
         re.compile(
@@ -110,7 +110,7 @@ _PAIRS = (
     ),
 )
 # Commands' own places for a password: (what the lower-cased text must hold, the pattern: value).
-_COMMANDS = (
+_COMMANDS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     (("-u", "--user"), re.compile(r"(?<![\w-])(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]{1,200}:([^\s\"']{1,1000})")),
     (
         ("login",),
@@ -161,14 +161,20 @@ _COMMANDS = (
     (("bearer",), re.compile(r"(?<![\w-])Bearer[ \t]+([A-Za-z0-9._~+/=-]{16,4000})")),
 )
 _BEARER = _COMMANDS[-1][1]
+# Every literal a pattern needs, longest first: one pass finds the longest at each place.
+_LITERALS = sorted({n for needs, _ in (*_PAIRS, *_COMMANDS) for n in needs} | {"cookie"}, key=len, reverse=True)
+_LITERAL = re.compile("|".join(re.escape(n) for n in _LITERALS))
+# Each pattern's literals with every longer one that holds one of them (what ``_LITERAL`` finds there).
+_PAIRS = tuple((frozenset(L for L in _LITERALS if any(n in L for n in needs)), p) for needs, p in _PAIRS)
+_COMMANDS = tuple((frozenset(L for L in _LITERALS if any(n in L for n in needs)), p) for needs, p in _COMMANDS)
 _COOKIE = re.compile(r"\bcookie:[ \t]*([^\n]{1,4000})", re.I)
 _COOKIE_PAIR = re.compile(r"([\w.-]{1,100})=([^;\s]{1,4000})")
 
 
-def assigned_values(text: str, near: Iterable[int], stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
+def assigned_values(text: str, low: str, near: Iterable[int], stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
     """(kind, value) of every secret given to a secret's name: ``name = value`` tried where a name
     holding one of the gate words is (``near``: where those words start in ``text``), the other forms
-    in ``stretches`` (the text around them)."""
+    in ``stretches`` (the text around them); ``low``: the text lower-cased, which literals it holds."""
     done = -1
     for start in _name_starts(text, near):
         if start < done:
@@ -178,6 +184,9 @@ def assigned_values(text: str, near: Iterable[int], stretches: Iterable[str]) ->
         if found:
             done = found[2]
             yield found[0], found[1]
+    present = _present(low)
+    commands = [pattern for needs, pattern in _COMMANDS if not present.isdisjoint(needs)]
+    cookies = "cookie" in present
     for stretch in stretches:
         for pattern in (_FLAG, _SPACED):
             if (pattern is _FLAG and "--" not in stretch) or (
@@ -196,7 +205,8 @@ def assigned_values(text: str, near: Iterable[int], stretches: Iterable[str]) ->
         if "</" in stretch:
             for match in _TAG.finditer(stretch):
                 yield from _named(match.group(1), match.group(2))
-        yield from _commands(stretch)
+        if commands or cookies:
+            yield from _commands(stretch, commands, cookies)
 
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -223,14 +233,22 @@ def _name_starts(text: str, near: Iterable[int]) -> list[int]:
     return sorted(starts)
 
 
-def paired_values(stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """(kind, value) of every secret whose name and value are apart (``stretches`` span lines)."""
+def paired_values(low: str, stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """(kind, value) of every secret whose name and value are apart (``stretches`` span lines; ``low``:
+    the whole text lower-cased, which patterns' literals it holds)."""
+    present = _present(low)
+    pairs = [pattern for needs, pattern in _PAIRS if not present.isdisjoint(needs)]
+    if not pairs:
+        return
     for text in stretches:
-        low = text.lower()
-        for needs, pattern in _PAIRS:
-            if any(need in low for need in needs):  # a pattern is tried only where its literal is
-                for match in pattern.finditer(text):
-                    yield from _named(match.group(1), match.group(2))
+        for pattern in pairs:
+            for match in pattern.finditer(text):
+                yield from _named(match.group(1), match.group(2))
+
+
+def _present(low: str) -> set[str]:
+    """The literals of the pair and command patterns that ``low`` holds, in one pass."""
+    return set(_LITERAL.findall(low))
 
 
 def _named(name: str, raw: str, *, quoted: bool = True) -> Iterator[tuple[str, str]]:
@@ -240,16 +258,13 @@ def _named(name: str, raw: str, *, quoted: bool = True) -> Iterator[tuple[str, s
         yield secret_kind(name), secret
 
 
-def _commands(text: str) -> Iterator[tuple[str, str]]:
-    low = text.lower()
-    for needs, pattern in _COMMANDS:
-        if not any(need in low for need in needs):
-            continue
+def _commands(text: str, commands: list[re.Pattern[str]], cookies: bool) -> Iterator[tuple[str, str]]:
+    for pattern in commands:
         for match in pattern.finditer(text):
             secret = secret_value(match.group(1), "machine" if pattern is _BEARER else "human")
             if secret:
                 yield "keyword", secret
-    if "cookie" in low:
+    if cookies:
         for line in _COOKIE.finditer(text):
             for pair in _COOKIE_PAIR.finditer(line.group(1)):
                 secret = secret_value(pair.group(2), "machine", pair.group(1))

@@ -199,10 +199,11 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
                 each_low = _lower(each)
                 spans = sorted(span for word in _NAME_GATES for span in _spans(each_low, word))
             near = [at for at, _ in spans]
-            for kind, value in secret_assignments.assigned_values(each, near, _near(each, spans)):
+            each_low = low if each is text else _lower(each)
+            for kind, value in secret_assignments.assigned_values(each, each_low, near, _near(each, spans)):
                 if kind not in off:
                     yield kind, value
-            for kind, value in secret_assignments.paired_values(_near(each, spans, lines=False)):
+            for kind, value in secret_assignments.paired_values(each_low, _near(each, spans, lines=False)):
                 if kind not in off:
                     yield kind, value
     if HIGH_ENTROPY not in off:
