@@ -88,8 +88,8 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     (("<property",), re.compile(rf"<property[ \t]+name={_Q}({_NAME}){_Q}[ \t]+value={_Q}([^\"'\n]{{1,1000}}){_Q}")),
     (("<entry",), re.compile(rf"<entry[ \t]+key={_Q}({_NAME}){_Q}[ \t]*>([^<\n]{{1,1000}})</entry>")),
     (("set",), re.compile(rf"(?:\.|\b)set({_NAME})\([ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}[ \t]*\)")),
-    # YAML: a block scalar's value on the line after its name (``password: |``); a bare ``name:`` at a
-    # line's end opens a block in code (``if reset_token:``), so it is not read.
+    # YAML: a block scalar's value on the line after its name (``password: |``), to its first space; a
+    # bare ``name:`` at a line's end opens a block in code (``if reset_token:``), so it is not read.
     (
         ("variable",),
         re.compile(
@@ -97,7 +97,7 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
             rf"([^\"'\n]{{1,1000}}){_Q}"
         ),
     ),
-    ((":",), re.compile(rf"(?<![\w.-])({_NAME}):[ \t]*[|>][-+]?[ \t]*\r?\n[ \t]+([^\s#][^\n]{{5,1000}})")),
+    ((":",), re.compile(rf"(?<![\w.-])({_NAME}):[ \t]*[|>][-+]?[ \t]*\r?\n[ \t]+([^\s#]\S{{5,1000}})")),
     (("#define",), re.compile(rf"#define[ \t]+({_NAME})[ \t]+{_Q}([^\"'\n]{{1,1000}}){_Q}")),
     (("env ", "arg "), re.compile(rf"\b(?:ENV|ARG)[ \t]+({_NAME})[ \t]+([^\s=]{{1,1000}})")),
     (("|",), re.compile(rf"\|[ \t]*`?({_NAME})`?[ \t]*\|[ \t]*`?([^`|\s]{{1,1000}})`?[ \t]*\|")),
