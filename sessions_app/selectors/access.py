@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib.auth import get_user_model
@@ -41,10 +42,14 @@ def as_pk(ref: Any) -> int | None:
     return pk if pk is not None and pk < 2**63 else None
 
 
-def _storable(*values: Any) -> bool:
-    """Whether these strings could match stored text: PostgreSQL refuses U+0000 in a query's text
-    (as it refuses to store it), so a value holding one matches nothing."""
-    return not any(isinstance(v, str) and "\x00" in v for v in values)
+def storable(*values: Any) -> bool:
+    """Whether these strings could match stored text: PostgreSQL refuses U+0000 in a query's text (as
+    it refuses to store it), and no database's driver encodes a lone surrogate, so a value holding
+    either matches nothing (a query with it would be a 500)."""
+    return not any(isinstance(v, str) and ("\x00" in v or _SURROGATE.search(v)) for v in values)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _my_project_ids(user: User) -> QuerySet[Membership, Any]:
@@ -88,7 +93,7 @@ def project_find_for(user: User, ref: str | None, *, min_role: Role = Role.VIEWE
     mine = Membership.objects.filter(user=user).select_related("project").order_by("project_id")
     if ref is not None:
         pk = as_pk(ref)
-        if pk is None and not _storable(ref):
+        if pk is None and not storable(ref):
             raise NotFound(f"No project named {ref!r} among yours.")
         mine = mine.filter(project_id=pk) if pk is not None else mine.filter(project__name=ref)
     found = list(mine[:2])
@@ -126,7 +131,7 @@ def session_list_for(
         if pid is None:
             return qs.none()
         qs = qs.filter(project_id=pid)
-    if not _storable(status, q, model):
+    if not storable(status, q, model):
         return qs.none()
     if model:
         qs = qs.filter(model__icontains=model)
@@ -147,7 +152,7 @@ def project_find_or_none(ref: str, *, user: User) -> Project | None:
     pk = as_pk(ref)
     if pk is not None:
         return Project.objects.filter(pk=pk).first()
-    return project_list_for(user).filter(name=ref).first() if _storable(ref) else None
+    return project_list_for(user).filter(name=ref).first() if storable(ref) else None
 
 
 def _sessions_by_ref(qs: QuerySet[AgentSession], ref: str) -> list[AgentSession]:
@@ -158,7 +163,7 @@ def _sessions_by_ref(qs: QuerySet[AgentSession], ref: str) -> list[AgentSession]
     found = next(iter(qs.filter(pk=pk).order_by()[:1]), None) if pk is not None else None
     if found is not None:
         return [found]
-    return list(qs.filter(external_id=ref)[:2]) if ref and _storable(ref) else []
+    return list(qs.filter(external_id=ref)[:2]) if ref and storable(ref) else []
 
 
 def session_find(session_ref: Any) -> AgentSession:

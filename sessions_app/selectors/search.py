@@ -22,7 +22,7 @@ from django.db.models import Q, QuerySet
 from compaction.search_text import search_text
 from sessions_app.errors import InvalidInput
 from sessions_app.models import AgentSession, Checkpoint, HandoffDocument, Message, MessageBackup, MessageState
-from sessions_app.selectors.access import _my_project_ids, as_pk
+from sessions_app.selectors.access import _my_project_ids, as_pk, storable
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -72,8 +72,10 @@ def search(scope: Scope, query: str, *, offset: int = 0, limit: int = 20) -> lis
     query = query.strip()
     if not query:
         raise InvalidInput("Say what to search for (q).", code="query_required")
-    if len(query) > MAX_QUERY or "\x00" in query:
-        raise InvalidInput(f"A search is at most {MAX_QUERY} characters, without NUL.", code="query_invalid")
+    if len(query) > MAX_QUERY or not storable(query):
+        raise InvalidInput(
+            f"A search is at most {MAX_QUERY} characters, without NUL or a lone surrogate.", code="query_invalid"
+        )
     if scope.state and scope.state not in STATES:
         raise InvalidInput(f"state must be one of {', '.join(STATES)}.", code="state_invalid")
     sessions = _sessions(scope)
@@ -96,15 +98,11 @@ def _sessions(scope: Scope) -> QuerySet[AgentSession, Any] | None:
         qs = qs.filter(project_id=pid)
     if scope.session not in (None, ""):
         ref = str(scope.session)
-        if not _storable(ref):
+        if not storable(ref):
             return None
         sid = as_pk(ref)
         qs = qs.filter(pk=sid) if sid is not None else qs.filter(external_id=ref)
     return qs.values("pk")
-
-
-def _storable(text: str) -> bool:
-    return "\x00" not in text
 
 
 def _filters(scope: Scope, alias: str, sessions_sql: str) -> tuple[str, list[Any]]:

@@ -32,6 +32,7 @@ from sessions_app.models import (
     Project,
     SessionStatus,
 )
+from sessions_app.selectors import access
 from sessions_app.services import (
     boundaries,
     ingest,
@@ -224,15 +225,11 @@ def _normalized_at(raw: Any, index: int, base: int) -> NormalizedMessage:
     return message
 
 
-def _storable(text: str) -> bool:
-    return "\x00" not in text and not any("\ud800" <= c <= "\udfff" for c in text)
-
-
 def proxy_continued(project: Project, response_id: str) -> tuple[AgentSession, list[dict[str, Any]]] | None:
     """The session holding the reply the provider gave as ``response_id`` in ``project``, and the
     history up to it (what a request continuing from that response stands on: the provider keeps it,
     the request sends only its new input); None when ctxweb recorded no such response."""
-    if not response_id or len(response_id) > 150 or not _storable(response_id):
+    if not response_id or len(response_id) > 150 or not access.storable(response_id):
         return None  # no stored id holds it: a NUL or a lone surrogate no database takes in a query
     replies = Message.objects.filter(session__project=project, role="assistant", client_id__startswith=REPLY_PREFIX)
     reply = replies.filter(client_id__endswith=f"-{response_id}").order_by("-session_id", "-seq").first()
