@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from bench._server import ROOT, gunicorn_on_postgres
+from bench._server import ROOT, Client, gunicorn_on_postgres
 from sessions_app.services.proxy.messages import identity
 from tests.conftest import start_worker, stop_worker
 
@@ -149,3 +149,16 @@ def first_difference(proxied: list, imported: list) -> str:
         if a != b:
             return f"message {n + 1}: proxy {str(a)[:300]!r} / import {str(b)[:300]!r}"
     return f"proxy {len(proxied)} messages, import {len(imported)}"
+
+
+def compact(api: Client, session_id: int, level: str, *, seconds: float = 60) -> dict[str, Any]:
+    """Ask for a compaction of ``level`` (the stack's Celery worker runs it) and wait for its end: the
+    compaction as the API answers it, asserted succeeded."""
+    code, compaction = api.call("POST", f"/api/v1/sessions/{session_id}/compactions/", {"level": level})
+    assert code == 202, compaction
+    deadline = time.monotonic() + seconds
+    while compaction["status"] in ("queued", "running") and time.monotonic() < deadline:
+        time.sleep(0.3)
+        compaction = api.call("GET", f"/api/v1/compactions/{compaction['id']}/")[1]
+    assert compaction["status"] == "succeeded", {k: compaction.get(k) for k in ("status", "error", "notes")}
+    return compaction

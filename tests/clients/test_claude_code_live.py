@@ -15,7 +15,7 @@ import pytest
 from bench._server import Client, make_key
 from tests.clients.claude_code import installed, run_claude
 from tests.clients.conftest import Live
-from tests.clients.stack import Stack, StoredSession, ctx_import, first_difference, said, settled
+from tests.clients.stack import Stack, StoredSession, compact, ctx_import, first_difference, said, settled
 from tests.conftest import need
 from tests.fakes.coding_task import AFTER_COMPACT, COMPACT_SUMMARY, PROMPT, SUBAGENT_PROMPT, coding_task
 
@@ -45,13 +45,7 @@ def assert_equal_to_its_import(stack: Stack, main: StoredSession, transcript: Pa
 
 def checkpoint_after_compaction(api: Client, session_id: int) -> dict:
     """Summarize the session (a real Celery worker runs it) and return its checkpoint's data."""
-    code, compaction = api.call("POST", f"/api/v1/sessions/{session_id}/compactions/", {"level": "summarize"})
-    assert code == 202, compaction
-    deadline = time.monotonic() + 60
-    while compaction["status"] in ("queued", "running") and time.monotonic() < deadline:
-        time.sleep(0.5)
-        compaction = api.call("GET", f"/api/v1/compactions/{compaction['id']}/")[1]
-    assert compaction["status"] == "succeeded", compaction
+    compact(api, session_id, "summarize")
     checkpoints = api.call("GET", f"/api/v1/sessions/{session_id}/checkpoints/")[1]
     return checkpoints["results"][0]["data"] if isinstance(checkpoints, dict) else checkpoints[0]["data"]
 

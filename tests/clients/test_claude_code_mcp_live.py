@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 from bench._server import Client, make_key
 from tests.clients.claude_code import installed, run_claude
 from tests.clients.conftest import Live
-from tests.clients.stack import settled
+from tests.clients.stack import compact, settled
 from tests.conftest import need
 from tests.fakes.scripted_model import is_main_conversation, text, thinking, tool_use
 
@@ -113,15 +112,7 @@ def test_claude_code_recalls_the_original_behind_a_placeholder_through_ctxwebs_m
     assert first.returncode == 0, first.stderr[-2000:]
     (session,) = settled(stack.database_url, project)
     api = Client(stack.hostport, key)  # a connection of its own: gunicorn closed the idle one
-    status, compaction = api.call("POST", f"/api/v1/sessions/{session.id}/compactions/", {"level": "compact"})
-    assert status == 202, compaction
-    deadline = time.monotonic() + 60
-    while compaction["status"] in ("queued", "running") and time.monotonic() < deadline:
-        time.sleep(0.3)
-        compaction = api.call("GET", f"/api/v1/compactions/{compaction['id']}/")[1]
-    assert compaction["status"] == "succeeded", {
-        k: compaction.get(k) for k in ("status", "error", "notes", "skip_reason", "result")
-    }
+    compact(api, session.id, "compact")
 
     second = run_claude(
         base_url, "sk-upstream", workdir, home, ctxweb_key=key, prompt=ASK, resume=True, mcp_servers=servers
