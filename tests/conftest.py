@@ -20,6 +20,8 @@ from hypothesis import settings as hypothesis_settings
 
 from sessions_app.selectors import usage
 from sessions_app.services import agent_sessions, keys, projects
+from tests import seeded_rows
+from tests.seeded_rows import pytest_runtest_teardown  # noqa: F401  # a hook, found by its name
 from tests.shared_data import SHARED_DATA
 
 if TYPE_CHECKING:
@@ -155,6 +157,13 @@ def _webhooks_for_tests(settings) -> None:
     settings.CTX_WEBHOOK_ALLOW_PRIVATE = True
     settings.CTX_WEBHOOK_BACKOFF_SECONDS = 0.0
     settings.CTX_WEBHOOK_TIMEOUT_SECONDS = 2.0
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker) -> None:
+    """pytest-django's, and what the migrations seeded read for ``seeded_rows`` to put back."""
+    with django_db_blocker.unblock():
+        seeded_rows.remember()
 
 
 @pytest.fixture(autouse=True)

@@ -131,9 +131,7 @@ def test_nothing_for_a_key_outside_the_project_and_clear_errors(team, client, co
     assert client.get("/mcp/", **team.alice.auth).status_code == 405
 
 
-# A live server needs committed rows; the rollback puts back what migrations seeded (model profiles)
-# for the tests after it in this process.
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)  # a live server needs committed rows
 def test_the_sdks_own_client_in_both_protocol_eras(team, live_server, session_of):
     session = session_of(name="sdk", auto_compact=False)
     append(session, [{"role": "user", "content": "find zqsdkword please"}, {"role": "assistant", "content": "ok"}])
