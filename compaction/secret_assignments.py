@@ -16,7 +16,7 @@ linear on any text."""
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 from compaction.secret_names import secret_kind, secret_name, secret_value
 
@@ -161,20 +161,23 @@ _COMMANDS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     (("bearer",), re.compile(r"(?<![\w-])Bearer[ \t]+([A-Za-z0-9._~+/=-]{16,4000})")),
 )
 _BEARER = _COMMANDS[-1][1]
-# Every literal a pattern needs, longest first: one pass finds the longest at each place.
-_LITERALS = sorted({n for needs, _ in (*_PAIRS, *_COMMANDS) for n in needs} | {"cookie"}, key=len, reverse=True)
-_LITERAL = re.compile("|".join(re.escape(n) for n in _LITERALS))
-# Each pattern's literals with every longer one that holds one of them (what ``_LITERAL`` finds there).
-_PAIRS = tuple((frozenset(L for L in _LITERALS if any(n in L for n in needs)), p) for needs, p in _PAIRS)
-_COMMANDS = tuple((frozenset(L for L in _LITERALS if any(n in L for n in needs)), p) for needs, p in _COMMANDS)
+# Every literal a pattern needs (``secret_rules`` finds which a text holds in its one pass over it), and
+# those in nearly every text (JSON's ":"), which it tests for on their own.
+LITERALS = tuple(sorted({n for needs, _ in (*_PAIRS, *_COMMANDS) for n in needs} | {"cookie"}))
+COMMON_LITERALS = (":", "--", "|", "set")
+_PAIRS = tuple((frozenset(needs), p) for needs, p in _PAIRS)
+_COMMANDS = tuple((frozenset(needs), p) for needs, p in _COMMANDS)
 _COOKIE = re.compile(r"\bcookie:[ \t]*([^\n]{1,4000})", re.I)
 _COOKIE_PAIR = re.compile(r"([\w.-]{1,100})=([^;\s]{1,4000})")
 
 
-def assigned_values(text: str, low: str, near: Iterable[int], stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
+def assigned_values(
+    text: str, present: frozenset[str], near: Iterable[int], stretches: Callable[[], list[str]]
+) -> Iterator[tuple[str, str]]:
     """(kind, value) of every secret given to a secret's name: ``name = value`` tried where a name
     holding one of the gate words is (``near``: where those words start in ``text``), the other forms
-    in ``stretches`` (the text around them); ``low``: the text lower-cased, which literals it holds."""
+    in ``stretches()`` (the text around them, made only when one of those forms may be there);
+    ``present``: the literals of the pair and command patterns (``LITERALS``) the text holds."""
     done = -1
     for start in _name_starts(text, near):
         if start < done:
@@ -184,10 +187,11 @@ def assigned_values(text: str, low: str, near: Iterable[int], stretches: Iterabl
         if found:
             done = found[2]
             yield found[0], found[1]
-    present = _present(low)
     commands = [pattern for needs, pattern in _COMMANDS if not present.isdisjoint(needs)]
     cookies = "cookie" in present
-    for stretch in stretches:
+    if not (commands or cookies or any(mark in text for mark in _STRETCH_MARKS)):
+        return
+    for stretch in stretches():
         for pattern in (_FLAG, _SPACED):
             if (pattern is _FLAG and "--" not in stretch) or (
                 pattern is _SPACED and '";' not in stretch and "';" not in stretch
@@ -209,6 +213,9 @@ def assigned_values(text: str, low: str, near: Iterable[int], stretches: Iterabl
             yield from _commands(stretch, commands, cookies)
 
 
+# What a text must hold for one of the forms read in the stretches around a name (a flag, a spaced
+# ``name "value";``, a comparison, a tag).
+_STRETCH_MARKS = ("--", '";', "';", "==", "!=", "</")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
@@ -216,7 +223,18 @@ def _name_starts(text: str, near: Iterable[int]) -> list[int]:
     """Where the names holding the words at ``near`` start, in order: the start of each word's run of
     name characters (after a Java ``-D``), and of the word before it across one space (``API key:``)."""
     starts: set[int] = set()
+    # Where the next "=", ":" and line end are, each found again only once passed: every character
+    # is read at most once by each, however many words there are.
+    eq = colon = newline = -1
     for at in near:
+        if eq < at:
+            eq = _next(text, "=", at)
+        if colon < at:
+            colon = _next(text, ":", at)
+        if newline < at:
+            newline = _next(text, "\n", at)
+        if min(eq, colon) >= newline:
+            continue  # no sign on the word's line: nothing is assigned to a name there
         start = at
         while start > 0 and at - start < 80 and text[start - 1] in _NAME_CHARS:
             start -= 1
@@ -233,22 +251,21 @@ def _name_starts(text: str, near: Iterable[int]) -> list[int]:
     return sorted(starts)
 
 
-def paired_values(low: str, stretches: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """(kind, value) of every secret whose name and value are apart (``stretches`` span lines; ``low``:
-    the whole text lower-cased, which patterns' literals it holds)."""
-    present = _present(low)
+def _next(text: str, char: str, at: int) -> int:
+    found = text.find(char, at)
+    return found if found >= 0 else len(text)
+
+
+def paired_values(present: frozenset[str], stretches: Callable[[], list[str]]) -> Iterator[tuple[str, str]]:
+    """(kind, value) of every secret whose name and value are apart (``stretches()`` span lines, made
+    only when the text holds a pattern's literals: ``present``)."""
     pairs = [pattern for needs, pattern in _PAIRS if not present.isdisjoint(needs)]
     if not pairs:
         return
-    for text in stretches:
+    for text in stretches():
         for pattern in pairs:
             for match in pattern.finditer(text):
                 yield from _named(match.group(1), match.group(2))
-
-
-def _present(low: str) -> set[str]:
-    """The literals of the pair and command patterns that ``low`` holds, in one pass."""
-    return set(_LITERAL.findall(low))
 
 
 def _named(name: str, raw: str, *, quoted: bool = True) -> Iterator[tuple[str, str]]:

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cache, cached_property, partial
 from typing import Any
 
 import ahocorasick  # type: ignore[import-not-found]  # a C extension without stubs
@@ -63,8 +63,16 @@ _ASSIGNED = re.compile(r"(?:key|pw|pass|token).{0,24}?[\"'=: ][\"']?[a-z0-9/+_\-
 _NAME_GATES = secret_names.GATE_WORDS + secret_assignments.COMMAND_WORDS
 _NAME_WORD = "named:"  # an automaton hit that is one of them, not a kind
 _LINE_WORD = "line:"  # an automaton hit that is a name a line rule reads
+_LITERAL_WORD = "literal:"  # an automaton hit that is a literal a pair or command pattern needs
 # Gates on the text as it is: upper-case prefixes that are common words in lower case.
 _CASED_GATES = {"artifactory-credentials": ("AKC", "AP"), "twilio-api-key": ("AC", "SK")}
+# Gates that are patterns: a rule whose own pattern starts at any digit or letter (``\d{8,10}:…``,
+# ``[MNO]…``) runs only around where its value's tail is, which a pattern starting at a sign finds
+# several times faster.
+_PATTERN_GATES = {
+    "telegram-bot-token": re.compile(r":[0-9A-Za-z_-]{35}"),
+    "discord-bot-token": re.compile(r"\.[0-9A-Za-z_-]{6}\.[0-9A-Za-z_-]{27}"),
+}
 _REACH = 200
 _HEURISTIC_REACH = 100
 # How far past its gate's string a rule's value may run: most keys are under 200 characters; a PyPI
@@ -157,6 +165,10 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
         if kind not in off and any(need in text for need in needs):
             kinds.append(kind)
             hits[kind] = sorted(at for need in needs for at, _ in _spans(text, need))
+    for kind, gate in _PATTERN_GATES.items():
+        if kind not in off and (tails := [match.start() for match in gate.finditer(text)]):
+            kinds.append(kind)
+            hits[kind] = tails
     named = _LINE_WORD in hits  # a name a line rule reads (key, pw, pass, token) is in the text
     # Private keys and JWTs first: their whole value is one secret, found from where their prefix is.
     if "private-key" not in off and "private-key" in hits:
@@ -192,6 +204,9 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
     # a tool's output): their values hold no quote or backslash, so they are found in the text as it is.
     quoted = [text, _ESCAPED_QUOTE.sub('"', text)] if '\\"' in text else [text]
     if _NAME_WORD in hits:
+        # The same in both texts: unescaping quotes makes no literal (none holds a quote or backslash).
+        literals = frozenset(k[len(_LITERAL_WORD) :] for k in hits if k.startswith(_LITERAL_WORD))
+        literals |= {common for common in secret_assignments.COMMON_LITERALS if common in low}
         for each in quoted:
             if each is text:  # where the automaton found the words
                 spans = sorted((at, at) for at in hits[_NAME_WORD])
@@ -199,11 +214,11 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
                 each_low = _lower(each)
                 spans = sorted(span for word in _NAME_GATES for span in _spans(each_low, word))
             near = [at for at, _ in spans]
-            each_low = low if each is text else _lower(each)
-            for kind, value in secret_assignments.assigned_values(each, each_low, near, _near(each, spans)):
+            lined = partial(_near, each, spans)
+            for kind, value in secret_assignments.assigned_values(each, literals, near, lined):
                 if kind not in off:
                     yield kind, value
-            for kind, value in secret_assignments.paired_values(each_low, _near(each, spans, lines=False)):
+            for kind, value in secret_assignments.paired_values(literals, partial(_near, each, spans, lines=False)):
                 if kind not in off:
                     yield kind, value
     if HIGH_ENTROPY not in off:
@@ -253,6 +268,8 @@ def _automaton() -> Any:
         by_need.setdefault(word, set()).add(_LINE_WORD)
     for word in _NAME_GATES:
         by_need.setdefault(word, set()).add(_NAME_WORD)
+    for literal in set(secret_assignments.LITERALS) - set(secret_assignments.COMMON_LITERALS):
+        by_need.setdefault(literal, set()).add(_LITERAL_WORD + literal)
     automaton = ahocorasick.Automaton()
     for need, kinds in by_need.items():
         automaton.add_word(need, (len(need), tuple(kinds)))
@@ -390,4 +407,4 @@ def compile_patterns(patterns: Iterable[str]) -> tuple[tuple[str, re.Pattern[str
 # (no gate: cheap on their own, or read on the lines that assign a name a value).
 _RULES = dict(_rules_by_kind())
 _ORDER = {kind: n for n, kind in enumerate(_RULES)}
-_ALWAYS = [kind for kind in _RULES if kind not in {**_GATES, **_CASED_GATES} or kind in _LINE_RULES]
+_ALWAYS = [kind for kind in _RULES if kind not in {**_GATES, **_CASED_GATES, **_PATTERN_GATES} or kind in _LINE_RULES]

@@ -138,6 +138,11 @@ SECRETS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
         "doppler-token": chars(ALNUM, 44).map(lambda s: "dp.st.prd." + s),
         "figma-token": chars(URLSAFE, 40).map(lambda s: "figd_" + s),
         "databricks-token": chars("0123456789abcdef", 31).map(lambda s: "dapi7" + s),
+        # detect-secrets' rules, run around where a pattern finds their tails (``_PATTERN_GATES``).
+        "telegram-bot-token": st.tuples(st.integers(10**7, 10**10 - 1), chars(URLSAFE, 35))
+        .map(lambda p: f"{p[0]}:{p[1]}"),
+        "discord-bot-token": st.tuples(st.sampled_from("MNO"), chars(URLSAFE, 23), chars(URLSAFE, 6),
+                                       chars(URLSAFE, 27)).map(lambda p: f"{p[0]}{p[1]}.{p[2]}.{p[3]}"),
         "age-secret-key": chars(string.ascii_uppercase + string.digits, 58).map(lambda s: "AGE-SECRET-KEY-1" + s),
     }.items()},
     KEYWORD: _in(_BY_NAME, mixed(ALNUM, 20)),

@@ -24,6 +24,7 @@ from compaction.redact import (
     kinds,
     redact,
 )
+from compaction.secret_assignments import LITERALS
 from compaction.transcripts.formats import read_transcript
 from tests.secret_values import PEM_LINES, SECRETS, leaked
 
@@ -257,3 +258,9 @@ def test_a_key_after_an_escape_of_another_json_library_is_not_left(kind, data):
     """Gson writes "=" as ``\\u003d``: a key glued to it is still replaced (by its kind, or whole)."""
     secret, _ = data.draw(SECRETS[kind])
     assert not leaked(secret, redact('{"url": "https://x.example/?k\\u003d' + secret + '"}', RULES).value)
+
+
+def test_unescaping_quotes_makes_none_of_the_literals_the_name_forms_need():
+    # The engine reads which literals a text holds once and uses the set for the text with its quotes
+    # unescaped too: true only while no literal holds a quote or a backslash.
+    assert LITERALS and not [literal for literal in LITERALS if '"' in literal or "\\" in literal]
