@@ -106,7 +106,9 @@ def _sessions(scope: Scope) -> QuerySet[AgentSession, Any] | None:
 
 
 def _filters(scope: Scope, alias: str, sessions_sql: str) -> tuple[str, list[Any]]:
-    where = [f"{alias}.session_id IN ({sessions_sql})"]
+    """The conditions on ``alias``'s rows: their session (``sessions_sql``: ``IN (…)`` or ``= ANY(…)``)
+    and the scope's role and state."""
+    where = [f"{alias}.session_id {sessions_sql}"]
     params: list[Any] = []
     if scope.role:
         where.append(f"{alias}.role = %s")
@@ -118,16 +120,21 @@ def _filters(scope: Scope, alias: str, sessions_sql: str) -> tuple[str, list[Any
 
 
 def _postgres(sessions: QuerySet[AgentSession, Any], scope: Scope, query: str, offset: int, limit: int) -> list[Hit]:
-    sessions_sql, params_of_sessions = sessions.query.sql_with_params()
-    sessions_params = list(params_of_sessions)
+    if scope.session not in (None, ""):
+        # A session's search names its session by id: the planner then weighs the session's rows (its
+        # index) against the word's matches (the GIN index) by their statistics, and reads the fewer.
+        ids = list(sessions.values_list("pk", flat=True))
+        if not ids:
+            return []
+        sessions_sql, sessions_params = "= ANY(%s::bigint[])", [ids]
+    else:
+        sql_of_sessions, params_of_sessions = sessions.query.sql_with_params()
+        sessions_sql, sessions_params = f"IN ({sql_of_sessions})", list(params_of_sessions)
     message_where, message_params = _filters(scope, "m", sessions_sql)
     parts = [
-        # A session's own search reads its messages' stored words by the session's index (the planner
-        # would otherwise read every match of a common word in the database through the GIN index).
         f"""SELECT 'message' AS kind, m.id AS row_id, m.session_id, m.id AS message_id, m.seq, m.state, m.role,
                    ts_rank(m.search, q.query) AS rank, m.created_at
-            FROM sessions_app_message m, q WHERE {"(m.search || ''::tsvector)" if scope.session else "m.search"}
-            @@ q.query AND {message_where}""",
+            FROM sessions_app_message m, q WHERE m.search @@ q.query AND {message_where}""",
         f"""SELECT 'original', b.id, m.session_id, m.id, m.seq, m.state, m.role, ts_rank(b.search, q.query),
                    b.created_at
             FROM sessions_app_messagebackup b JOIN sessions_app_message m ON m.id = b.message_id, q
@@ -140,12 +147,12 @@ def _postgres(sessions: QuerySet[AgentSession, Any], scope: Scope, query: str, o
                        ts_rank(to_tsvector('english'::regconfig, ctx_search_text(c.data)), q.query), c.created_at
                 FROM sessions_app_checkpoint c, q
                 WHERE to_tsvector('english'::regconfig, ctx_search_text(c.data)) @@ q.query
-                  AND c.session_id IN ({sessions_sql})""",
+                  AND c.session_id {sessions_sql}""",
             f"""SELECT 'handoff', h.id, h.session_id, NULL, NULL, '', '',
                        ts_rank(to_tsvector('english'::regconfig, left(h.text, 200000)), q.query), h.created_at
                 FROM sessions_app_handoffdocument h, q
                 WHERE to_tsvector('english'::regconfig, left(h.text, 200000)) @@ q.query
-                  AND h.session_id IN ({sessions_sql})""",
+                  AND h.session_id {sessions_sql}""",
         ]
         params += [*sessions_params, *sessions_params]
     sql = (
