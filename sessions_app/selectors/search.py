@@ -34,7 +34,7 @@ MAX_PAGE = 100
 # ts_headline's marks: characters no stored text holds, made ``<mark>`` after the snippet is escaped.
 _START, _STOP = "\x02", "\x03"
 _HEADLINE = f"StartSel={_START},StopSel={_STOP},MaxFragments=2,MaxWords=18,MinWords=6,FragmentDelimiter= … "
-_SQLITE_CANDIDATES = 2_000  # newest matching rows ranked on SQLite
+CANDIDATES = 2_000  # the newest matching rows of each kind that are ranked
 MAX_TEXT = 200_000
 
 
@@ -102,7 +102,7 @@ def _sessions(scope: Scope) -> QuerySet[AgentSession, Any] | None:
             return None
         sid = as_pk(ref)
         qs = qs.filter(pk=sid) if sid is not None else qs.filter(external_id=ref)
-    return qs.values("pk")
+    return qs.order_by().values("pk")  # unordered: an ORDER BY in the subquery keeps the planner off the best plans
 
 
 def _filters(scope: Scope, alias: str, sessions_sql: str) -> tuple[str, list[Any]]:
@@ -120,6 +120,13 @@ def _filters(scope: Scope, alias: str, sessions_sql: str) -> tuple[str, list[Any
 
 
 def _postgres(sessions: QuerySet[AgentSession, Any], scope: Scope, query: str, offset: int, limit: int) -> list[Hit]:
+    with connection.cursor() as cursor:
+        # The query's words as a constant: the planner estimates from the words' statistics how many
+        # rows hold them (a tsquery computed in the statement itself it can only guess at).
+        cursor.execute("SELECT websearch_to_tsquery('english'::regconfig, %s)::text", [query])
+        words = cursor.fetchone()[0]
+    if not words:  # only stop words ("the", "of")
+        return []
     if scope.session not in (None, ""):
         # A session's search names its session by id: the planner then weighs the session's rows (its
         # index) against the word's matches (the GIN index) by their statistics, and reads the fewer.
@@ -131,33 +138,38 @@ def _postgres(sessions: QuerySet[AgentSession, Any], scope: Scope, query: str, o
         sql_of_sessions, params_of_sessions = sessions.query.sql_with_params()
         sessions_sql, sessions_params = f"IN ({sql_of_sessions})", list(params_of_sessions)
     message_where, message_params = _filters(scope, "m", sessions_sql)
+    # Each kind's newest matches, at most CANDIDATES, are ranked: a word in most rows of a project is
+    # ranked over its recent history, not over every row that holds it.
     parts = [
         f"""SELECT 'message' AS kind, m.id AS row_id, m.session_id, m.id AS message_id, m.seq, m.state, m.role,
-                   ts_rank(m.search, q.query) AS rank, m.created_at
-            FROM sessions_app_message m, q WHERE m.search @@ q.query AND {message_where}""",
-        f"""SELECT 'original', b.id, m.session_id, m.id, m.seq, m.state, m.role, ts_rank(b.search, q.query),
+                   ts_rank(m.search, %s::tsquery) AS rank, m.created_at
+            FROM (SELECT m.id, m.session_id, m.seq, m.state, m.role, m.search, m.created_at
+                  FROM sessions_app_message m WHERE m.search @@ %s::tsquery AND {message_where}
+                  ORDER BY m.id DESC LIMIT {CANDIDATES}) m""",
+        f"""SELECT 'original', b.id, b.session_id, b.message_id, b.seq, b.state, b.role, ts_rank(b.search, %s::tsquery),
                    b.created_at
-            FROM sessions_app_messagebackup b JOIN sessions_app_message m ON m.id = b.message_id, q
-            WHERE b.search @@ q.query AND {message_where}""",
+            FROM (SELECT b.id, m.session_id, b.message_id, m.seq, m.state, m.role, b.search, b.created_at
+                  FROM sessions_app_messagebackup b JOIN sessions_app_message m ON m.id = b.message_id
+                  WHERE b.search @@ %s::tsquery AND {message_where}
+                  ORDER BY b.id DESC LIMIT {CANDIDATES}) b""",
     ]
-    params: list[Any] = [query, *sessions_params, *message_params, *sessions_params, *message_params]
+    params: list[Any] = [words, words, *sessions_params, *message_params] * 2
     if not scope.role and not scope.state:  # documents have neither
         parts += [
             f"""SELECT 'checkpoint', c.id, c.session_id, NULL, c.version, '', '',
-                       ts_rank(to_tsvector('english'::regconfig, ctx_search_text(c.data)), q.query), c.created_at
-                FROM sessions_app_checkpoint c, q
-                WHERE to_tsvector('english'::regconfig, ctx_search_text(c.data)) @@ q.query
+                       ts_rank(to_tsvector('english'::regconfig, ctx_search_text(c.data)), %s::tsquery), c.created_at
+                FROM sessions_app_checkpoint c
+                WHERE to_tsvector('english'::regconfig, ctx_search_text(c.data)) @@ %s::tsquery
                   AND c.session_id {sessions_sql}""",
             f"""SELECT 'handoff', h.id, h.session_id, NULL, NULL, '', '',
-                       ts_rank(to_tsvector('english'::regconfig, left(h.text, 200000)), q.query), h.created_at
-                FROM sessions_app_handoffdocument h, q
-                WHERE to_tsvector('english'::regconfig, left(h.text, 200000)) @@ q.query
+                       ts_rank(to_tsvector('english'::regconfig, left(h.text, 200000)), %s::tsquery), h.created_at
+                FROM sessions_app_handoffdocument h
+                WHERE to_tsvector('english'::regconfig, left(h.text, 200000)) @@ %s::tsquery
                   AND h.session_id {sessions_sql}""",
         ]
-        params += [*sessions_params, *sessions_params]
+        params += [words, words, *sessions_params] * 2
     sql = (
-        "WITH q AS (SELECT websearch_to_tsquery('english'::regconfig, %s) AS query) "
-        + " UNION ALL ".join(f"({part})" for part in parts)
+        " UNION ALL ".join(f"({part})" for part in parts)
         + " ORDER BY rank DESC, created_at DESC, row_id DESC LIMIT %s OFFSET %s"
     )
     with connection.cursor() as cursor:
@@ -273,13 +285,13 @@ def _sqlite(session_ids: QuerySet[AgentSession, Any], scope: Scope, query: str, 
         messages = messages.filter(content__icontains=term)
         backups = backups.filter(content__icontains=term)
     for m in messages.order_by("-id").values_list("id", "session_id", "seq", "state", "role", "created_at", "content")[
-        :_SQLITE_CANDIDATES
+        :CANDIDATES
     ]:
         rows.append(("message", m[0], m[1], m[0], m[2], m[3], m[4], _count(m[6], terms), m[5]))
     for b in backups.order_by("-id").values_list(
         "id", "message__session_id", "message_id", "message__seq", "message__state", "message__role", "created_at",
         "content",
-    )[:_SQLITE_CANDIDATES]:  # fmt: skip
+    )[:CANDIDATES]:  # fmt: skip
         rows.append(("original", b[0], b[1], b[2], b[3], b[4], b[5], _count(b[7], terms), b[6]))
     if not scope.role and not scope.state:
         checkpoints = Checkpoint.objects.filter(session_id__in=session_ids)
@@ -287,9 +299,9 @@ def _sqlite(session_ids: QuerySet[AgentSession, Any], scope: Scope, query: str, 
         for term, plain in zip(as_json, terms, strict=True):
             checkpoints = checkpoints.filter(data__icontains=term)
             handoffs = handoffs.filter(text__icontains=plain)
-        for c in checkpoints.values_list("id", "session_id", "version", "created_at", "data")[:_SQLITE_CANDIDATES]:
+        for c in checkpoints.values_list("id", "session_id", "version", "created_at", "data")[:CANDIDATES]:
             rows.append(("checkpoint", c[0], c[1], None, c[2], "", "", _count(c[4], terms), c[3]))
-        for h in handoffs.values_list("id", "session_id", "created_at", "text")[:_SQLITE_CANDIDATES]:
+        for h in handoffs.values_list("id", "session_id", "created_at", "text")[:CANDIDATES]:
             rows.append(("handoff", h[0], h[1], None, None, "", "", _count(h[3], terms), h[2]))
     rows.sort(key=lambda r: (-r[7], -r[8].timestamp(), -r[1]))
     return _hits(rows[offset : offset + limit], query, lambda texts, _: [_snippet(t, terms) for t in texts])

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from sessions_app.models import Message, MessageState
+from sessions_app.selectors import search
 from sessions_app.services import compaction_runs, retention
 from tests.conftest import Api
 from tests.sessions_app.compaction_helpers import agent_rounds, append
@@ -116,6 +117,16 @@ def test_hits_are_ranked_best_first_and_paged(team, client, session_of):
     assert ranks == sorted(ranks, reverse=True) and len(ranks) == 33
     second = api.get(first["next"]).json()
     assert second["previous"] and {h["seq"] for h in second["results"]}.isdisjoint({three, two})
+
+
+def test_a_word_in_more_rows_than_are_ranked_ranks_the_newest(team, client, session_of, monkeypatch):
+    monkeypatch.setattr(search, "CANDIDATES", 5)
+    session = session_of(name="common", auto_compact=False)
+    append(session, [{"role": "user", "content": f"zqcommon row {i}" + " zqcommon" * (i % 3)} for i in range(12)])
+    hits = _search(team.alice, client, q="zqcommon", session=session.pk, page_size=100)
+    assert sorted(h["seq"] for h in hits) == list(range(8, 13))  # the newest five, best first
+    assert [h["rank"] for h in hits] == sorted((h["rank"] for h in hits), reverse=True)
+    assert _search(team.alice, client, q="the of", session=session.pk) == []  # only stop words: nothing, not an error
 
 
 @pytest.mark.parametrize(
