@@ -134,7 +134,13 @@ def _postgres(sessions: QuerySet[AgentSession, Any], scope: Scope, query: str, o
         if not ids:
             return []
         sessions_sql, sessions_params = "= ANY(%s::bigint[])", [ids]
+        # Its originals by its compactions (the backups' own index), not every original holding the words.
+        backups_of_sessions = (
+            "AND b.compaction_id IN (SELECT c.id FROM sessions_app_compaction c WHERE c.session_id = ANY(%s::bigint[]))"
+        )
+        backup_params: list[Any] = [ids]
     else:
+        backups_of_sessions, backup_params = "", []
         sql_of_sessions, params_of_sessions = sessions.query.sql_with_params()
         sessions_sql, sessions_params = f"IN ({sql_of_sessions})", list(params_of_sessions)
     message_where, message_params = _filters(scope, "m", sessions_sql)
@@ -150,10 +156,11 @@ def _postgres(sessions: QuerySet[AgentSession, Any], scope: Scope, query: str, o
                    b.created_at
             FROM (SELECT b.id, m.session_id, b.message_id, m.seq, m.state, m.role, b.search, b.created_at
                   FROM sessions_app_messagebackup b JOIN sessions_app_message m ON m.id = b.message_id
-                  WHERE b.search @@ %s::tsquery AND {message_where}
+                  WHERE b.search @@ %s::tsquery AND {message_where} {backups_of_sessions}
                   ORDER BY b.id DESC LIMIT {CANDIDATES}) b""",
     ]
-    params: list[Any] = [words, words, *sessions_params, *message_params] * 2
+    params: list[Any] = [words, words, *sessions_params, *message_params]
+    params += [words, words, *sessions_params, *message_params, *backup_params]
     if not scope.role and not scope.state:  # documents have neither
         parts += [
             f"""SELECT 'checkpoint', c.id, c.session_id, NULL, c.version, '', '',

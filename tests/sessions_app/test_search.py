@@ -91,6 +91,8 @@ def test_a_word_only_in_a_cleared_original_or_an_archived_session_is_found_by_me
     assert _search(team.mallory, client, q=cleared_word) == []
     assert _search(team.mallory, client, q=archived_word) == []
     assert _search(team.alice, client, q=cleared_word, session=archived.pk) == []
+    in_its_session = _search(team.bob, client, q=cleared_word, session=cleared.pk)
+    assert [(h["kind"], h["session"]) for h in in_its_session] == [("original", cleared.pk)]
     assert len(_search(team.alice, client, q=archived_word, session=archived.pk, state="archived")) == 1
     assert _search(team.alice, client, q=archived_word, state="active") == []
     assert _search(team.alice, client, q=archived_word, project=team.project.pk + 1000) == []
