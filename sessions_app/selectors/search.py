@@ -133,14 +133,17 @@ def _postgres(sessions: QuerySet[AgentSession, Any], scope: Scope, query: str, o
         ids = list(sessions.values_list("pk", flat=True))
         if not ids:
             return []
-        sessions_sql, sessions_params = "= ANY(%s::bigint[])", [ids]
+        sessions_params: list[Any] = list(ids) if len(ids) == 1 else [ids]
+        sessions_sql = "= %s" if len(ids) == 1 else "= ANY(%s::bigint[])"
+        # One session: its newest messages first from its (session, seq) index, stopping at CANDIDATES.
+        newest = "m.seq DESC" if len(ids) == 1 else "m.id DESC"
         # Its originals by its compactions (the backups' own index), not every original holding the words.
         backups_of_sessions = (
             "AND b.compaction_id IN (SELECT c.id FROM sessions_app_compaction c WHERE c.session_id = ANY(%s::bigint[]))"
         )
         backup_params: list[Any] = [ids]
     else:
-        backups_of_sessions, backup_params = "", []
+        backups_of_sessions, backup_params, newest = "", [], "m.id DESC"
         sql_of_sessions, params_of_sessions = sessions.query.sql_with_params()
         sessions_sql, sessions_params = f"IN ({sql_of_sessions})", list(params_of_sessions)
     message_where, message_params = _filters(scope, "m", sessions_sql)
@@ -151,7 +154,7 @@ def _postgres(sessions: QuerySet[AgentSession, Any], scope: Scope, query: str, o
                    ts_rank(m.search, %s::tsquery) AS rank, m.created_at
             FROM (SELECT m.id, m.session_id, m.seq, m.state, m.role, m.search, m.created_at
                   FROM sessions_app_message m WHERE m.search @@ %s::tsquery AND {message_where}
-                  ORDER BY m.id DESC LIMIT {CANDIDATES}) m""",
+                  ORDER BY {newest} LIMIT {CANDIDATES}) m""",
         f"""SELECT 'original', b.id, b.session_id, b.message_id, b.seq, b.state, b.role, ts_rank(b.search, %s::tsquery),
                    b.created_at
             FROM (SELECT b.id, m.session_id, b.message_id, m.seq, m.state, m.role, b.search, b.created_at
@@ -182,7 +185,27 @@ def _postgres(sessions: QuerySet[AgentSession, Any], scope: Scope, query: str, o
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, limit, max(0, offset)])
         rows = cursor.fetchall()
-    return _hits(rows, query, _pg_headlines)
+    lexemes = [lexeme.replace("''", "'") for lexeme in _LEXEME.findall(words)]
+    return _hits(rows, query, lambda texts, q: _pg_headlines([_around(t, lexemes) for t in texts], q))
+
+
+_LEXEME = re.compile(r"'((?:[^']|'')+)'")
+_AROUND = 4_000
+
+
+def _around(text: str, lexemes: list[str]) -> str:
+    """The part of ``text`` around the first of the query's words, for its snippet: ts_headline reads
+    all it is given, and a long tool output's snippet needs only where the words are. A word's lexeme
+    is its stem (``branch`` for ``branches``), which its forms in the text begin with; where none is
+    found (a stem the text spells otherwise), the whole text."""
+    if len(text) <= 2 * _AROUND:
+        return text
+    low = text.lower()
+    found = [at for at in (low.find(lexeme) for lexeme in lexemes) if at >= 0]
+    if not found:
+        return text
+    first = min(found)
+    return text[max(0, first - _AROUND) : first + _AROUND]
 
 
 def _pg_headlines(texts: list[str], query: str) -> list[str]:

@@ -131,6 +131,14 @@ def test_a_word_in_more_rows_than_are_ranked_ranks_the_newest(team, client, sess
     assert _search(team.alice, client, q="the of", session=session.pk) == []  # only stop words: nothing, not an error
 
 
+def test_a_word_deep_in_a_long_tool_output_is_marked_in_its_snippet(team, client, session_of):
+    session = session_of(name="long", auto_compact=False)
+    output = "lorem ipsum " * 3_000 + "the zqdeepwords were here " + "dolor sit " * 3_000
+    append(session, [{"role": "user", "content": output}])
+    (hit,) = _search(team.alice, client, q="zqdeepword", session=session.pk)  # a stem of the word in the text
+    assert "<mark>zqdeepword" in hit["snippet"] and len(hit["snippet"]) < 2_000
+
+
 @pytest.mark.parametrize(
     ("params", "code"),
     [({}, "query_required"), ({"q": "  "}, "query_required"), ({"q": "x" * 501}, "query_invalid"),
