@@ -7,10 +7,11 @@ from __future__ import annotations
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from rest_framework.exceptions import AuthenticationFailed
 
+from sessions_app.api.auth import ApiKeyAuthentication
 from sessions_app.api.mcp.bridge import answer, scope_of
 from sessions_app.api.mcp.tools import SERVER
-from sessions_app.services import keys
 
 
 def _refused(status: int, message: str, code: int = -32001) -> JsonResponse:
@@ -19,9 +20,11 @@ def _refused(status: int, message: str, code: int = -32001) -> JsonResponse:
 
 @csrf_exempt
 def mcp(request: HttpRequest) -> HttpResponse:
-    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
-    key = keys.apikey_authenticate(raw.strip()) if scheme.lower() == "bearer" and raw.strip() else None
-    if key is None:
+    try:  # the API's own check of ``Authorization: Bearer <key>`` (it reads only the request's headers)
+        user_and_key = ApiKeyAuthentication().authenticate(request)  # type: ignore[arg-type]
+    except AuthenticationFailed:
+        user_and_key = None
+    if user_and_key is None:
         refused = _refused(401, "A ctxweb API key is needed: Authorization: Bearer <key>.")
         refused["WWW-Authenticate"] = 'Bearer realm="mcp"'
         return refused
@@ -29,7 +32,8 @@ def mcp(request: HttpRequest) -> HttpResponse:
         not_served = HttpResponse(status=405)
         not_served["Allow"] = "POST"
         return not_served
-    caller = {"user": key.user, "key": key, "session": request.headers.get("ctxweb-session") or None}
+    user, key = user_and_key
+    caller = {"user": user, "key": key, "session": request.headers.get("ctxweb-session") or None}
     status, headers, body = async_to_sync(answer)(SERVER, scope_of(request, caller), request.body)
     response = HttpResponse(body, status=status)
     for name, value in headers:
