@@ -1,10 +1,11 @@
 """The words a search reads in a stored value (a message's content, a checkpoint): its JSON's strings,
 without block types, tool-call ids and long payloads without a space (base64 images and documents),
 at most ``MAX_CHARS``. The same rule as the database's ``ctx_search_text`` (migration 0039), so a
-snippet shows the text a match was found in."""
+snippet shows the text a match was found in; and a match's marks, as HTML and as plain text."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -34,3 +35,21 @@ def _strings(node: Any) -> Iterator[str]:
     elif isinstance(node, dict):
         for item in node.values():
             yield from _strings(item)
+
+
+def mark_terms(text: str, terms: list[str]) -> str:
+    """``text`` as HTML: escaped, each of ``terms`` (any case) in ``<mark>``."""
+    if not terms:
+        return html.escape(text)
+    pattern = re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.I)
+    out, at = [], 0
+    for match in pattern.finditer(text):
+        out += [html.escape(text[at : match.start()]), "<mark>", html.escape(match.group(0)), "</mark>"]
+        at = match.end()
+    out.append(html.escape(text[at:]))
+    return "".join(out)
+
+
+def plain_snippet(snippet: str) -> str:
+    """A hit's snippet (HTML) as plain text, the matches in «» (what an agent or a terminal reads)."""
+    return html.unescape(snippet.replace("<mark>", "«").replace("</mark>", "»"))

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from compaction.search_text import search_text
+from compaction.search_text import mark_terms, search_text
 from sessions_app.errors import InvalidInput
 from sessions_app.models import AgentSession, Checkpoint, HandoffDocument, Message, MessageBackup, MessageState
 from sessions_app.selectors.access import _my_project_ids, as_pk, storable
@@ -347,11 +347,5 @@ def _snippet(text: str, terms: list[str], width: int = 90) -> str:
     low = text.lower()
     first = min((i for i in (low.find(t.lower()) for t in terms) if i >= 0), default=0)
     start = max(0, first - width)
-    piece = text[start : first + width * 2]
-    pattern = re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.I)
-    out, at = [], 0
-    for match in pattern.finditer(piece):
-        out += [html.escape(piece[at : match.start()]), "<mark>", html.escape(match.group(0)), "</mark>"]
-        at = match.end()
-    out.append(html.escape(piece[at:]))
-    return ("… " if start else "") + "".join(out) + (" …" if first + width * 2 < len(text) else "")
+    piece = mark_terms(text[start : first + width * 2], terms)
+    return ("… " if start else "") + piece + (" …" if first + width * 2 < len(text) else "")

@@ -3,11 +3,10 @@ search hit links to, ``?q=``)."""
 
 from __future__ import annotations
 
-import re
-
 from django import template
-from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+
+from compaction.search_text import mark_terms
 
 register = template.Library()
 
@@ -16,10 +15,4 @@ register = template.Library()
 def highlight(text: str, terms: list[str] | None) -> str | SafeString:
     if not terms:
         return text  # escaped by the template, as any value
-    pattern = re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.I)
-    out, at = [], 0
-    for match in pattern.finditer(text):
-        out += [escape(text[at : match.start()]), "<mark>", escape(match.group(0)), "</mark>"]
-        at = match.end()
-    out.append(escape(text[at:]))
-    return mark_safe("".join(out))  # every piece escaped above
+    return mark_safe(mark_terms(text, terms))  # escaped by mark_terms

@@ -7,7 +7,6 @@ session (``McpCall``); an error the agent can act on is a tool result marked ``i
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from compaction.search_text import plain_snippet
 from compaction.usage import render_bar
 from sessions_app import steps
 from sessions_app.errors import ServiceError
@@ -66,7 +66,7 @@ def _search(caller: dict[str, Any], args: dict[str, Any]) -> tuple[Any, Answer]:
     hits = search(scope, query, limit=limit)
     lines = [
         f"{h.ref}{'' if h.session_id == session.pk else f' (session {h.session_id})'} [{h.kind}"
-        f"{', ' + h.state if h.state else ''}]: {_plain(h.snippet)}"
+        f"{', ' + h.state if h.state else ''}]: {plain_snippet(h.snippet)}"
         for h in hits
     ]
     text = "\n".join(lines) or f"Nothing found for {query!r}."
@@ -74,15 +74,10 @@ def _search(caller: dict[str, Any], args: dict[str, Any]) -> tuple[Any, Answer]:
         text += "\n\nrecall <ref> (with session for another session's) answers the whole text."
     rows = [
         {"ref": h.ref, "session": h.session_id, "kind": h.kind, "state": h.state, "rank": h.rank,
-         "snippet": _plain(h.snippet)}
+         "snippet": plain_snippet(h.snippet)}
         for h in hits
     ]  # fmt: skip
     return session, Answer(text, {"hits": rows}, asked=query, found=bool(hits))
-
-
-def _plain(snippet: str) -> str:
-    """A hit's snippet (HTML) as text, the matches in «»."""
-    return html.unescape(snippet.replace("<mark>", "«").replace("</mark>", "»"))
 
 
 def _recall(caller: dict[str, Any], args: dict[str, Any]) -> tuple[Any, Answer]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 import re
 import sys
@@ -17,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from compaction import jsonvalues
 from compaction.messages import MessageError
+from compaction.search_text import plain_snippet
 from compaction.usage import render_bar
 from sessions_app import steps, tasks
 from sessions_app.errors import ServiceError
@@ -256,7 +256,7 @@ class Command(BaseCommand):
         hits = search(scope, options["query"], limit=min(max(options["limit"], 1), 100))
         lines = [
             f"{h.rank:8.4f}  session {h.session_id} {h.ref:>7} {h.kind:10} {h.state:10} "
-            + html.unescape(re.sub(r"\s+", " ", h.snippet).replace("<mark>", "«").replace("</mark>", "»"))
+            + plain_snippet(re.sub(r"\s+", " ", h.snippet))
             for h in hits
         ]
         self.emit(options, [asdict(h) for h in hits], "\n".join(lines) or "Nothing found.")
