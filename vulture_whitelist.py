@@ -189,3 +189,6 @@ _.request_store
 
 # templatetags/search_marks.highlight: a template filter, used by name in message.html.
 _.highlight
+
+# ctxweb/cache.ResilientRedisCache._class: the client class Django's RedisCache builds its client from (read by Django).
+_._class

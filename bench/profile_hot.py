@@ -175,11 +175,13 @@ def run(args: argparse.Namespace) -> None:
 
 def report(label: str, requests: int, work: Callable[[int], Any], out: Path) -> None:
     """Run ``work`` twice: plain (the CPU and query figures) and under py-spy (the steps' shares)."""
+    from sessions_app.api.proxy.recorder import RECORDER
+
     queries = _count_queries()
     cpu0, wall0, queries0 = time.process_time(), time.perf_counter(), queries[0]
     work(0)
-    time.sleep(0.5)  # what the recorder threads still had to do
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0 - 0.5
+    RECORDER.idle(60)  # what the proxy's recorder threads still had to do counts too
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     asked = queries[0] - queries0
     stacks = out / f"{label}.collapsed"
     spy = subprocess.Popen(
@@ -189,7 +191,7 @@ def report(label: str, requests: int, work: Callable[[int], Any], out: Path) -> 
     )  # fmt: skip
     time.sleep(1.0)  # py-spy attached
     work(1)
-    time.sleep(0.5)
+    RECORDER.idle(60)
     spy.send_signal(signal.SIGINT)
     spy.wait(timeout=60)
     by_step = steps(stacks)

@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from functools import partial
+from functools import cache, partial
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -23,7 +23,7 @@ from sessions_app.models import (
     SessionStatus,
     ToolUse,
 )
-from sessions_app.selectors import usage
+from sessions_app.selectors import sql_rows, usage
 from sessions_app.services import redaction
 
 log = logging.getLogger(__name__)
@@ -61,11 +61,7 @@ def message_append(
         if after_seq is not None and locked.last_seq != after_seq:
             raise Conflict(f"Session {locked.pk} has moved on past seq {after_seq}.", code="moved_on")
         client_ids = [m.client_id for m in messages if m.client_id]
-        existing = (
-            {row.client_id: row for row in Message.objects.filter(session=locked, client_id__in=client_ids)}
-            if client_ids
-            else {}
-        )
+        existing = stored_by_client_id(locked, client_ids) if client_ids else {}
         is_fresh = [not (m.client_id and m.client_id in existing) for m in messages]
         fresh = [(m, n) for m, n, new in zip(messages, counts, is_fresh, strict=True) if new]
         check_tool_ids(locked, [m for m, _ in fresh])
@@ -143,8 +139,9 @@ def _store(session: AgentSession, rows: list[Message], now: datetime, redacted: 
     # How full it is now, in the same UPDATE (the level, when it moves, is the next step's: it may
     # announce the change; ``services.webhook_events.session_level_record``).
     session.usage_percent = usage.session_usage(session).usage_percent
-    session.save(
-        update_fields=[
+    sql_rows.update(
+        session,
+        [
             "last_seq",
             "message_count",
             "active_message_count",
@@ -153,7 +150,7 @@ def _store(session: AgentSession, rows: list[Message], now: datetime, redacted: 
             "last_activity_at",
             "updated_at",
             *redaction.redactions_add(session, redacted),
-        ]
+        ],
     )
     # Last, so the row lock that every append of the project takes today is held only until the commit.
     daily_ingest_add(session, day=timezone.localdate(now), tokens=sum(row.tokens for row in rows), messages=len(rows))
@@ -183,12 +180,12 @@ def stored_message_rewrite(
     if client_id:
         row.client_id = message.client_id
         fields.append("client_id")
-    row.save(update_fields=fields)
+    sql_rows.update(row, fields)
     locked.message_tokens += delta
     daily_ingest_add(locked, day=timezone.localdate(row.received_at), tokens=delta, messages=0)
     locked.exact_upto_seq = None  # the exact count described the message as it was
     locked.last_activity_at = timezone.now()
-    locked.save(update_fields=["message_tokens", "exact_upto_seq", "last_activity_at", "updated_at", *audit])
+    sql_rows.update(locked, ["message_tokens", "exact_upto_seq", "last_activity_at", "updated_at", *audit])
 
 
 def daily_ingest_add(session: AgentSession, *, day: date, tokens: int, messages: int) -> None:
@@ -197,11 +194,27 @@ def daily_ingest_add(session: AgentSession, *, day: date, tokens: int, messages:
         cursor.execute(_DAILY_INGEST_SQL, [session.project_id, day, session.model, tokens, messages])
 
 
+_UNREAD_UNDER_LOCK = frozenset({"system_prompt", "tools"})
+
+
+@cache
+def _lock_sql() -> str:
+    table = connection.ops.quote_name(AgentSession._meta.db_table)
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    return f"SELECT {sql_rows.select_list(AgentSession, 's', _UNREAD_UNDER_LOCK)} FROM {table} s WHERE s.id = %s{lock}"
+
+
 def lock_open_session(session: AgentSession) -> AgentSession:
     """The session's row, locked (inside a transaction), if it still takes messages."""
     # The long texts aren't needed under the lock (the counts of them are columns of their own), and
     # the project with its policy was loaded with ``session``: neither is read again on every append.
-    locked = AgentSession.objects.select_for_update().defer("system_prompt", "tools").get(pk=session.pk)
+    # Written once (``selectors.sql_rows``): every append and proxied exchange takes this lock.
+    with connection.cursor() as cursor:
+        cursor.execute(_lock_sql(), [session.pk])
+        row = cursor.fetchone()
+    if row is None:
+        raise AgentSession.DoesNotExist(f"Session {session.pk} is gone.")
+    locked = sql_rows.instance(AgentSession, row, _UNREAD_UNDER_LOCK)
     locked.project = session.project
     if locked.status != SessionStatus.ACTIVE:
         continued_in = usage.continuation_of(locked)
@@ -216,6 +229,28 @@ def lock_open_session(session: AgentSession) -> AgentSession:
             extra={"continued_in": continued_in},
         )
     return locked
+
+
+def stored_by_client_id(session: AgentSession, client_ids: list[str]) -> dict[str, Message]:
+    """The session's stored messages with these client ids (SQL written once: most appends ask)."""
+    table = connection.ops.quote_name(Message._meta.db_table)
+    marks = ", ".join(["%s"] * len(client_ids))
+    where = f"m.session_id = %s AND m.client_id IN ({marks})"
+    sql = f"SELECT {sql_rows.select_list(Message, 'm')} FROM {table} m WHERE {where}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [session.pk, *client_ids])
+        found = [sql_rows.instance(Message, row) for row in cursor.fetchall()]
+    return {message.client_id: message for message in found if message.client_id is not None}
+
+
+def _tool_uses_stored(session: AgentSession, tool_use_ids: list[str]) -> set[str]:
+    """Which of these tool-call ids the session holds."""
+    table = connection.ops.quote_name(ToolUse._meta.db_table)
+    marks = ", ".join(["%s"] * len(tool_use_ids))
+    sql = f"SELECT t.tool_use_id FROM {table} t WHERE t.session_id = %s AND t.tool_use_id IN ({marks})"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [session.pk, *tool_use_ids])
+        return {tool_use_id for (tool_use_id,) in cursor.fetchall()}
 
 
 def _tool_use_ids(row: Message) -> list[str]:
@@ -242,9 +277,7 @@ def check_tool_ids(session: AgentSession, messages: list[NormalizedMessage]) -> 
         seen_in_batch.update(msg.tool_use_ids)
     if not ids and not needed:
         return
-    stored = set(
-        ToolUse.objects.filter(session=session, tool_use_id__in=[*ids, *needed]).values_list("tool_use_id", flat=True)
-    )
+    stored = _tool_uses_stored(session, [*ids, *needed])
     twice = next((tid for tid in ids if tid in stored), None)
     if twice is not None:
         raise _used_twice(twice)

@@ -13,6 +13,7 @@ from django.utils import timezone
 from sessions_app.models import (
     ApiKey,
 )
+from sessions_app.selectors import access
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -45,7 +46,7 @@ def apikey_revoke(*, key: ApiKey) -> ApiKey:
 def apikey_authenticate(raw: str) -> ApiKey | None:
     if not raw.startswith(API_KEY_PREFIX) or len(raw) < 20:
         return None
-    key = ApiKey.objects.select_related("user").filter(prefix=raw[:12], revoked_at__isnull=True).first()
+    key = access.apikey_live(raw[:12])
     if key is None or not hmac.compare_digest(key.key_hash, _hash_key(raw)) or not key.user.is_active:
         return None
     now = timezone.now()

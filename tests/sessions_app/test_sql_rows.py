@@ -1,0 +1,124 @@
+"""The hot lookups written as SQL (``selectors.sql_rows``) answer what the ORM answers: every field of
+every row, the related rows attached, deferred fields read on use, and UPDATEs that write what
+``save(update_fields=…)`` writes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import DatabaseError
+from django.utils import timezone
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sessions_app.errors import Forbidden, NotFound
+from sessions_app.models import AgentSession, ApiKey, CompactionPolicy, Message, Project, Role
+from sessions_app.selectors import access, sql_rows
+from sessions_app.services import ingest
+from tests.hypothesis_budget import DATABASE
+
+pytestmark = pytest.mark.django_db
+
+
+def field_values(row: object) -> dict[str, object]:
+    return {f.attname: getattr(row, f.attname) for f in type(row)._meta.concrete_fields}  # type: ignore[attr-defined]
+
+
+texts = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=40)
+TOOL_NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,20}", fullmatch=True)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@DATABASE
+@given(
+    system=texts,
+    tools=st.lists(
+        st.builds(
+            lambda name, more: {**more, "name": name}, TOOL_NAMES, st.dictionaries(texts, json_values, max_size=3)
+        ),
+        max_size=3,
+        unique_by=lambda tool: tool["name"],
+    ),
+    name=texts,
+)
+def test_the_scoped_session_lookup_is_the_orms_row_with_its_project_and_policy(
+    team, session_of, django_assert_num_queries, system, tools, name
+):
+    session = session_of(name=name or "s", system_prompt=system, tools=tools, external_id=f"agent-{uuid.uuid4()}")
+    found = access.session_get_for(team.carol.user, session.pk)
+    orm = AgentSession.objects.select_related("project", "project__policy").get(pk=session.pk)
+    assert field_values(found) == field_values(orm)
+    with django_assert_num_queries(0):
+        assert field_values(found.project) == field_values(orm.project)
+        assert field_values(found.project.policy) == field_values(orm.project.policy)
+        assert found.project.policy.project is found.project
+    assert field_values(access.session_get_for(team.carol.user, session.external_id)) == field_values(orm)
+
+
+def test_the_lookup_keeps_its_scope_and_roles(team, session_of):
+    session = session_of()
+    with pytest.raises(NotFound):
+        access.session_get_for(team.mallory.user, session.pk)
+    with pytest.raises(Forbidden):
+        access.session_get_for(team.carol.user, session.pk, min_role=Role.MEMBER)
+    assert access.session_get_for(team.bob.user, str(session.pk), min_role=Role.MEMBER).pk == session.pk
+
+
+def test_a_project_without_a_policy_reads_as_the_orm_reads_it(team, session_of):
+    session = session_of()
+    CompactionPolicy.objects.filter(project=team.project).delete()
+    found = access.session_get_for(team.alice.user, session.pk)
+    with pytest.raises(Project.policy.RelatedObjectDoesNotExist):
+        found.project.policy  # noqa: B018  # the ORM's answer for a project with none
+
+
+def test_the_api_key_lookup_is_the_orms_row_and_user(team):
+    key = ApiKey.objects.get(user=team.alice.user)
+    found = access.apikey_live(key.prefix)
+    assert found is not None
+    assert field_values(found) == field_values(key)
+    assert field_values(found.user) == field_values(team.alice.user)
+    key.revoked_at = timezone.now()
+    key.save()
+    assert access.apikey_live(key.prefix) is None
+
+
+def test_the_lock_defers_the_long_texts_and_reads_them_on_use(session_of):
+    session = session_of(system_prompt="You are careful.", tools=[{"name": "Read"}])
+    locked = ingest.lock_open_session(AgentSession.objects.select_related("project").get(pk=session.pk))
+    assert locked.get_deferred_fields() == {"system_prompt", "tools"}
+    assert (locked.system_prompt, locked.tools) == ("You are careful.", [{"name": "Read"}])
+
+
+@DATABASE
+@given(
+    content=st.lists(st.dictionaries(texts, json_values, max_size=3), max_size=3) | texts, tokens=st.integers(0, 10**6)
+)
+def test_an_update_writes_what_save_writes(session_of, content, tokens):
+    session = session_of()
+    message = Message.objects.create(
+        session=session, seq=1, role="user", content="x", tokens=1, created_at=timezone.now()
+    )
+    before = AgentSession.objects.get(pk=session.pk).updated_at
+    message.content, message.tokens = content, tokens
+    sql_rows.update(message, ["content", "tokens"])
+    session.message_tokens = tokens
+    sql_rows.update(session, ["message_tokens", "updated_at"])
+    assert (Message.objects.get(pk=message.pk).content, Message.objects.get(pk=message.pk).tokens) == (content, tokens)
+    reread = AgentSession.objects.get(pk=session.pk)
+    assert reread.message_tokens == tokens and reread.updated_at >= before
+    assert reread.updated_at == session.updated_at  # auto_now set on the instance, as save sets it
+    assert timezone.now() - reread.updated_at < timedelta(minutes=1)
+
+
+def test_an_update_of_a_row_that_is_gone_fails_as_save_does(session_of):
+    session = session_of()
+    AgentSession.objects.filter(pk=session.pk).delete()
+    with pytest.raises(DatabaseError):
+        sql_rows.update(session, ["name"])
