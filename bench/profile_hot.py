@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench._server import PG, _psql  # noqa: E402
 from bench.ingest import realistic_messages  # noqa: E402
+from bench.proxy import REPLY, turn  # noqa: E402
 
 RATE = 1000  # samples a second
 # Steps: a sample counts for the innermost frame on its stack that one of these names (a function,
@@ -90,6 +91,7 @@ def main() -> None:
 
     with FakeAnthropicProcess() as fake:
         fake.script(action="set_event_interval", seconds=0.0)
+        fake.script(action="set_default_reply", text=REPLY)  # what the agents send back as the model's turn
         os.environ.update(
             {
                 "DATABASE_URL": f"{PG}/{db}",
@@ -146,8 +148,6 @@ def run(args: argparse.Namespace) -> None:
     proxy = Client(HTTP_X_API_KEY="sk-bench", HTTP_ANTHROPIC_VERSION="2023-06-01", HTTP_CTXWEB_API_KEY=key)
 
     def conversation(agent: int) -> None:
-        from bench.proxy import REPLY, turn
-
         history: list[dict[str, Any]] = []
         for n in range(args.turns):
             if history:

@@ -5,13 +5,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Q, QuerySet
 
 from compaction.numbers import whole_number
 from sessions_app.errors import Forbidden, InvalidInput, NotFound
@@ -22,7 +21,6 @@ from sessions_app.models import (
     Budget,
     Checkpoint,
     Compaction,
-    CompactionPolicy,
     HandoffDocument,
     Membership,
     Message,
@@ -31,7 +29,7 @@ from sessions_app.models import (
     Role,
     Webhook,
 )
-from sessions_app.selectors import sql_rows
+from sessions_app.selectors import session_rows, sql_rows
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -203,41 +201,8 @@ def session_get_for(user: User, session_ref: Any, *, min_role: Role = Role.VIEWE
 
 def _sessions_of(user_id: int, where: str, value: Any, limit: int) -> list[tuple[AgentSession, Role]]:
     """The user's sessions that ``where`` names (at most ``limit``), each with the user's role."""
-    with connection.cursor() as cursor:
-        cursor.execute(_session_sql(where, limit), [user_id, value])
-        return [_session_row(row) for row in cursor.fetchall()]
-
-
-@cache
-def _session_sql(where: str, limit: int) -> str:
-    def table(model: type[Model]) -> str:
-        return connection.ops.quote_name(model._meta.db_table)
-
-    return (
-        f"SELECT m.role, {sql_rows.select_list(AgentSession, 's')}, {sql_rows.select_list(Project, 'p')},"
-        f" {sql_rows.select_list(CompactionPolicy, 'c')}"
-        f" FROM {table(AgentSession)} s"
-        f" JOIN {table(Project)} p ON p.id = s.project_id"
-        f" JOIN {table(Membership)} m ON m.project_id = s.project_id AND m.user_id = %s"
-        f" LEFT JOIN {table(CompactionPolicy)} c ON c.project_id = s.project_id"
-        f" WHERE {where} LIMIT {limit}"
-    )
-
-
-def _session_row(row: Sequence[Any]) -> tuple[AgentSession, Role]:
-    """A row of ``_session_sql``: the session, its project and policy attached, and the role."""
-    at = 1
-    parts = []
-    for model in (AgentSession, Project, CompactionPolicy):
-        parts.append(row[at : at + sql_rows.width(model)])
-        at += sql_rows.width(model)
-    session, project = sql_rows.instance(AgentSession, parts[0]), sql_rows.instance(Project, parts[1])
-    policy = sql_rows.instance(CompactionPolicy, parts[2]) if parts[2][0] is not None else None
-    session.project = project
-    Project.policy.related.set_cached_value(project, policy)  # the reverse one-to-one
-    if policy is not None:
-        policy.project = project
-    return session, Role(row[0])
+    found = session_rows.sessions_where(where, [value], limit=limit, member=user_id)
+    return [(session, Role(str(role))) for session, role in found]
 
 
 def _owned(model: type[_SessionRow], user: User, pk: Any, *, min_role: Role, what: str) -> _SessionRow:

@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import cache, partial
+from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -204,6 +205,20 @@ def _lock_sql() -> str:
     return f"SELECT {sql_rows.select_list(AgentSession, 's', _UNREAD_UNDER_LOCK)} FROM {table} s WHERE s.id = %s{lock}"
 
 
+def session_row_lock(session_id: int) -> None:
+    """Lock the session's row (inside a transaction) without reading it: what orders a write with
+    the others of the session's (the statement written once, as ``lock_open_session``'s)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_row_lock_sql(), [session_id])
+
+
+@cache
+def _row_lock_sql() -> str:
+    table = connection.ops.quote_name(AgentSession._meta.db_table)
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    return f"SELECT s.id FROM {table} s WHERE s.id = %s{lock}"
+
+
 def lock_open_session(session: AgentSession) -> AgentSession:
     """The session's row, locked (inside a transaction), if it still takes messages."""
     # The long texts aren't needed under the lock (the counts of them are columns of their own), and
@@ -241,6 +256,21 @@ def stored_by_client_id(session: AgentSession, client_ids: list[str]) -> dict[st
         cursor.execute(sql, [session.pk, *client_ids])
         found = [sql_rows.instance(Message, row) for row in cursor.fetchall()]
     return {message.client_id: message for message in found if message.client_id is not None}
+
+
+def stored_ids_and_contents(session: AgentSession, seqs: list[int]) -> dict[int, tuple[str | None, Any]]:
+    """The client id and content of the session's messages at these seqs (written once: the proxy
+    asks on every exchange where a request's history meets the stored one)."""
+    if not seqs:
+        return {}
+    table = connection.ops.quote_name(Message._meta.db_table)
+    marks = ", ".join(["%s"] * len(seqs))
+    sql = f"SELECT m.seq, m.client_id, m.content FROM {table} m WHERE m.session_id = %s AND m.seq IN ({marks})"
+    content = Message._meta.get_field("content")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [session.pk, *seqs])
+        found = cursor.fetchall()
+    return {seq: (cid, content.from_db_value(value, None, connection)) for seq, cid, value in found}  # type: ignore[arg-type]
 
 
 def _tool_uses_stored(session: AgentSession, tool_use_ids: list[str]) -> set[str]:

@@ -13,7 +13,7 @@ from django.db import transaction
 from sessions_app.models import AgentSession, ProviderRequest, RequestSource
 from sessions_app.selectors.prices import price_of
 from sessions_app.selectors.savings import saved_at
-from sessions_app.services import spend_rollup
+from sessions_app.services import ingest, spend_rollup
 from sessions_app.services.provider_usage import Used
 
 
@@ -42,7 +42,7 @@ def provider_request_record(
     model = used.model or answered.model[:200]
     with transaction.atomic():
         # The session's lock orders this row with a compaction applied meanwhile (spend_rollup).
-        AgentSession.objects.select_for_update().filter(pk=session.pk).values_list("pk").first()
+        ingest.session_row_lock(session.pk)
         return _record(session, answered, used, model, source)
 
 

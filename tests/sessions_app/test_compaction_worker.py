@@ -87,7 +87,12 @@ def test_appends_during_a_running_summary_are_kept_and_active(worker, busy):
     worker["fake"].set_delay(2.0, endpoint="messages")  # the LLM call takes a while
     record = compaction_runs.compaction_request(session=busy, level="summarize", user=None)
     tasks.compaction_send(record.pk)
+    asked = len(worker["fake"].requests_for("messages"))
     wait_for(record.pk, statuses=("running",), seconds=30)
+    # Inside the LLM call: its request reached the fake (the snapshot was read before it), the answer waits.
+    deadline = time.monotonic() + 30
+    while len(worker["fake"].requests_for("messages")) == asked and time.monotonic() < deadline:
+        time.sleep(0.02)
     upto = busy.last_seq
     late = [{"role": "user", "content": f"late message {i}", "client_id": f"late-{i}"} for i in range(10)]
     for message in late:  # one by one, while the worker is inside the LLM call

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from django.db import transaction
-
 from compaction.model_prices import TokenUsage
 from compaction.tokens import calibrate
 from sessions_app.models import AgentSession, Message
@@ -29,8 +27,7 @@ def proxy_record_answered(*, answered: Answered | None = None, **exchange: Any) 
     if session is not None and answered is not None:
         if 200 <= answered.status < 300 and not _reported(answered.used):
             answered = replace(answered, used=estimated_used(session), estimated=True)
-        with transaction.atomic():
-            provider_request_record(session=session, answered=answered)
+        provider_request_record(session=session, answered=answered)  # a transaction of its own
     return session
 
 

@@ -359,8 +359,8 @@ def _new_from(session: AgentSession, messages: list[Any]) -> Placed | None:
     at = min(stored, len(messages))
     if at == 0:
         return None
-    rows = Message.objects.filter(session=session, seq__in=[base + at - 1, base + at], seq__gte=base + 1)
-    found = {seq - base: (cid or "", content) for seq, cid, content in rows.values_list("seq", "client_id", "content")}
+    ends = ingest.stored_ids_and_contents(session, [seq for seq in (base + at - 1, base + at) if seq > base])
+    found = {seq - base: (cid or "", content) for seq, (cid, content) in ends.items()}
     if not all(_same(cid, n - 1, messages, base) for n, (cid, _) in found.items()):
         return None
     replies = {n: content for n, (cid, content) in found.items() if cid.startswith(REPLY_PREFIX)}

@@ -17,7 +17,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models import QuerySet
 
 from compaction import model_catalog
 from sessions_app.errors import Conflict, InvalidInput
@@ -27,6 +26,7 @@ from sessions_app.models import (
     Project,
     SessionStatus,
 )
+from sessions_app.selectors import session_rows
 from sessions_app.services import (
     agent_sessions,
 )
@@ -150,7 +150,7 @@ def _taken_over(session: AgentSession, prompt: str) -> bool:
 
 
 def proxy_session(session_id: int) -> AgentSession | None:
-    return _sessions().filter(pk=session_id).first()
+    return session_rows.session_where("s.id = %s", [session_id])
 
 
 def continue_in_fresh_session(session: AgentSession, body: dict[str, Any], key: str) -> AgentSession:
@@ -192,13 +192,7 @@ def _continuing(session: AgentSession) -> dict[str, Any]:
 
 
 def conversation_session(project: Project, key: str) -> AgentSession | None:
-    return _sessions().filter(project=project, external_id=key).first()
-
-
-def _sessions() -> QuerySet[AgentSession]:
-    # Without the system prompt and the tools, read on every request otherwise: an agent such as
-    # Claude Code sends tens of kB of tool definitions (they are read when a context is built).
-    return AgentSession.objects.select_related("project", "project__policy").defer("system_prompt", "tools")
+    return session_rows.session_where("s.project_id = %s AND s.external_id = %s", [project.pk, key])
 
 
 def _long(model: str) -> str:

@@ -1,0 +1,72 @@
+"""Sessions read with their project and the project's policy in one statement written once
+(``sql_rows``): the lookups every API request and proxied exchange makes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from django.db import connection
+from django.db.models import Model
+
+from sessions_app.models import AgentSession, CompactionPolicy, Membership, Project
+from sessions_app.selectors import sql_rows
+
+# Not read on every request: an agent such as Claude Code sends tens of kB of tool definitions (they
+# are read, on first use, when a context is built).
+LONG_TEXTS = frozenset({"system_prompt", "tools"})
+
+
+def sessions_where(
+    where: str, params: Sequence[Any], *, limit: int, member: int | None = None, leave_out: frozenset[str] = frozenset()
+) -> list[tuple[AgentSession, str | None]]:
+    """The sessions ``where`` names (``s.`` is the session; at most ``limit``), each with its project
+    and policy attached and, with ``member`` (a user's id), only those in that user's projects with
+    the user's role there (else None)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _sql(where, limit, member is not None, leave_out), [*([member] if member is not None else []), *params]
+        )
+        return [_row(row, leave_out) for row in cursor.fetchall()]
+
+
+def session_where(where: str, params: Sequence[Any]) -> AgentSession | None:
+    """The one session ``where`` names, its long texts deferred (``LONG_TEXTS``); None if there is none."""
+    found = sessions_where(where, params, limit=1, leave_out=LONG_TEXTS)
+    return found[0][0] if found else None
+
+
+@cache
+def _sql(where: str, limit: int, scoped: bool, leave_out: frozenset[str]) -> str:
+    def table(model: type[Model]) -> str:
+        return connection.ops.quote_name(model._meta.db_table)
+
+    role, member = ("m.role", f" JOIN {table(Membership)} m ON m.project_id = s.project_id AND m.user_id = %s")
+    if not scoped:
+        role, member = "NULL", ""
+    return (
+        f"SELECT {role}, {sql_rows.select_list(AgentSession, 's', leave_out)}, {sql_rows.select_list(Project, 'p')},"
+        f" {sql_rows.select_list(CompactionPolicy, 'c')}"
+        f" FROM {table(AgentSession)} s"
+        f" JOIN {table(Project)} p ON p.id = s.project_id{member}"
+        f" LEFT JOIN {table(CompactionPolicy)} c ON c.project_id = s.project_id"
+        f" WHERE {where} LIMIT {limit}"
+    )
+
+
+def _row(row: Sequence[Any], leave_out: frozenset[str]) -> tuple[AgentSession, str | None]:
+    """A row of ``_sql``: the session, its project and policy attached, and the role."""
+    at = 1
+    parts = []
+    for model, left in ((AgentSession, leave_out), (Project, frozenset()), (CompactionPolicy, frozenset())):
+        width = sql_rows.width(model, left)
+        parts.append(row[at : at + width])
+        at += width
+    session, project = sql_rows.instance(AgentSession, parts[0], leave_out), sql_rows.instance(Project, parts[1])
+    policy = sql_rows.instance(CompactionPolicy, parts[2]) if parts[2][0] is not None else None
+    session.project = project
+    Project.policy.related.set_cached_value(project, policy)  # the reverse one-to-one
+    if policy is not None:
+        policy.project = project
+    return session, row[0]
