@@ -199,24 +199,19 @@ _UNREAD_UNDER_LOCK = frozenset({"system_prompt", "tools"})
 
 
 @cache
-def _lock_sql() -> str:
+def _lock_sql(columns: str) -> str:
+    """The session's row locked by id, reading ``columns`` (of alias ``s``); on SQLite a plain read
+    (its transactions lock the whole database)."""
     table = connection.ops.quote_name(AgentSession._meta.db_table)
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    return f"SELECT {sql_rows.select_list(AgentSession, 's', _UNREAD_UNDER_LOCK)} FROM {table} s WHERE s.id = %s{lock}"
+    return f"SELECT {columns} FROM {table} s WHERE s.id = %s{lock}"
 
 
 def session_row_lock(session_id: int) -> None:
     """Lock the session's row (inside a transaction) without reading it: what orders a write with
     the others of the session's (the statement written once, as ``lock_open_session``'s)."""
     with connection.cursor() as cursor:
-        cursor.execute(_row_lock_sql(), [session_id])
-
-
-@cache
-def _row_lock_sql() -> str:
-    table = connection.ops.quote_name(AgentSession._meta.db_table)
-    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    return f"SELECT s.id FROM {table} s WHERE s.id = %s{lock}"
+        cursor.execute(_lock_sql("s.id"), [session_id])
 
 
 def lock_open_session(session: AgentSession) -> AgentSession:
@@ -225,7 +220,7 @@ def lock_open_session(session: AgentSession) -> AgentSession:
     # the project with its policy was loaded with ``session``: neither is read again on every append.
     # Written once (``selectors.sql_rows``): every append and proxied exchange takes this lock.
     with connection.cursor() as cursor:
-        cursor.execute(_lock_sql(), [session.pk])
+        cursor.execute(_lock_sql(sql_rows.select_list(AgentSession, "s", _UNREAD_UNDER_LOCK)), [session.pk])
         row = cursor.fetchone()
     if row is None:
         raise AgentSession.DoesNotExist(f"Session {session.pk} is gone.")
