@@ -192,3 +192,6 @@ _.highlight
 
 # ctxweb/cache.ResilientRedisCache._class: the client class Django's RedisCache builds its client from (read by Django).
 _._class
+
+# selectors/sql_rows.insert_new: Django's own flag on a model instance's state (read by save and the admin).
+_.adding

@@ -81,3 +81,60 @@ def _update_sql(model: type[models.Model], fields: tuple[str, ...]) -> tuple[str
     written = tuple(model._meta.get_field(name) for name in fields)
     assignments = ", ".join(f"{qn(str(field.column))} = %s" for field in written)  # type: ignore[union-attr]
     return f"UPDATE {qn(model._meta.db_table)} SET {assignments} WHERE {qn(model._meta.pk.column)} = %s", written
+
+
+def update_if(model: type[models.Model], pk: Any, values: dict[str, Any], unchanged: dict[str, Any]) -> int:
+    """``model.objects.filter(pk=pk, **unchanged).update(**values)`` with the statement written once per
+    set of names: the row's ``values`` set while each of ``unchanged`` still holds (None matching
+    NULL, as the ORM's filter does). How many rows changed (0 or 1)."""
+    sql, written, kept = _update_if_sql(model, tuple(values), tuple(unchanged))
+    params = [field.get_db_prep_save(values[field.name], connection) for field in written]
+    params += [pk, *(field.get_db_prep_save(unchanged[field.name], connection) for field in kept)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
+
+
+@cache
+def _update_if_sql(
+    model: type[models.Model], values: tuple[str, ...], unchanged: tuple[str, ...]
+) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
+    qn = connection.ops.quote_name
+    same = "IS NOT DISTINCT FROM" if connection.vendor == "postgresql" else "IS"  # equal, NULL to NULL too
+    written = tuple(model._meta.get_field(name) for name in values)
+    kept = tuple(model._meta.get_field(name) for name in unchanged)
+    assignments = ", ".join(f"{qn(str(field.column))} = %s" for field in written)  # type: ignore[union-attr]
+    conditions = "".join(f" AND {qn(str(field.column))} {same} %s" for field in kept)  # type: ignore[union-attr]
+    table, pk = qn(model._meta.db_table), qn(str(model._meta.pk.column))
+    return f"UPDATE {table} SET {assignments} WHERE {pk} = %s{conditions}", written, kept
+
+
+def insert_new(instance: models.Model, unique: str) -> bool:
+    """Insert ``instance`` unless a row with its ``unique`` field's value is stored already (then
+    nothing is written): True, and the instance's primary key set, when it was inserted. One
+    statement (``INSERT … ON CONFLICT DO NOTHING RETURNING``) where ``get_or_create`` sends four."""
+    model = type(instance)
+    sql, fields = _insert_sql(model, unique)
+    params = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    instance.pk = row[0]
+    instance._state.adding, instance._state.db = False, connection.alias
+    return True
+
+
+@cache
+def _insert_sql(model: type[models.Model], unique: str) -> tuple[str, tuple[Any, ...]]:
+    qn = connection.ops.quote_name
+    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key and not getattr(f, "generated", False))
+    columns = ", ".join(qn(str(f.column)) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    conflict = qn(str(model._meta.get_field(unique).column))  # type: ignore[union-attr]
+    pk = qn(str(model._meta.pk.column))
+    return (
+        f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES ({marks})"
+        f" ON CONFLICT ({conflict}) DO NOTHING RETURNING {pk}"
+    ), fields

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from sessions_app.models import AgentSession
-from sessions_app.selectors import usage
+from sessions_app.selectors import sql_rows, usage
 from sessions_app.services import agent_sessions, counting
 from sessions_app.services.webhook_events import session_level_record
 
@@ -71,7 +71,7 @@ def exact_usage_record(
     }
     # Only while that message is the session's last (an exact count holds for the messages it
     # counted); no lock: the level note is conditional on the figures it was worked out from.
-    if AgentSession.objects.filter(pk=session.pk, last_seq=upto_seq).update(**exact):
+    if sql_rows.update_if(AgentSession, session.pk, exact, {"last_seq": upto_seq}):
         for field, value in exact.items():
             setattr(session, field, value)
         session_level_record(session)

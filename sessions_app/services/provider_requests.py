@@ -11,6 +11,7 @@ from datetime import datetime
 from django.db import transaction
 
 from sessions_app.models import AgentSession, ProviderRequest, RequestSource
+from sessions_app.selectors import sql_rows
 from sessions_app.selectors.prices import price_of
 from sessions_app.selectors.savings import saved_at
 from sessions_app.services import ingest, spend_rollup
@@ -47,30 +48,30 @@ def provider_request_record(
 
 
 def _record(session: AgentSession, answered: Answered, used: Used, model: str, source: str) -> ProviderRequest:
-    row, created = ProviderRequest.objects.get_or_create(
+    row = ProviderRequest(
         key=answered.key,
-        defaults={
-            "session": session,
-            "project_id": session.project_id,
-            "api_key_id": answered.api_key_id,
-            "user_id": answered.user_id,
-            "created_at": answered.arrived_at,
-            "model": model,
-            "input_tokens": used.tokens.input,
-            "cache_creation_input_tokens": used.tokens.cache_write,
-            "cache_read_input_tokens": used.tokens.cache_read,
-            "output_tokens": used.tokens.output,
-            "service_tier": used.service_tier,
-            "cost_usd": price_of(model, used.tokens, at=answered.arrived_at) if model else None,
-            "ttfb_ms": answered.ttfb_ms,
-            "duration_ms": answered.duration_ms,
-            "status": answered.status,
-            "compacted_id": answered.compacted_id,
-            "source": source,
-            "estimated": answered.estimated,
-            "saved_tokens": saved_at(session.pk, answered.arrived_at, answered.compacted_id),
-        },
+        session=session,
+        project_id=session.project_id,
+        api_key_id=answered.api_key_id,
+        user_id=answered.user_id,
+        created_at=answered.arrived_at,
+        model=model,
+        input_tokens=used.tokens.input,
+        cache_creation_input_tokens=used.tokens.cache_write,
+        cache_read_input_tokens=used.tokens.cache_read,
+        output_tokens=used.tokens.output,
+        service_tier=used.service_tier,
+        cost_usd=price_of(model, used.tokens, at=answered.arrived_at) if model else None,
+        ttfb_ms=answered.ttfb_ms,
+        duration_ms=answered.duration_ms,
+        status=answered.status,
+        compacted_id=answered.compacted_id,
+        source=source,
+        estimated=answered.estimated,
+        saved_tokens=saved_at(session.pk, answered.arrived_at, answered.compacted_id),
     )
-    if created:
-        spend_rollup.rows_added([spend_rollup.row_figures(row)])
+    created = sql_rows.insert_new(row, "key")  # one statement; a recording run again writes none
+    if not created:
+        return ProviderRequest.objects.get(key=answered.key)
+    spend_rollup.rows_added([spend_rollup.row_figures(row)])
     return row

@@ -5,6 +5,7 @@ with a beat job every minute as the safety net."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from django.conf import settings
@@ -23,6 +24,7 @@ from sessions_app.models import (
     WebhookEvent,
     WebhookFormat,
 )
+from sessions_app.selectors import sql_rows
 from sessions_app.selectors.usage import session_usage
 
 
@@ -60,9 +62,13 @@ def session_level_record(session: AgentSession, *, policy: Policy | None = None)
     before = session.level
     if before == level and session.usage_percent == percent:
         return False  # most appends: the append's own UPDATE wrote the figure (``ingest._store``)
-    with transaction.atomic():
-        moved = AgentSession.objects.filter(pk=session.pk, level=before, **usage_inputs(session)).update(
-            level=level, usage_percent=percent
+    # A transaction only when a level change is to be announced with it (most calls move the percent).
+    with transaction.atomic() if before and before != level else nullcontext():
+        moved = sql_rows.update_if(
+            AgentSession,
+            session.pk,
+            {"level": level, "usage_percent": percent},
+            {"level": before, **usage_inputs(session)},
         )
         if moved:
             session.level, session.usage_percent = level, percent

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sessions_app.errors import Forbidden, NotFound
-from sessions_app.models import AgentSession, ApiKey, CompactionPolicy, Message, Project, Role
+from sessions_app.models import AgentSession, ApiKey, CompactionPolicy, Message, Project, ProviderRequest, Role
 from sessions_app.selectors import access, sql_rows
 from sessions_app.services import ingest
 from tests.hypothesis_budget import DATABASE
@@ -122,3 +122,27 @@ def test_an_update_of_a_row_that_is_gone_fails_as_save_does(session_of):
     AgentSession.objects.filter(pk=session.pk).delete()
     with pytest.raises(DatabaseError):
         sql_rows.update(session, ["name"])
+
+
+def test_a_conditional_update_matches_null_as_the_orms_filter_does(session_of):
+    session = session_of()
+    assert session.context_window_override is None
+    changed = sql_rows.update_if(AgentSession, session.pk, {"level": "remind"}, {"context_window_override": None})
+    assert changed == 1 and AgentSession.objects.get(pk=session.pk).level == "remind"
+    stale = sql_rows.update_if(AgentSession, session.pk, {"level": "ok"}, {"context_window_override": 5_000})
+    assert stale == 0 and AgentSession.objects.get(pk=session.pk).level == "remind"
+
+
+@DATABASE
+@given(tokens=st.integers(0, 10**6), cost=st.none() | st.decimals(0, 1000, places=6), model=texts)
+def test_an_insert_writes_what_create_writes_and_a_second_one_nothing(session_of, tokens, cost, model):
+    session = session_of()
+    key = uuid.uuid4()
+    fields = {"session": session, "project_id": session.project_id, "created_at": timezone.now(), "model": model,
+              "input_tokens": tokens, "cost_usd": cost}  # fmt: skip
+    row = ProviderRequest(key=key, **fields)
+    assert sql_rows.insert_new(row, "key") and row.pk is not None
+    stored = ProviderRequest.objects.get(key=key)
+    assert field_values(stored) == field_values(ProviderRequest(pk=row.pk, key=key, **fields))
+    assert not sql_rows.insert_new(ProviderRequest(key=key, **{**fields, "input_tokens": tokens + 1}), "key")
+    assert ProviderRequest.objects.filter(key=key).get().input_tokens == tokens
