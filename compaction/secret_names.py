@@ -111,6 +111,7 @@ _RANDOM_CASE = re.compile(r"[A-Z][a-z][A-Z]|[a-z][A-Z]{2}[a-z]")
 _SPACE = re.compile(r"\s")
 # A class or type in code (``SyncX509WorkloadIdentityAuth``, ``_BedrockSigV4Auth``), given bare.
 _PASCAL = re.compile(r"\A_?[A-Z][a-z]+(?:[A-Z0-9][a-z0-9]+)+[A-Z]?\Z")
+_PART = re.compile(r"[A-Z][a-z0-9]*")  # a capitalised part of a name
 # Code, given bare: a member read with an operator (``_.password?_.username+…``).
 _CODE = re.compile(r"[A-Za-z_$][\w$]*\.[A-Za-z_$].*[?|+!]|[?|+!].*[A-Za-z_$][\w$]*\.[A-Za-z_$]")
 _LABEL = re.compile(
@@ -192,7 +193,7 @@ def secret_value(value: str, sort: str, name: str = "", *, quoted: bool = True, 
         return None
     if spaced and (_LABEL.search(value) or any(w in value.lower() for w in words(name) if len(w) > 2)):
         return None  # a form's label: "Reset password", "Neues Passwort"
-    pascal = sort != "human" and not env and _PASCAL.match(value) is not None
+    pascal = sort != "human" and not env and _pascal(value)
     # A dotted name, not a token with a dot (Vault's ``hvs.CAESIu8jz…``: random letters after it).
     reference = _REFERENCE.match(value) is not None and not (len(value) >= 24 and _RANDOM_CASE.search(value))
     if reference or (not quoted and (_EXPRESSION.match(value) or pascal or _CODE.search(value))):
@@ -207,6 +208,12 @@ def secret_value(value: str, sort: str, name: str = "", *, quoted: bool = True, 
         return value if quoted or env or random else None
     # A token or key of letters only in an environment (``AUTH=internal``) is a mode, unless it is long.
     return value if len(value) >= 8 and not spaced and (random or (env and len(value) >= 16)) else None
+
+
+def _pascal(value: str) -> bool:
+    """A class or type's name (``SyncX509WorkloadIdentityAuth``), not a key that reads like one by
+    chance (``QiA0BoPsKoUdr5fylxz7``: parts of one or two characters, as random letters fall)."""
+    return _PASCAL.match(value) is not None and sum(len(part) <= 2 for part in _PART.findall(value)) <= 1
 
 
 def _names_itself(value: str, letters_only: bool, name: str) -> bool:

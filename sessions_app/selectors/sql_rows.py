@@ -127,9 +127,14 @@ def insert_new(instance: models.Model, unique: str) -> bool:
 
 
 @cache
+def _inserted_fields(model: type[models.Model]) -> tuple[Any, ...]:
+    return tuple(f for f in model._meta.concrete_fields if not f.primary_key and not getattr(f, "generated", False))
+
+
+@cache
 def _insert_sql(model: type[models.Model], unique: str) -> tuple[str, tuple[Any, ...]]:
     qn = connection.ops.quote_name
-    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key and not getattr(f, "generated", False))
+    fields = _inserted_fields(model)
     columns = ", ".join(qn(str(f.column)) for f in fields)
     marks = ", ".join(["%s"] * len(fields))
     conflict = qn(str(model._meta.get_field(unique).column))  # type: ignore[union-attr]
@@ -138,3 +143,34 @@ def _insert_sql(model: type[models.Model], unique: str) -> tuple[str, tuple[Any,
         f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES ({marks})"
         f" ON CONFLICT ({conflict}) DO NOTHING RETURNING {pk}"
     ), fields
+
+
+ROWS_PER_INSERT = 500  # (Postgres takes 65,535 parameters to a statement, SQLite 32,766)
+
+
+def insert_rows(instances: Sequence[models.Model]) -> None:
+    """``bulk_create(instances)`` (all of one model) with the statement written once per row count: a
+    multi-row ``INSERT … RETURNING`` that sets each instance's primary key, in order."""
+    if not instances:
+        return
+    model = type(instances[0])
+    fields = _inserted_fields(model)
+    for start in range(0, len(instances), ROWS_PER_INSERT):
+        chunk = instances[start : start + ROWS_PER_INSERT]
+        params = [field.get_db_prep_save(field.pre_save(row, True), connection) for row in chunk for field in fields]
+        with connection.cursor() as cursor:
+            cursor.execute(_insert_rows_sql(model, len(chunk)), params)
+            keys = [found[0] for found in cursor.fetchall()]
+        for row, key in zip(chunk, keys, strict=True):
+            row.pk = key
+            row._state.adding, row._state.db = False, connection.alias
+
+
+@cache
+def _insert_rows_sql(model: type[models.Model], count: int) -> str:
+    qn = connection.ops.quote_name
+    fields = _inserted_fields(model)
+    columns = ", ".join(qn(str(f.column)) for f in fields)
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    pk = qn(str(model._meta.pk.column))
+    return f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES {', '.join([row] * count)} RETURNING {pk}"

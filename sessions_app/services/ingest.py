@@ -128,10 +128,9 @@ def _rows(session: AgentSession, fresh: list[tuple[NormalizedMessage, int]], now
 def _store(session: AgentSession, rows: list[Message], now: datetime, redacted: Counter[str]) -> None:
     """Insert the rows and their tool calls; move the session's running totals and its redaction
     audit on (under its lock)."""
-    Message.objects.bulk_create(rows)
+    sql_rows.insert_rows(rows)  # (bulk_create's statement, written once)
     uses = [ToolUse(session=session, tool_use_id=tid, seq=row.seq) for row in rows for tid in _tool_use_ids(row)]
-    if uses:
-        ToolUse.objects.bulk_create(uses)
+    sql_rows.insert_rows(uses)
     session.last_seq = rows[-1].seq
     session.message_count += len(rows)
     session.active_message_count += len(rows)

@@ -99,6 +99,14 @@ def test_a_disabled_kind_is_left_and_a_projects_own_pattern_is_found():
     assert set(kinds()) >= {"aws-access-key", "github-token", "jwt", KEYWORD, HIGH_ENTROPY, "anthropic-api-key"}
 
 
+@pytest.mark.parametrize("value", ["QiA0BoPsKoUdr5fylxz7", "XyAbKoPs9dTeWq"])
+def test_a_key_that_reads_like_a_class_name_by_chance_is_still_a_key(value):
+    """A class name (``SyncX509WorkloadIdentityAuth``) given bare is code; random letters that fall
+    into capitalised parts of one or two characters are a key (found by hypothesis)."""
+    done = redact(f"authToken={value}", RULES)
+    assert value not in done.value and done.found[KEYWORD] == 1
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -124,6 +132,7 @@ def test_a_disabled_kind_is_left_and_a_projects_own_pattern_is_found():
         "self._noAuthorization = !req.headers.authorization",
         "the --password flag suffers from the same problem; set password: <your password>",
         "key = X25519PrivateKey.generate()\nprivate_key: X25519PrivateKey = key\ntoken: OAuth2Token;",
+        "token = SyncX509WorkloadIdentityAuth\nauth_token = _BedrockSigV4Auth",
         "Fix the login form password validation; add validation tests",
         '{"reset_password": "Reset password", "new_password": "Neues Passwort", "allPass": "overEvery"}',
         'model="nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "password": "boolean?", AUTH=internal',

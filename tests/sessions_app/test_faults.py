@@ -12,7 +12,7 @@ from kombu.exceptions import OperationalError as BrokerDown
 
 from sessions_app import tasks
 from sessions_app.models import AgentSession, Compaction, Message, ToolUse
-from sessions_app.selectors import access, usage
+from sessions_app.selectors import access, sql_rows, usage
 from sessions_app.services import ingest
 from tests.sessions_app.compaction_helpers import agent_rounds, append
 
@@ -70,18 +70,20 @@ def test_a_batch_cut_off_by_the_database_is_stored_whole_or_not_at_all(api_as, t
         },
         {"role": "user", "client_id": "b3", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
     ]
-    real = ToolUse.objects.bulk_create
+    real = sql_rows.insert_rows
 
-    def fails_after_the_messages(*args, **kwargs):
-        raise lost_connection("terminating connection due to administrator command")
+    def fails_after_the_messages(rows):  # the messages go in; the connection is lost at their tool calls
+        if rows and isinstance(rows[0], ToolUse):
+            raise lost_connection("terminating connection due to administrator command")
+        return real(rows)
 
-    monkeypatch.setattr(ToolUse.objects, "bulk_create", fails_after_the_messages)
+    monkeypatch.setattr(sql_rows, "insert_rows", fails_after_the_messages)
     bob = api_as(team.bob)
     assert bob.post(f"/api/v1/sessions/{session.pk}/messages/", batch).status_code == 503
     assert not Message.objects.filter(session=session).exists()
     session.refresh_from_db()
     assert (session.last_seq, session.message_count, session.message_tokens) == (0, 0, 0)
-    monkeypatch.setattr(ToolUse.objects, "bulk_create", real)
+    monkeypatch.setattr(sql_rows, "insert_rows", real)
     assert bob.post(f"/api/v1/sessions/{session.pk}/messages/", batch).status_code == 201
     assert bob.post(f"/api/v1/sessions/{session.pk}/messages/", batch).status_code == 201  # a retry: no doubles
     assert list(Message.objects.filter(session=session).values_list("client_id", flat=True)) == ["b1", "b2", "b3"]

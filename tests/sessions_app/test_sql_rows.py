@@ -146,3 +146,30 @@ def test_an_insert_writes_what_create_writes_and_a_second_one_nothing(session_of
     assert field_values(stored) == field_values(ProviderRequest(pk=row.pk, key=key, **fields))
     assert not sql_rows.insert_new(ProviderRequest(key=key, **{**fields, "input_tokens": tokens + 1}), "key")
     assert ProviderRequest.objects.filter(key=key).get().input_tokens == tokens
+
+
+@DATABASE
+@given(contents=st.lists(st.lists(st.dictionaries(texts, json_values, max_size=3), max_size=2) | texts, max_size=4))
+def test_a_multi_row_insert_writes_what_bulk_create_writes_in_order(session_of, contents):
+    mine, theirs = session_of(), session_of()
+    now = timezone.now()
+
+    def rows(session: AgentSession) -> list[Message]:
+        return [
+            Message(session=session, seq=n, role="user", content=content, tokens=n, created_at=now, client_id=f"c{n}")
+            for n, content in enumerate(contents, start=1)
+        ]
+
+    written, expected = rows(mine), rows(theirs)
+    sql_rows.insert_rows(written)
+    Message.objects.bulk_create(expected)
+    assert [row.pk for row in written] == list(
+        Message.objects.filter(session=mine).order_by("seq").values_list("pk", flat=True)
+    )
+
+    def stored(session: AgentSession) -> list[dict[str, object]]:
+        skip = {"id", "session_id", "received_at"}
+        found = Message.objects.filter(session=session).order_by("seq")
+        return [{k: v for k, v in field_values(row).items() if k not in skip} for row in found]
+
+    assert stored(mine) == stored(theirs)
