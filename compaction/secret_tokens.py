@@ -153,9 +153,18 @@ def private_keys(text: str, starts: list[int], joint: str) -> Iterator[str]:
         else:
             cut = text.find(joint, header.end())
             after = len(text) if cut < 0 else cut
-        for piece in text[at:after].split(joint):
-            if piece.strip():
+        first, *rest = text[at:after].split(joint)
+        yield first.strip("\n")
+        for piece in rest:
+            if _KEY_PIECE.search(piece) or _KEY_TAIL.fullmatch(piece.strip()):
                 yield piece.strip("\n")
+
+
+# A string after the header's own that is part of the key: a footer, or a run of base64. Anything
+# else between (a block's "type": "text", a tool's name) is the message's structure, not the key:
+# replacing it would replace it everywhere in the message.
+_KEY_PIECE = re.compile(r"-----END |[A-Za-z0-9+/=]{16}")
+_KEY_TAIL = re.compile(r"(?=.*[0-9+/=])[A-Za-z0-9+/=]{12,}")  # a body's last line
 
 
 # A JSON Web Token: header and payload (base64url of JSON objects), a signature. It is tried at each

@@ -159,6 +159,20 @@ def test_a_private_key_split_into_strings_of_its_own_is_replaced_line_by_line(pe
     assert done.value["after"] == "prose that stays" and done.found["private-key"] >= len(lines) - 2
 
 
+@settings(max_examples=40, deadline=None)
+@given(pem=PEM_LINES, tool=st.sampled_from(["Bash", "Read", "NotebookEdit", "mcp__ctx__recall"]))
+def test_a_private_key_split_over_content_blocks_leaves_the_blocks_structure(pem, tool):
+    """Each of a key's lines a block of its own, a tool call among them: the key's strings are
+    replaced, not the blocks' types or the tool's name between them (replaced everywhere they are)."""
+    line, lines = pem
+    blocks = [{"type": "text", "text": each} for each in lines]
+    blocks.insert(1, {"type": "tool_use", "id": "toolu_1", "name": tool, "input": {"command": "cat id_rsa"}})
+    done = redact(blocks, RULES)
+    assert not leaked(line, json.dumps(done.value))
+    assert [b["type"] for b in done.value] == [b["type"] for b in blocks]
+    assert done.value[1] == blocks[1]
+
+
 @settings(max_examples=60, deadline=None)
 @given(secret=SECRETS[KEYWORD].map(lambda p: p[0]), name=st.sampled_from(["DB_PASSWORD", "API_TOKEN", "client_secret"]))
 def test_a_value_is_a_secret_by_the_name_an_object_gives_it(secret, name):
