@@ -56,6 +56,10 @@ _ID_FIELDS = frozenset({"id", "tool_use_id", "call_id"})
 # The keys of an object that names a variable and holds its value (``{"name": "DB_PASSWORD", "value":
 # "…"}``: a Kubernetes or CI environment).
 _NAME_KEYS = ("name", "key", "Name", "Key")
+# Fields a reader of the message goes by (a block's type, a tool's name, an image's media type): a
+# value found elsewhere in the message (``password = "tool_use"``) is not replaced in them, or the
+# message would no longer read as what it is; a secret their own text holds still is.
+_STRUCTURAL = frozenset({"type", "role", "status", "media_type", "name"})
 _VALUE_KEYS = ("value", "Value")
 
 
@@ -96,6 +100,8 @@ def redact(value: Any, rules: Rules) -> Redacted:
     def walk(node: Any, key: str = "") -> Any:
         if isinstance(node, str):
             done = _replaced(node, found, rules, finder)
+            if done.found and key in _STRUCTURAL:  # only what its own text holds, not a word found elsewhere
+                done = _replaced(node, find_secrets(node, rules), rules)
             counts.update(done.found)
             secrets.update(done.secrets)
             return done.value

@@ -24,6 +24,8 @@ from compaction.secret_names import secret_kind, secret_name, secret_value
 # secret (``getenv("DB_PASSWORD", …)``, ``gh secret set``), whose words ``secret_names.GATE_WORDS`` has.
 COMMAND_WORDS = (
     "curl", "login", "sshpass", "mysql", "identified by", "redis-cli", "mongo", "cookie", "bearer", "sig=",
+    "sqlcmd", "rabbitmqctl", "htpasswd", "http -a", "http --auth", "https -a", "xh -a", "sqlplus", "expdp",
+    "impdp", "ssh-keygen", "vault login", "_authtoken", "\ttrue\t", "\tfalse\t",
     "密码", "пароль", "mot de passe", "contraseña", "senha", "wachtwoord", "パスワード", "비밀번호",
 )  # fmt: skip
 
@@ -34,13 +36,13 @@ _SPACED_WORD = r"(?:[ \t](?:[Kk]ey|KEY|[Tt]oken|TOKEN|[Ss]ecret|SECRET))"  # "AP
 # Go's ``apiKey string =``), the sign — ``=>`` before ``=``, or the value would be read from ``>``.
 _ASSIGNMENT = re.compile(
     rf"(?:(?<![\w.$-])|(?<=\$)|(?<=-[DP]))(?P<name>{_NAME}{_SPACED_WORD}?)(?:\[\d*\])?(?P<close>[\"'`\]*_]{{0,3}})"
-    r"(?:[ \t]*:[ \t]+[&\w.\[\]<>|]{1,40}[ \t]*(?==[^=>])|[ \t]+(?:string|int|bool|\[\]byte)[ \t]*(?==[^=>]))?"
+    r"(?:[ \t]*:[ \t]+[&\w.\[\]<>|]{1,40}[ \t]*(?==[ \t]*[^=>\s])|[ \t]+(?:string|int|bool|\[\]byte)[ \t]*(?==[^=>]))?"
     r"[ \t]*(?P<sign>=>|={1,3}|!==?|:=|:(?![:/]))[ \t]*(?:[*_]{1,2}[ \t]*)?@?"
 )
 _FLAG = re.compile(r"(?<![\w-])--(?P<name>[A-Za-z][\w-]{1,60})(?P<sign>=|[ \t]+)")
 _SPACED = re.compile(rf"(?<![\w.$-])(?P<name>{_NAME})[ \t]+(?=[\"'][^\"'\n]{{1,300}}[\"'];)(?P<sign>)")
 _COMPARED = re.compile(rf"([\"'])([^\"'\n]{{6,300}})\1[ \t]*[!=]==?[ \t]*(?P<name>{_NAME})")
-_TAG = re.compile(r"<([A-Za-z_][\w.-]{0,60})>([^<\n]{6,300})</\1>")
+_TAG = re.compile(r"<((?:[A-Za-z_][\w.-]{0,30}:)?[A-Za-z_][\w.-]{0,60})>([^<\n]{6,300})</\1>")
 # A value: quoted (after a string prefix: ``b"…"``, ``r'…'``, ``f"…"``), or bare to a space or a sign.
 _VALUE = re.compile(
     r"(?:[bBrRuUfF]{1,2}(?=[\"']))?(?:\"([^\"\n]{0,1000})\"|'([^'\n]{0,1000})'|`([^`\n]{0,1000})`"
@@ -48,6 +50,12 @@ _VALUE = re.compile(
 )
 _SCHEME_PREFIX = re.compile(r"(?:bearer|basic|token|bot|digest|aws4-hmac-sha256)[ \t]+", re.I)
 _Q = r"[\"']"
+# Columns: ``vault kv get``'s ``password    …``, a tab between (a spreadsheet, ``env`` as a table); a
+# label on a line of its own and the value alone on the next (``Password:`` / ``Client Secret``);
+# prose: "the admin password is …". Their values are bare: a word alone is not one.
+_COLUMNS = re.compile(rf"(?m)^[ \t]*({_NAME})(?:[ \t]{{2,}}|\t)([^\s]{{6,1000}})[ \t]*\r?$")
+_LABELLED = re.compile(rf"(?m)^[ \t]*({_NAME}(?:[ \t]{_NAME})?)[ \t]*:?[ \t]*\r?\n[ \t]*([^\s]{{8,1000}})[ \t]*\r?$")
+_PROSE = re.compile(r"(?i)\b((?:password|passphrase|secret|token|key))[ \t]+is[ \t]+[\"'`]?([^\s\"'`]{6,1000})")
 # A name and its value, apart: (what the lower-cased text must hold, the pattern: name, value).
 _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     (
@@ -100,7 +108,29 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     ((":",), re.compile(rf"(?<![\w.-])({_NAME}):[ \t]*[|>][-+]?[ \t]*\r?\n[ \t]+([^\s#]\S{{5,1000}})")),
     (("#define",), re.compile(rf"#define[ \t]+({_NAME})[ \t]+{_Q}([^\"'\n]{{1,1000}}){_Q}")),
     (("env ", "arg "), re.compile(rf"\b(?:ENV|ARG)[ \t]+({_NAME})[ \t]+([^\s=]{{1,1000}})")),
-    (("|",), re.compile(rf"\|[ \t]*`?({_NAME})`?[ \t]*\|[ \t]*`?([^`|\s]{{1,1000}})`?[ \t]*\|")),
+    (
+        ("|", "│", "║", "┃"),
+        re.compile(rf"[|│║┃][ \t]*`?({_NAME})`?[ \t]*[|│║┃][ \t]*`?([^`|│║┃\s]{{1,1000}})`?[ \t]*[|│║┃]"),
+    ),
+    (("  ", "\t"), _COLUMNS),
+    (("\n",), _LABELLED),
+    ((" is ",), _PROSE),
+    # A netrc's entry across lines: ``machine …`` or ``default``, a login, then the password.
+    (
+        ("machine", "default"),
+        re.compile(
+            r"\b(?:machine[ \t]+\S{1,200}|default)(?:\s+(?:login|account|port)\s+\S{1,200}){0,3}"
+            r"\s+(password)\s+(\S{1,1000})"
+        ),
+    ),
+    # An AWS parameter or secret read back: ``{"Name": "/prod/db/password", …, "Value": "…"}``.
+    (
+        ("value",),
+        re.compile(
+            rf"{_Q}Name{_Q}[ \t]*:[ \t]*{_Q}/?(?:[\w.-]{{1,80}}/){{0,8}}({_NAME}){_Q}[^{{}}]{{0,300}}?{_Q}Value{_Q}"
+            rf"[ \t]*:[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"
+        ),
+    ),
     (("--",), re.compile(rf"{_Q}--({_NAME}){_Q}[ \t]*,[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}")),
     (
         ("setx", "set -", "configure set"),
@@ -158,13 +188,50 @@ _COMMANDS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
         ("httpbasicauth",),
         re.compile(r"HTTPBasicAuth\([ \t]*[\"'][^\"'\n]{0,200}[\"'][ \t]*,[ \t]*[\"']([^\"'\n]{1,1000})[\"']"),
     ),
+    (("mysql",), re.compile(r"\bmysql(?:dump|admin|sh)?\b[^\n]{0,300}?[ \t]-p([\"'])([^\"'\n]{1,1000})\1")),
+    (("sqlcmd",), re.compile(r"\bsqlcmd\b[^\n]{0,300}?[ \t]-P[ \t]*[\"']?([^\s\"']{1,1000})")),
+    (
+        ("rabbitmqctl",),
+        re.compile(r"\brabbitmqctl[ \t]+(?:add_user|change_password)[ \t]+\S{1,200}[ \t]+[\"']?([^\s\"']{1,1000})"),
+    ),
+    (
+        ("htpasswd",),
+        re.compile(
+            r"\bhtpasswd[ \t]+-\w*b\w*[ \t]+(?:-\S+[ \t]+)*\S{1,500}[ \t]+\S{1,200}[ \t]+[\"']?([^\s\"']{1,1000})"
+        ),
+    ),
+    (
+        ("http -a", "http --auth", "https -a", "xh -a"),
+        re.compile(
+            r"\b(?:http|https|xh)[ \t][^\n]{0,300}?(?<![\w-])(?:-a|--auth)[ \t]+[\"']?[^\s:\"'@]{1,200}:"
+            r"([^\s\"']{1,1000})"
+        ),
+    ),
+    (
+        ("sqlplus", "expdp", "impdp", "rman"),
+        re.compile(r"\b(?:sqlplus|expdp|impdp|rman)[ \t]+(?:-\w+[ \t]+)*[\"']?\w{1,100}/([^\s@\"'/]{1,1000})@"),
+    ),
+    (("ssh-keygen",), re.compile(r"\bssh-keygen\b[^\n]{0,300}?[ \t]-[NP][ \t]+[\"']([^\"'\n]{1,1000})[\"']")),
+    (
+        ("vault login",),
+        re.compile(r"\bvault[ \t]+login[ \t]+(?:-\S+[ \t]+)*([^\s\"'=-][^\s\"'=]{5,1000})(?=[ \t]*(?:$|\n))", re.M),
+    ),
+    (("_authtoken",), re.compile(r"/:_authToken[ \t]+[\"']?([^\s\"']{8,1000})")),
+    # A Netscape cookie jar's line (curl -c, wget): domain, flag, path, secure, expiry, name, value.
+    (
+        ("\ttrue\t", "\tfalse\t"),
+        re.compile(
+            r"(?m)^(?:#HttpOnly_)?\S{1,300}\t(?:TRUE|FALSE)\t\S{1,1000}\t(?:TRUE|FALSE)\t\d{1,20}\t\S{1,200}\t([^\s]{8,4000})\r?$"
+        ),
+    ),
     (("bearer",), re.compile(r"(?<![\w-])Bearer[ \t]+([A-Za-z0-9._~+/=-]{16,4000})")),
 )
 _BEARER = _COMMANDS[-1][1]
+_BARE = frozenset({_COLUMNS, _LABELLED, _PROSE})  # a value read without quotes: a word is not one
 # Every literal a pattern needs (``secret_rules`` finds which a text holds in its one pass over it), and
 # those in nearly every text (JSON's ":"), which it tests for on their own.
 LITERALS = tuple(sorted({n for needs, _ in (*_PAIRS, *_COMMANDS) for n in needs} | {"cookie"}))
-COMMON_LITERALS = (":", "--", "|", "set")
+COMMON_LITERALS = (":", "--", "|", "set", "\n", "  ", " is ")
 _PAIRS = tuple((frozenset(needs), p) for needs, p in _PAIRS)
 _COMMANDS = tuple((frozenset(needs), p) for needs, p in _COMMANDS)
 _COOKIE = re.compile(r"\bcookie:[ \t]*([^\n]{1,4000})", re.I)
@@ -265,7 +332,7 @@ def paired_values(present: frozenset[str], stretches: Callable[[], list[str]]) -
     for text in stretches():
         for pattern in pairs:
             for match in pattern.finditer(text):
-                yield from _named(match.group(1), match.group(2))
+                yield from _named(match.group(1), match.group(2), quoted=pattern not in _BARE)
 
 
 def _named(name: str, raw: str, *, quoted: bool = True) -> Iterator[tuple[str, str]]:
@@ -278,7 +345,7 @@ def _named(name: str, raw: str, *, quoted: bool = True) -> Iterator[tuple[str, s
 def _commands(text: str, commands: list[re.Pattern[str]], cookies: bool) -> Iterator[tuple[str, str]]:
     for pattern in commands:
         for match in pattern.finditer(text):
-            secret = secret_value(match.group(1), "machine" if pattern is _BEARER else "human")
+            secret = secret_value(match.group(pattern.groups), "machine" if pattern is _BEARER else "human")
             if secret:
                 yield "keyword", secret
     if cookies:

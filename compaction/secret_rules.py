@@ -9,10 +9,12 @@ every position of a long run (docs/REDACTION.md, "Hostile input")."""
 
 from __future__ import annotations
 
+import html
 import math
 import re
+import urllib.parse
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache, cached_property, partial
 from typing import Any
@@ -54,6 +56,7 @@ _GATES = {
     kind: tuple(dict.fromkeys(_LIBRARY_GATES.get(kind, ()) + secret_tokens.GATES.get(kind, ())))
     for kind in {**_LIBRARY_GATES, **secret_tokens.GATES}
 }
+_MULTILINE = frozenset({"putty-private-key"})  # kinds whose value spans lines
 _LINE_RULES = frozenset({"aws-secret-key", "cloudant-credentials", "ibm-cloud-iam-key", "ibm-cos-hmac-credentials",
                          "softlayer-credentials"})  # fmt: skip
 _LONG_RUN = re.compile(r"[A-Za-z0-9/+_\-]{24}")
@@ -141,7 +144,33 @@ def find_secrets(text: str, rules: Rules) -> dict[str, str]:
     for kind, value in _candidates(text, rules):
         if value and value not in found and not _inside_marker(value):
             found[value] = kind
+    for decoded, encodings in _decoded(text):
+        for kind, value in _candidates(decoded, rules):
+            for each in (value, *(encode(value) for encode in encodings)):
+                if each and each in text and each not in found and not _inside_marker(each):
+                    found[each] = kind
     return found
+
+
+# A text as a reader sees it through the colours a terminal shows (``grep --color``), the escapes of a
+# URL (``?next=…%3Faccess_token%3D…``) or of HTML (``password=&quot;…&quot;``): read again decoded,
+# and each secret found there replaced where it is in the text, as it is or as it was encoded.
+_SGR = re.compile(r"\x1b\[[0-9;]{0,40}[A-Za-z]")
+_PERCENT = re.compile(r"%(?:3[DdAa]|2[27])")  # an escaped sign or quote an assignment needs: = : " '
+_ESCAPED = re.compile(r"%25(?:3[DdAa]|2[27])")  # the same, escaped twice
+_ENTITY = re.compile(r"&(?:quot|apos|#3[49]|#x2[27]|#61|#x3[Dd]);")  # an escaped quote or sign
+
+
+def _decoded(text: str) -> Iterator[tuple[str, tuple[Callable[[str], str], ...]]]:
+    if "\x1b[" in text:
+        yield _SGR.sub("", text), ()
+    if "%" in text and _PERCENT.search(text):
+        yield urllib.parse.unquote(text), (partial(urllib.parse.quote, safe=""), urllib.parse.quote, urllib.parse.quote_plus)
+    if "%25" in text and _ESCAPED.search(text):  # encoded twice (a URL inside a URL's parameter)
+        twice = urllib.parse.unquote(urllib.parse.unquote(text))
+        yield twice, (lambda v: urllib.parse.quote(urllib.parse.quote(v, safe=""), safe=""),)
+    if "&" in text and _ENTITY.search(text):
+        yield html.unescape(text), (html.escape,)
 
 
 def _inside_marker(value: str) -> bool:
@@ -181,7 +210,7 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
     for kind in sorted(kinds, key=_ORDER.__getitem__) if len(kinds) > 1 else kinds:
         if kind in hits:  # around where its gate's strings are: a rule never scans all of a long text
             starts = ((at, at) for at in hits[kind])
-            searched = _near(text, starts, _REACH_AFTER.get(kind, _REACH))
+            searched = _near(text, starts, _REACH_AFTER.get(kind, _REACH), lines=kind not in _MULTILINE)
         elif kind in _LINE_RULES:  # on the lines that assign a name a key-like value
             if assigned is None:  # their values are runs of 24 or more key characters
                 spans = [m.span() for m in _ASSIGNED.finditer(low)] if named and _LONG_RUN.search(text) else []

@@ -42,6 +42,10 @@ def _password(value: str) -> bool:
     return secret_value(value, "human") is not None
 
 
+def _slashed_password(value: str) -> bool:
+    return ("@" in value or "/" in value) and _password(value)
+
+
 def _pem_in_base64(value: str) -> bool:
     """A PEM private key in base64 (a kubeconfig's ``client-key-data``, a Kubernetes secret's ``tls.key``)."""
     try:
@@ -107,6 +111,26 @@ RULES: tuple[Rule, ...] = (
     # The password of a URL, whatever it holds (detect-secrets' rule leaves those with #, !, …).
     _rule("basic-auth", ("://",), r"://[^\s/@:\"'<>]{0,200}:([^\s@/\"'<>]{1,400})@(?=[\w\[])", _password),
     _rule("private-key", ("ls0tls1crudjt",), r"LS0tLS1CRUdJTi[A-Za-z0-9+/=]{40,20000}", _pem_in_base64),
+    _rule("putty-private-key", ("private-lines:",),
+          r"Private-Lines:[ \t]*\d{1,4}\r?\n((?:[A-Za-z0-9+/=]{4,200}\r?\n){0,199}[A-Za-z0-9+/=]{4,200})"),
+    # An AWS secret key given bare beside its access key id (``AKIA… wJalr…``: a CSV, a console's copy).
+    _rule("aws-secret-key", ("akia", "asia"),
+          r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}[\s,;:|\"']{1,10}([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])", _random),
+    _rule("mailgun-api-key", ("key-",), _BEFORE + r"key-[0-9a-z]{32}" + _AFTER, _digit),
+    _rule("square-token", ("sq0atp-",), _BEFORE + r"sq0atp-[0-9A-Za-z_-]{22,60}" + _AFTER),
+    _rule("square-token", ("eaaa",), r"(?<![A-Za-z0-9+/=_-])EAAA[A-Za-z0-9_-]{56,100}" + _AFTER, _random),
+    _rule("discord-webhook", ("/api/webhooks/",),
+          r"discord(?:app)?\.com/api/webhooks/\d{5,30}/([A-Za-z0-9_-]{40,100})"),
+    _rule("rubygems-api-key", ("rubygems_",), r"rubygems_[0-9a-f]{48}", _digit),
+    _rule("sentry-dsn", ("sentry",), r"://([0-9a-f]{32})(?::[0-9a-f]{32})?@[\w.-]{0,100}sentry", _digit),
+    # A URL's parameters that carry a credential (an API key, a session, an OAuth code, a signature).
+    _rule("url-credential", ("key=", "code=", "sessionid=", "session_id=", "sid=", "signature=", "sig="),
+          r"[?&;](?i:key|api_?key|code|session_?id|sessionid|sid|signature|sig|x-goog-signature|x-amz-signature)"
+          r"=([A-Za-z0-9%._~+/=-]{16,4000})", _digit),
+    # A token as a URL's user before a password everyone knows (``https://<token>:x-oauth-basic@…``).
+    _rule("basic-auth", ("://",), r"://([A-Za-z0-9_-]{20,200}):(?:x-oauth-basic|x-access-token|)@(?=[\w\[])", _random),
+    # A URL's password holding an unescaped ``@`` or ``/``: to the last ``@`` before the host.
+    _rule("basic-auth", ("://",), r"://[^\s/@:\"'<>]{1,200}:([^\s\"'<>]{1,400})@(?=[\w\[])", _slashed_password),
 )  # fmt: skip
 KINDS = frozenset({kind for kind, *_ in RULES} | {"private-key", "jwt"})
 GATES: dict[str, tuple[str, ...]] = {}
@@ -117,7 +141,7 @@ GATES["jwt"] = ("eyj",)
 # How far past its prefix a key may run.
 REACH_AFTER = {"openai-api-key": 420, "anthropic-api-key": 420, "github-token": 270, "google-oauth-token": 2_020,
                "stripe-access-key": 260, "atlassian-api-token": 310, "basic-auth": 1_000,
-               "private-key": 20_020}  # fmt: skip
+               "private-key": 20_020, "putty-private-key": 20_020, "url-credential": 4_100}  # fmt: skip
 
 
 def own(kind: str, stretch: str) -> Iterator[str]:

@@ -78,6 +78,19 @@ _BY_NAME = [
     "OPENAI_KEY={}", "API key: {}", "echo {} | gh auth login --with-token", 'gh secret set API_KEY --body "{}"',
     "smtp.login('me@x.com', '{}')", "RABBITMQ_DEFAULT_PASS={}", 'setPassword("{}");', "redis-cli -h h -a {} ping",
     'variable "db_password" {\n  default = "{}"\n}', "password: |\n  {}", "mongosh -u app -p {} db",
+    # Through a terminal's colours, a URL's or HTML's escapes.
+    "DB_PASSWORD=\x1b[32m{}\x1b[0m", "\x1b[01;31m\x1b[KDB_PASSWORD\x1b[m\x1b[K={}",
+    "next=https%3A%2F%2Fapp%2Fcb%3Faccess_token%3D{}%26x%3D1", "state=%7B%22token%22%3A%22{}%22%7D",
+    "password=&quot;{}&quot;",
+    # Tables, labels and prose; a netrc across lines; more commands; an AWS parameter read back.
+    "machine github.com\nlogin octocat\npassword {}\n", "default login anonymous password {}",
+    "====== Data ======\nKey         Value\n---         -----\npassword    {}\n", "│ DB_PASSWORD   │ {} │",
+    "PASSWORD\t{}", "Password:\n{}", "Client Secret\n{}", "The admin password is {}.",
+    "mysqldump -uroot -p'{}' db", "sqlcmd -S x -U sa -P '{}'", "rabbitmqctl add_user admin {}",
+    "htpasswd -b .htpasswd admin {}", "http -a admin:{} x.com", "sqlplus scott/{}@orcl",
+    "ssh-keygen -t ed25519 -N '{}'", "vault login {}", "npm config set //registry.npmjs.org/:_authToken {}",
+    "#HttpOnly_.example.com\tTRUE\t/\tTRUE\t0\tsessionid\t{}", "<ns:Password>{}</ns:Password>",
+    '{"Parameter": {"Name": "/prod/db/password", "Type": "SecureString", "Value": "{}"}}',
 ]  # fmt: skip
 # A URL's password, with the signs detect-secrets' rule leaves.
 _URLS = ["postgresql://admin:{}@db:5432/app", "redis://:{}@cache:6379/0", "DATABASE_URL=mongodb://app:{}@mongo/db"]
@@ -119,6 +132,10 @@ SECRETS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
                .map(_jwt_sized)),
     "basic-auth": st.one_of(
         mixed(ALNUM, 16).map(lambda s: (s, f"postgres://deploy:{s}@db.internal:5432/app")),
+        # A password holding an unescaped "@" or "/"; a token as the user before a password all know.
+        mixed(ALNUM, 16).map(lambda s: (f"{s[:5]}@{s[5:]}", f"postgres://app:{s[:5]}@{s[5:]}@db/app")),
+        mixed(ALNUM, 16).map(lambda s: (f"{s[:5]}/{s[5:]}", f"mysql://root:{s[:5]}/{s[5:]}@db/app")),
+        mixed(ALNUM, 40).map(lambda s: (s, f"git clone https://{s}:x-oauth-basic@github.com/o/r.git")),
         _in(_URLS, mixed(ALNUM + "#!*+,;=()", 16)),
     ),
     "anthropic-api-key": _in(_AFTER, chars(URLSAFE, 93).map(lambda s: "sk-ant-api03-" + s)),
@@ -145,12 +162,37 @@ SECRETS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
                                        chars(URLSAFE, 27)).map(lambda p: f"{p[0]}{p[1]}.{p[2]}.{p[3]}"),
         "age-secret-key": chars(string.ascii_uppercase + string.digits, 58).map(lambda s: "AGE-SECRET-KEY-1" + s),
     }.items()},
+    "mailgun-api-key": _in(_AFTER, chars("0123456789abcdefghijklmnopqrstuvwxyz", 31).map(lambda s: "key-7" + s)),
+    "square-token": _in(_AFTER, mixed(URLSAFE, 22).map(lambda s: "sq0atp-" + s)),
+    "rubygems-api-key": _in(_AFTER, chars("0123456789abcdef", 47).map(lambda s: "rubygems_7" + s)),
+    "discord-webhook": _in(["https://discord.com/api/webhooks/123456789012345678/{}"], mixed(URLSAFE, 68)),
+    "url-credential": _in(["https://x.example/api?key={}", "https://x.example/?sessionid={}&a=1",
+                           "https://app.example/cb?code={}&state=x", "https://cdn.example/v?Signature={}&Key-Pair-Id=A"],
+                          mixed(ALNUM, 24)),
+    "putty-private-key": chars(B64, 120).map(lambda s: (s[:64], "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\n"
+                                                        f"Private-Lines: 2\n{s[:64]}\n{s[64:]}\nPrivate-MAC: 00ff")),
+    "sentry-dsn": _in(["dsn='https://{}@o123.ingest.sentry.io/456'"],
+                      chars("0123456789abcdef", 31).map(lambda s: "7" + s)),
     KEYWORD: _in(_BY_NAME, mixed(ALNUM, 20)),
     # 64 characters: a random 48 falls under detect-secrets' 4.5 bits a character now and then.
     HIGH_ENTROPY: mixed(B64, 64).map(lambda s: (s, f'"{s}"')),
 }  # fmt: skip
 # A private key's lines as strings of their own (a list of lines, a JSON array of them).
 PEM_LINES = chars(B64, 200).map(lambda s: (s[:64], _pem(s).split("\n")))
+
+
+# Kinds told by their context (a name, a URL, a header), not by the value's own shape.
+BY_CONTEXT = {
+    "keyword",
+    "high-entropy",
+    "aws-secret-key",
+    "basic-auth",
+    "private-key",
+    "discord-webhook",
+    "url-credential",
+    "putty-private-key",
+    "sentry-dsn",
+}
 
 
 def leaked(secret: str, text: str, piece: int = 12) -> bool:

@@ -13,6 +13,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from compaction.messages import MessageError
 from sessions_app.errors import ServiceError
+from sessions_app.services.redaction import public_text
 
 
 def first_error(detail: Any, path: str = "") -> tuple[str, str]:
@@ -29,6 +30,14 @@ def first_error(detail: Any, path: str = "") -> tuple[str, str]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """The error's body, its detail without a secret the request held (a value quoted back)."""
+    response = _error_response(exc, context)
+    if response is not None and isinstance(response.data, dict) and isinstance(response.data.get("detail"), str):
+        response.data["detail"] = public_text(response.data["detail"])
+    return response
+
+
+def _error_response(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ServiceError):
         body: dict[str, Any] = {"detail": exc.detail, "code": exc.code}
         if exc.field:

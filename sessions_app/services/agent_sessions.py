@@ -33,7 +33,13 @@ def fit(text: str, limit: int, *, project: Project | None = None) -> str:
     text = jsonvalues.clean_text(text)
     if project is not None:
         text = redaction.value_redact(project, text).value
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    cut = limit - 1
+    opened = text.rfind("[secret:", max(0, cut - 60), cut)
+    if opened >= 0 and text.find("]", opened) >= cut:  # not in the middle of a marker
+        cut = opened
+    return text[:cut] + "…"
 
 
 def check_text(value: Any, field: str, *, limit: int | None = None, nul: bool = True) -> None:
@@ -114,10 +120,22 @@ def session_create(
     _check_session_fields(
         {"name": name, "model": model, "external_id": external_id or "", "system_prompt": system_prompt or ""}
     )
+    redaction.identifier_check(project, external_id or "", "external_id")
     redacted = redaction.value_redact(
-        project, {"name": name, "system_prompt": system_prompt or "", "tools": tools, "metadata": metadata or {}}
+        project,
+        {
+            "name": name,
+            "model": model,
+            "system_prompt": system_prompt or "",
+            "tools": tools,
+            "metadata": metadata or {},
+        },
     )
-    name, system_prompt, tools, metadata = (redacted.value[k] for k in ("name", "system_prompt", "tools", "metadata"))
+    name, model, system_prompt, tools, metadata = (
+        redacted.value[k] for k in ("name", "model", "system_prompt", "tools", "metadata")
+    )
+    # A marker may be longer than the secret it stands for: the column's size holds after it.
+    name, model = fit(name, SESSION_TEXT_LIMITS["name"]), fit(model, SESSION_TEXT_LIMITS["model"])
     tokenizer = offline_tokenizer()
     session = AgentSession(
         project=project,
@@ -159,8 +177,11 @@ def session_update(*, session: AgentSession, **changes: Any) -> AgentSession:
         raise InvalidInput(f"Can't change {', '.join(sorted(unknown))}.", code="read_only")
     _check_session_fields({k: ("" if k == "system_prompt" and v is None else v) for k, v in changes.items()})
     tokenizer = offline_tokenizer()
-    texts = {k: v for k, v in changes.items() if k in ("name", "system_prompt", "tools") and v is not None}
+    texts = {k: v for k, v in changes.items() if k in ("name", "model", "system_prompt", "tools") and v is not None}
     changes.update(redaction.value_redact(session.project, texts).value)
+    for key in ("name", "model"):
+        if key in texts:
+            changes[key] = fit(changes[key], SESSION_TEXT_LIMITS[key])
     with transaction.atomic():
         locked = AgentSession.objects.select_for_update().get(pk=session.pk)
         fields = redaction.redactions_add(

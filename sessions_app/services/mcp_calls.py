@@ -25,7 +25,7 @@ def mcp_call_record(
     return McpCall.objects.create(
         session=session,
         tool=tool,
-        asked=str(value_redact(session.project, asked[:200]).value)[:200],
+        asked=str(value_redact(session.project, asked).value)[:200],  # redacted whole: a cut secret is not found
         found=found,
         chars=chars,
         user=user,

@@ -14,6 +14,7 @@ from typing import Any
 from compaction import redact
 from compaction.messages import NormalizedMessage
 from sessions_app.engine import redaction_rules
+from sessions_app.errors import InvalidInput
 from sessions_app.models import AgentSession, Project
 from sessions_app.selectors.usage import project_engine_policy
 
@@ -30,6 +31,8 @@ def messages_redact(
     rules = project_rules(project)
     done, found = [], []
     for message in messages:
+        if message.client_id:
+            _identifier_check(message.client_id, rules, "client_id")
         content = redact.redact(message.content, rules)
         metadata = redact.redact(message.metadata, rules)
         found.append(content.found + metadata.found)
@@ -71,3 +74,25 @@ def redactions_add(locked: AgentSession, found: Counter[str]) -> list[str]:
     audit.update(found)
     locked.redactions = dict(sorted(audit.items()))
     return ["redactions"]
+
+
+def identifier_check(project: Project, value: str, field: str) -> None:
+    """An id the client matches on (a session's external id, a message's client id) is stored and
+    looked up as it is, so one holding a secret is refused rather than stored or rewritten."""
+    if value:
+        _identifier_check(value, project_rules(project), field)
+
+
+def _identifier_check(value: str, rules: redact.Rules, field: str) -> None:
+    kinds = sorted(redact.redact(value, rules).found)
+    if kinds:
+        raise InvalidInput(
+            f"{field} holds what looks like a secret ({', '.join(kinds)}); use an id that is not one.",
+            code="secret_in_identifier",
+            field=field,
+        )
+
+
+def public_text(text: str) -> str:
+    """A text going back out where no project is known (an error's detail): the built-in rules."""
+    return str(redact.redact(text, redaction_rules((), ())).value)

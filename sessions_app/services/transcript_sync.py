@@ -69,7 +69,7 @@ from compaction.transcripts.codex import CodexReader
 from sessions_app.errors import Conflict, InvalidInput, TooLarge
 from sessions_app.models import SIDECHAIN_OF, AgentSession, Project, SessionStatus, TranscriptChunk
 from sessions_app.selectors.usage import continuation_of, session_status
-from sessions_app.services import agent_sessions, recorded, sealing, transcript_usage
+from sessions_app.services import agent_sessions, recorded, redaction, sealing, transcript_usage
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -128,6 +128,7 @@ def transcript_sync(
             code="partial_line",
             field="lines",
         )
+    redaction.identifier_check(project, external_id, "external_id")
     data = lines.encode("utf-8", errors="replace")
     with transaction.atomic():
         session, created_session = _main_session(user=user, project=project, external_id=external_id, name=name)

@@ -26,7 +26,7 @@ from compaction.redact import (
 )
 from compaction.secret_assignments import LITERALS
 from compaction.transcripts.formats import read_transcript
-from tests.secret_values import PEM_LINES, SECRETS, leaked
+from tests.secret_values import BY_CONTEXT, PEM_LINES, SECRETS, leaked
 
 RULES = Rules(key=b"test-key")
 SURROUNDINGS = st.sampled_from(
@@ -269,10 +269,6 @@ def test_on_the_installed_packages_code_fewer_than_one_in_a_thousand_pieces_chan
                     found.append((path.name, sorted(values)))
     assert pieces > 5_000
     assert len(found) * 1_000 < pieces, found
-
-
-# Kinds told by where they sit (a name, a URL, a PEM header), not by their own shape.
-BY_CONTEXT = {KEYWORD, HIGH_ENTROPY, "aws-secret-key", "basic-auth", "private-key"}
 
 
 @settings(max_examples=60, deadline=None)

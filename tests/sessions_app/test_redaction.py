@@ -31,7 +31,7 @@ from sessions_app.models import (
 from sessions_app.services import importing, projects
 from tests.hypothesis_budget import DATABASE
 from tests.redacted import table_text
-from tests.secret_values import SECRETS, leaked
+from tests.secret_values import BY_CONTEXT, SECRETS, leaked
 from tests.transcript_stream import Writer, text_block, tool_block
 
 pytestmark = pytest.mark.django_db
@@ -188,3 +188,49 @@ def test_a_project_switches_a_kind_off_and_adds_its_own_patterns(team, api_as):
     # A preset leaves the project's rules as they are.
     assert alice.patch(policy, {"preset": "default"}).status_code == 200
     assert alice.get(policy).json()["redact_off"] == ["aws-access-key"]
+
+
+@hsettings(DATABASE, max_examples=6)
+@given(
+    secret=st.sampled_from(sorted(set(SECRETS) - BY_CONTEXT))
+    .flatmap(lambda kind: SECRETS[kind])
+    .map(lambda p: p[0])
+    .filter(lambda s: len(s) <= 90)  # an id, a name, a model a column holds
+)
+def test_a_secret_in_an_id_is_refused_and_in_a_short_field_fits_its_column(team, api_as, secret):
+    """An id the client matches on is refused with a clear 400, nothing written; a name or model holding
+    a secret is stored redacted and within its column, however much longer the marker is; an error's
+    detail does not quote the secret back."""
+    bob = api_as(team.bob)
+    before = (AgentSession.objects.count(), Message.objects.count())
+    for body in ({"external_id": secret}, {"external_id": f"run-{secret}"}):
+        answer = bob.post("/api/v1/sessions/", {"project": team.project.pk, "name": "ids", **body})
+        assert answer.status_code == 400 and answer.json()["code"] == "secret_in_identifier", answer.content
+        assert not leaked(secret, answer.content.decode())
+    sync = {"project": str(team.project.pk), "external_id": secret, "offset": 0, "lines": ""}
+    answer = bob.post("/api/v1/sessions/transcript/", sync)
+    assert answer.status_code == 400 and answer.json()["code"] == "secret_in_identifier", answer.content
+    assert (AgentSession.objects.count(), Message.objects.count()) == before
+    name = "x" * (199 - len(secret)) + " " + secret  # as long as a name may be: its marker is longer
+    created = bob.post("/api/v1/sessions/", {"project": team.project.pk, "name": name, "model": f"m {secret}"})
+    assert created.status_code == 201, created.content
+    session = AgentSession.objects.get(pk=created.json()["id"])
+    assert len(session.name) <= 200 and len(session.model) <= 100
+    assert not leaked(secret, session.name + session.model)
+    assert "[secret:" not in session.name.rsplit("]", 1)[-1]  # no marker cut in half
+    # A short password's marker is longer than it: the name still fits, created or renamed.
+    short = "x" * 179 + " DB_PASSWORD=Qx7pL2vZ"
+    for answer in (
+        bob.post("/api/v1/sessions/", {"project": team.project.pk, "name": short}),
+        bob.patch(f"/api/v1/sessions/{session.pk}/", {"name": short}),
+    ):
+        assert answer.status_code in (200, 201), answer.content
+        stored = AgentSession.objects.get(pk=answer.json()["id"]).name
+        assert len(stored) <= 200 and "Qx7pL2vZ" not in stored and "[secret:" not in stored.rsplit("]", 1)[-1]
+    url = f"/api/v1/sessions/{session.pk}/messages/"
+    answer = bob.post(url, {"role": "user", "content": "hello", "client_id": secret})
+    assert answer.status_code == 400 and answer.json()["code"] == "secret_in_identifier", answer.content
+    answer = bob.post(url, {"role": secret, "content": "hello"})
+    assert answer.status_code == 400 and not leaked(secret, answer.content.decode()), answer.content
+    assert Message.objects.filter(session=session).count() == 0
+    assert not leaked(secret, table_text())

@@ -22,6 +22,7 @@ from compaction.transcripts.responses import holds_a_compaction, is_compact_summ
 from sessions_app.models import Project
 from sessions_app.services import agent_sessions
 from sessions_app.services.proxy.messages import as_list, canonical, encodes, identity
+from sessions_app.services.redaction import public_text
 
 EXTERNAL_ID_MAX = agent_sessions.SESSION_TEXT_LIMITS["external_id"]
 NAME_MAX = 80
@@ -129,8 +130,9 @@ def agent_conversation(
 
 def _as_external_id(given: str) -> str:
     """``given`` as a session's external id: hashed when a column can't hold it as it is (too long, a
-    NUL, a lone surrogate)."""
+    NUL, a lone surrogate) or when it holds a secret (a header is the caller's to fill)."""
     fits = len(given) <= EXTERNAL_ID_MAX and "\x00" not in given and given.isprintable() and encodes(given)
+    fits = fits and public_text(given) == given
     return given if fits else "proxy-" + hashlib.sha256(canonical(given)).hexdigest()[:32]
 
 
