@@ -165,7 +165,8 @@ def _decoded(text: str) -> Iterator[tuple[str, tuple[Callable[[str], str], ...]]
     if "\x1b[" in text:
         yield _SGR.sub("", text), ()
     if "%" in text and _PERCENT.search(text):
-        yield urllib.parse.unquote(text), (partial(urllib.parse.quote, safe=""), urllib.parse.quote, urllib.parse.quote_plus)
+        encodings = (partial(urllib.parse.quote, safe=""), urllib.parse.quote, urllib.parse.quote_plus)
+        yield urllib.parse.unquote(text), encodings
     if "%25" in text and _ESCAPED.search(text):  # encoded twice (a URL inside a URL's parameter)
         twice = urllib.parse.unquote(urllib.parse.unquote(text))
         yield twice, (lambda v: urllib.parse.quote(urllib.parse.quote(v, safe=""), safe=""),)
