@@ -55,6 +55,7 @@ LOG_LIMIT = 256 * 1024
 LOCK_WAIT = 20.0  # at most; never more than half the run's budget
 DEFAULT_BUDGET = 8.0  # seconds a run may hold Claude Code up, retries included
 DEFAULT_TIMEOUT = 10.0  # seconds one request may take in all, cut to what is left of the budget
+FLUSH_WAIT = 1.5  # seconds a Stop waits for its last reply to reach the file
 
 
 def main(
@@ -92,6 +93,8 @@ def run(event: Mapping[str, Any], env: Mapping[str, str]) -> str:
     budget = _seconds(env, "CTX_HOOK_BUDGET", DEFAULT_BUDGET)
     retry = Retry.within(budget, notify=lambda message: _log(env, message))
     client = Client(url, key, timeout=_seconds(env, "CTX_TIMEOUT", DEFAULT_TIMEOUT), retry=retry)
+    if hook_event == "Stop":
+        _await_written(transcript, event.get("last_assistant_message"), wait=min(FLUSH_WAIT, budget / 4))
     with _locked(directory / f"{ident}.lock", wait=min(LOCK_WAIT, budget / 2)):
         state = _load(state_path)
         try:
@@ -129,6 +132,28 @@ def run(event: Mapping[str, Any], env: Mapping[str, str]) -> str:
             ).strip()
         _save(state_path, state)
     return _for_agent(hook_event, text)
+
+
+def _await_written(path: Path, last_reply: Any, *, wait: float) -> bool:
+    """Whether the transcript holds the turn's last reply, waiting up to ``wait`` seconds for it.
+
+    Claude Code may run Stop before its last lines reach the file: a final upload then would let the
+    user lines held for the request they went into go as they are (the request's own copy, which the
+    import of the whole file reads, comes in a later line). Stop's ``last_assistant_message`` says what
+    the file must hold first; the start of its text, as JSON writes it, is looked for in the file's end."""
+    if not isinstance(last_reply, str) or not last_reply.strip():
+        return True
+    needle = json.dumps(last_reply[:80], ensure_ascii=False)[1:-1].encode()
+    deadline = time.monotonic() + wait
+    while True:
+        with contextlib.suppress(OSError), open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - 4 * 1024 * 1024))
+            if needle in f.read():
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 # ----------------------------------------------------------------------------- uploading

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from sessions_app.services import agent_sessions, handoffs, importing, projects
 from tests.claude_code_lines import agent_session
 from tests.conftest import make_persona
 from tests.shared_data import SHARED_DATA
+from tests.transcript_blobs import BlobWriter, reminder
+from tests.transcript_stream import text_block, tool_block
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -399,3 +402,34 @@ def test_a_line_too_long_to_upload_is_left_out_recorded_and_the_rest_goes_on(own
     agent.run("Stop")
     assert Message.objects.filter(session=session).order_by("-seq").first().content == "later"
     assert AgentSession.objects.get(pk=session.pk).rejected_count == 1
+
+
+def test_a_stop_run_before_its_last_reply_reaches_the_file_waits_for_it(owner, live_server, tmp_path):
+    """Claude Code may run Stop before its last lines are in the file. The tool result is held for the
+    request it went into, whose own copy (with a reminder Claude Code injected) comes in a later line;
+    a final upload without it would let the result go as it is, where the import reads the request's
+    copy. The hook waits for the reply Stop names, so the session is the import's."""
+    persona, project, reference = owner
+    w = BlobWriter("cc-late")
+    w.user_line("Run the tests.")
+    w.block("msg_late1", tool_block("toolu_late1", "make test"))
+    result = {"type": "tool_result", "tool_use_id": "toolu_late1", "content": "42 passed"}
+    w.user_line([result])
+    w.send([result, reminder("<total_tokens>14968535 tokens left</total_tokens>")], "blob")
+    w.block("msg_late2", text_block("All 42 tests pass."))
+    data = w.text().encode()
+    lines = data.splitlines(keepends=True)
+    agent = Agent(tmp_path, live_server.url, persona.key, project.name, "cc-late")
+    agent.write(b"".join(lines[:3]))  # the prompt, the call, its result: the rest is still being written
+    agent.run()
+    late = threading.Timer(0.3, agent.write, [b"".join(lines[3:])])
+    late.start()
+    stop = {**json.loads(agent.event("Stop")), "last_assistant_message": "All 42 tests pass."}
+    assert hook.main(json.dumps(stop), agent.env, io.StringIO()) == 0
+    late.join()
+    assert agent.state()["file_pos"] == len(data)  # Stop's own upload took the reply in
+    agent.run("SessionEnd")
+    synced = AgentSession.objects.get(project=project, external_id="cc-late")
+    imported = _import_text(persona, reference, data, name="cc-late")
+    assert snapshot(synced)["messages"] == snapshot(imported)["messages"]
+    assert "tokens left" in json.dumps([row[2] for row in snapshot(synced)["messages"]])
