@@ -11,6 +11,7 @@ from compaction import redact
 from compaction.policy import PRESETS, TOKEN_FIELDS
 from compaction.types import Level, level_choices
 from sessions_app.models import CompactionPolicy, Project, Role, SessionStatus, WebhookEvent, WebhookFormat
+from sessions_app.services import redaction
 from sessions_app.services.projects import PROJECT_DESCRIPTION_MAX, PROJECT_NAME_MAX
 
 MAX_ID = 2**63 - 1  # a bigint: the database refuses a larger one in a query
@@ -162,6 +163,14 @@ class ProjectForm(forms.ModelForm):
     class Meta:
         model = Project
         fields = ["name", "description", "context_document", "created_by"]
+
+    def clean_context_document(self) -> str:
+        """Redacted as everything sessions send is (a team pastes into it what agents print); a new
+        project, without rules of its own yet, by the built-in ones."""
+        text = self.cleaned_data["context_document"]
+        if self.instance.pk:
+            return str(redaction.value_redact(self.instance, text).value)
+        return redaction.public_text(text)
 
 
 class WebhookForm(forms.Form):

@@ -55,3 +55,20 @@ def test_admin_shows_the_error_next_to_the_field_and_writes_nothing(client, team
     assert Project.objects.count() == before
     ok = client.post("/admin/sessions_app/project/add/", {**form, "name": "Beta", "description": "short"})
     assert ok.status_code == 302 and Project.objects.filter(name="Beta").exists()
+
+
+def test_admin_stores_the_context_document_redacted_added_or_changed(client, team):
+    """A team pastes into the context document what agents print: a secret in it is replaced as in
+    what sessions send, when the project is added and when it is changed."""
+    root = get_user_model().objects.create_superuser("root", "root@example.invalid", "root-pass-123")
+    client.force_login(root)
+    token = "ghp_" + "Zq8mW2xK4vN7bT1cR5yL9pD3fH6jA0sE2uG8"
+    form = {"name": "Docs", "description": "", "created_by": root.pk, "context_document": f"Deploy with {token}",
+            "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"}  # fmt: skip
+    assert client.post("/admin/sessions_app/project/add/", form).status_code == 302
+    project = Project.objects.get(name="Docs")
+    assert token[4:16] not in project.context_document and "[secret:github-token:" in project.context_document
+    changed = {**form, "context_document": f"DB_PASSWORD=Qx7pL2vZk9Tm and {token}"}
+    assert client.post(f"/admin/sessions_app/project/{project.pk}/change/", changed).status_code == 302
+    project.refresh_from_db()
+    assert "Qx7pL2vZk9Tm" not in project.context_document and token[4:16] not in project.context_document
