@@ -124,10 +124,9 @@ def _my_projects(user_id: int, where: str, params: list[Any]) -> list[tuple[Proj
 
 @cache
 def _my_projects_sql(where: str) -> str:
-    qn = connection.ops.quote_name
     return (
-        f"SELECT m.role, {sql_rows.select_list(Project, 'p')} FROM {qn(Membership._meta.db_table)} m"
-        f" JOIN {qn(Project._meta.db_table)} p ON p.id = m.project_id"
+        f"SELECT m.role, {sql_rows.select_list(Project, 'p')} FROM {sql_rows.table(Membership)} m"
+        f" JOIN {sql_rows.table(Project)} p ON p.id = m.project_id"
         f" WHERE m.user_id = %s{where} ORDER BY m.project_id LIMIT 2"
     )
 
@@ -286,11 +285,10 @@ def apikey_live(prefix: str) -> ApiKey | None:
 
 @cache
 def _apikey_sql() -> str:
-    qn = connection.ops.quote_name
     users = get_user_model()
     return (
         f"SELECT {sql_rows.select_list(ApiKey, 'k')}, {sql_rows.select_list(users, 'u')}"
-        f" FROM {qn(ApiKey._meta.db_table)} k JOIN {qn(users._meta.db_table)} u ON u.id = k.user_id"
+        f" FROM {sql_rows.table(ApiKey)} k JOIN {sql_rows.table(users)} u ON u.id = k.user_id"
         " WHERE k.prefix = %s AND k.revoked_at IS NULL"
     )
 

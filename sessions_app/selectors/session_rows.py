@@ -8,7 +8,6 @@ from functools import cache
 from typing import Any
 
 from django.db import connection
-from django.db.models import Model
 
 from sessions_app.models import AgentSession, CompactionPolicy, Membership, Project
 from sessions_app.selectors import sql_rows
@@ -39,18 +38,15 @@ def session_where(where: str, params: Sequence[Any]) -> AgentSession | None:
 
 @cache
 def _sql(where: str, limit: int, scoped: bool, leave_out: frozenset[str]) -> str:
-    def table(model: type[Model]) -> str:
-        return connection.ops.quote_name(model._meta.db_table)
-
-    role, member = ("m.role", f" JOIN {table(Membership)} m ON m.project_id = s.project_id AND m.user_id = %s")
+    role, member = ("m.role", f" JOIN {sql_rows.table(Membership)} m ON m.project_id = s.project_id AND m.user_id = %s")
     if not scoped:
         role, member = "NULL", ""
     return (
         f"SELECT {role}, {sql_rows.select_list(AgentSession, 's', leave_out)}, {sql_rows.select_list(Project, 'p')},"
         f" {sql_rows.select_list(CompactionPolicy, 'c')}"
-        f" FROM {table(AgentSession)} s"
-        f" JOIN {table(Project)} p ON p.id = s.project_id{member}"
-        f" LEFT JOIN {table(CompactionPolicy)} c ON c.project_id = s.project_id"
+        f" FROM {sql_rows.table(AgentSession)} s"
+        f" JOIN {sql_rows.table(Project)} p ON p.id = s.project_id{member}"
+        f" LEFT JOIN {sql_rows.table(CompactionPolicy)} c ON c.project_id = s.project_id"
         f" WHERE {where} LIMIT {limit}"
     )
 

@@ -63,24 +63,26 @@ def instance(model: type[_M], values: Sequence[Any], leave_out: frozenset[str] =
     return model.from_db(connection.alias, [read.attname for read in fields], converted)
 
 
+def converted(model: type[models.Model], attname: str, value: Any) -> Any:
+    """One column's value from the database as the model's attribute holds it (JSON parsed, …)."""
+    read = next(read for read in _fields(model, frozenset()) if read.attname == attname)
+    for converter in read.converters:
+        value = converter(value, read.col, connection)
+    return value
+
+
+def table(model: type[models.Model]) -> str:
+    """The model's table name, quoted for this database."""
+    return connection.ops.quote_name(model._meta.db_table)
+
+
 def update(instance: models.Model, fields: Sequence[str]) -> None:
     """``instance.save(update_fields=fields)`` (``auto_now`` fields set as ``save`` sets them), with
     the UPDATE written once per model and set of fields. No signals: the models read here send none."""
     model = type(instance)
-    sql, written = _update_sql(model, tuple(fields))
-    values = [field.get_db_prep_save(field.pre_save(instance, False), connection) for field in written]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*values, instance.pk])
-        if cursor.rowcount != 1:  # as ``save`` does: the row is gone
-            raise DatabaseError(f"{model.__name__} {instance.pk} was not updated: no such row.")
-
-
-@cache
-def _update_sql(model: type[models.Model], fields: tuple[str, ...]) -> tuple[str, tuple[Any, ...]]:
-    qn = connection.ops.quote_name
-    written = tuple(model._meta.get_field(name) for name in fields)
-    assignments = ", ".join(f"{qn(str(field.column))} = %s" for field in written)  # type: ignore[union-attr]
-    return f"UPDATE {qn(model._meta.db_table)} SET {assignments} WHERE {qn(model._meta.pk.column)} = %s", written
+    values = {name: model._meta.get_field(name).pre_save(instance, False) for name in fields}  # type: ignore[union-attr]
+    if update_if(model, instance.pk, values, {}) != 1:  # as ``save`` does: the row is gone
+        raise DatabaseError(f"{model.__name__} {instance.pk} was not updated: no such row.")
 
 
 def update_if(model: type[models.Model], pk: Any, values: dict[str, Any], unchanged: dict[str, Any]) -> int:
@@ -105,8 +107,8 @@ def _update_if_sql(
     kept = tuple(model._meta.get_field(name) for name in unchanged)
     assignments = ", ".join(f"{qn(str(field.column))} = %s" for field in written)  # type: ignore[union-attr]
     conditions = "".join(f" AND {qn(str(field.column))} {same} %s" for field in kept)  # type: ignore[union-attr]
-    table, pk = qn(model._meta.db_table), qn(str(model._meta.pk.column))
-    return f"UPDATE {table} SET {assignments} WHERE {pk} = %s{conditions}", written, kept
+    pk = qn(str(model._meta.pk.column))
+    return f"UPDATE {table(model)} SET {assignments} WHERE {pk} = %s{conditions}", written, kept
 
 
 def insert_new(instance: models.Model, unique: str) -> bool:
@@ -114,8 +116,8 @@ def insert_new(instance: models.Model, unique: str) -> bool:
     nothing is written): True, and the instance's primary key set, when it was inserted. One
     statement (``INSERT … ON CONFLICT DO NOTHING RETURNING``) where ``get_or_create`` sends four."""
     model = type(instance)
-    sql, fields = _insert_sql(model, unique)
-    params = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
+    sql = _insert_sql(model, 1, unique)
+    params = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in _inserted_fields(model)]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -129,20 +131,6 @@ def insert_new(instance: models.Model, unique: str) -> bool:
 @cache
 def _inserted_fields(model: type[models.Model]) -> tuple[Any, ...]:
     return tuple(f for f in model._meta.concrete_fields if not f.primary_key and not getattr(f, "generated", False))
-
-
-@cache
-def _insert_sql(model: type[models.Model], unique: str) -> tuple[str, tuple[Any, ...]]:
-    qn = connection.ops.quote_name
-    fields = _inserted_fields(model)
-    columns = ", ".join(qn(str(f.column)) for f in fields)
-    marks = ", ".join(["%s"] * len(fields))
-    conflict = qn(str(model._meta.get_field(unique).column))  # type: ignore[union-attr]
-    pk = qn(str(model._meta.pk.column))
-    return (
-        f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES ({marks})"
-        f" ON CONFLICT ({conflict}) DO NOTHING RETURNING {pk}"
-    ), fields
 
 
 ROWS_PER_INSERT = 500  # (Postgres takes 65,535 parameters to a statement, SQLite 32,766)
@@ -159,7 +147,7 @@ def insert_rows(instances: Sequence[models.Model]) -> None:
         chunk = instances[start : start + ROWS_PER_INSERT]
         params = [field.get_db_prep_save(field.pre_save(row, True), connection) for row in chunk for field in fields]
         with connection.cursor() as cursor:
-            cursor.execute(_insert_rows_sql(model, len(chunk)), params)
+            cursor.execute(_insert_sql(model, len(chunk)), params)
             keys = [found[0] for found in cursor.fetchall()]
         for row, key in zip(chunk, keys, strict=True):
             row.pk = key
@@ -167,10 +155,13 @@ def insert_rows(instances: Sequence[models.Model]) -> None:
 
 
 @cache
-def _insert_rows_sql(model: type[models.Model], count: int) -> str:
+def _insert_sql(model: type[models.Model], count: int, unique: str = "") -> str:
+    """``count`` rows inserted, their primary keys returned; with ``unique``, a row whose value of that
+    field is stored already is not (and returns nothing)."""
     qn = connection.ops.quote_name
     fields = _inserted_fields(model)
     columns = ", ".join(qn(str(f.column)) for f in fields)
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    conflict = f" ON CONFLICT ({qn(str(model._meta.get_field(unique).column))}) DO NOTHING" if unique else ""  # type: ignore[union-attr]
     pk = qn(str(model._meta.pk.column))
-    return f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES {', '.join([row] * count)} RETURNING {pk}"
+    return f"INSERT INTO {table(model)} ({columns}) VALUES {', '.join([row] * count)}{conflict} RETURNING {pk}"

@@ -201,7 +201,7 @@ _UNREAD_UNDER_LOCK = frozenset({"system_prompt", "tools"})
 def _lock_sql(columns: str) -> str:
     """The session's row locked by id, reading ``columns`` (of alias ``s``); on SQLite a plain read
     (its transactions lock the whole database)."""
-    table = connection.ops.quote_name(AgentSession._meta.db_table)
+    table = sql_rows.table(AgentSession)
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     return f"SELECT {columns} FROM {table} s WHERE s.id = %s{lock}"
 
@@ -242,7 +242,7 @@ def lock_open_session(session: AgentSession) -> AgentSession:
 
 def stored_by_client_id(session: AgentSession, client_ids: list[str]) -> dict[str, Message]:
     """The session's stored messages with these client ids (SQL written once: most appends ask)."""
-    table = connection.ops.quote_name(Message._meta.db_table)
+    table = sql_rows.table(Message)
     marks = ", ".join(["%s"] * len(client_ids))
     where = f"m.session_id = %s AND m.client_id IN ({marks})"
     sql = f"SELECT {sql_rows.select_list(Message, 'm')} FROM {table} m WHERE {where}"
@@ -257,19 +257,18 @@ def stored_ids_and_contents(session: AgentSession, seqs: list[int]) -> dict[int,
     asks on every exchange where a request's history meets the stored one)."""
     if not seqs:
         return {}
-    table = connection.ops.quote_name(Message._meta.db_table)
+    table = sql_rows.table(Message)
     marks = ", ".join(["%s"] * len(seqs))
     sql = f"SELECT m.seq, m.client_id, m.content FROM {table} m WHERE m.session_id = %s AND m.seq IN ({marks})"
-    content = Message._meta.get_field("content")
     with connection.cursor() as cursor:
         cursor.execute(sql, [session.pk, *seqs])
         found = cursor.fetchall()
-    return {seq: (cid, content.from_db_value(value, None, connection)) for seq, cid, value in found}  # type: ignore[arg-type]
+    return {seq: (cid, sql_rows.converted(Message, "content", value)) for seq, cid, value in found}
 
 
 def _tool_uses_stored(session: AgentSession, tool_use_ids: list[str]) -> set[str]:
     """Which of these tool-call ids the session holds."""
-    table = connection.ops.quote_name(ToolUse._meta.db_table)
+    table = sql_rows.table(ToolUse)
     marks = ", ".join(["%s"] * len(tool_use_ids))
     sql = f"SELECT t.tool_use_id FROM {table} t WHERE t.session_id = %s AND t.tool_use_id IN ({marks})"
     with connection.cursor() as cursor:
