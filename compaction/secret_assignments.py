@@ -18,16 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator
 
+from compaction import secret_commands
 from compaction.secret_names import secret_kind, secret_name, secret_value
-
-# What a text must hold (lower-cased) for a command's form to be looked for: the other forms name a
-# secret (``getenv("DB_PASSWORD", …)``, ``gh secret set``), whose words ``secret_names.GATE_WORDS`` has.
-COMMAND_WORDS = (
-    "curl", "login", "sshpass", "mysql", "identified by", "redis-cli", "mongo", "cookie", "bearer", "sig=",
-    "sqlcmd", "rabbitmqctl", "htpasswd", "http -a", "http --auth", "https -a", "xh -a", "sqlplus", "expdp",
-    "impdp", "ssh-keygen", "vault login", "_authtoken", "\ttrue\t", "\tfalse\t",
-    "密码", "пароль", "mot de passe", "contraseña", "senha", "wachtwoord", "パスワード", "비밀번호",
-)  # fmt: skip
 
 _NAME = r"[A-Za-z_][\w.-]{0,80}"
 _SPACED_WORD = r"(?:[ \t](?:[Kk]ey|KEY|[Tt]oken|TOKEN|[Ss]ecret|SECRET))"  # "API key: …", "Secret key = …"
@@ -53,15 +45,32 @@ _Q = r"[\"']"
 # Columns: ``vault kv get``'s ``password    …``, a tab between (a spreadsheet, ``env`` as a table); a
 # label on a line of its own and the value alone on the next (``Password:`` / ``Client Secret``);
 # prose: "the admin password is …". Their values are bare: a word alone is not one.
-_COLUMNS = re.compile(rf"(?m)^[ \t]*({_NAME})(?:[ \t]{{2,}}|\t)([^\s]{{6,1000}})[ \t]*\r?$")
-_LABELLED = re.compile(rf"(?m)^[ \t]*({_NAME}(?:[ \t]{_NAME})?)[ \t]*:?[ \t]*\r?\n[ \t]*([^\s]{{8,1000}})[ \t]*\r?$")
-_PROSE = re.compile(r"(?i)\b((?:password|passphrase|secret|token|key))[ \t]+is[ \t]+[\"'`]?([^\s\"'`]{6,1000})")
+_COLUMNS = re.compile(rf"(?m)(?:^|(?<=[\"']))[ \t]*({_NAME})(?:[ \t]{{2,}}|\t)([^\s]{{6,1000}})[ \t]*\r?$")
+_SECRET_WORD = r"(?:password|passphrase|passwd|passcode|secret|token|api[ _-]?key|access[ _-]?key|secret[ _-]?key)"
+_LABELLED = re.compile(
+    rf"(?m)^[ \t]*(?!pass\b)({_NAME}(?:[ \t]{_NAME})?)[ \t]*:?[ \t]*\r?\n[ \t]*([\w+/=.~!#$%^&*-]{{8,1000}})[ \t]*\r?$"
+)
+# A sentence naming a secret, ended by ":", and the value alone a line or three below it ("Please use the
+# following password to proceed:", "Your API token is:").
+_ANNOUNCED = re.compile(
+    rf"(?im)\b({_SECRET_WORD})\b[^\n:]{{0,120}}:[ \t]*\r?\n(?:[ \t]*\r?\n){{0,2}}"
+    r"[ \t]*([\w+/=.~!#$%^&*-]{8,1000})[ \t]*\r?$"
+)
+_PROSE = re.compile(
+    rf"(?i)\b({_SECRET_WORD})\b(?:'s|[^\n.:=]{{0,60}}?\b(?:is|was|set to)\b:?|[^\n.:=`]{{0,30}}?:|[ \t]+set[ \t]+to)"
+    r"[ \t]+[\"'`]?([\w+/=.~!#$%^&*-]{6,1000})"
+)
+_USING = re.compile(r"\b[Uu]sing[ \t]+([Pp]assword|[Tt]oken)[ \t]+[\"'`]?([\w+/=.~!#$%^&*-]{6,1000})")
+# Where the patterns that start at a secret's word are tried (found in the lower-cased text: a
+# case-insensitive pattern tried at every character is several times slower).
+_AT_WORD = re.compile(r"pass|secret|token|(?:api|access)[ _-]?key")
 # A name and its value, apart: (what the lower-cased text must hold, the pattern: name, value).
 _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     (
         ("value",),
         re.compile(
-            rf"{_Q}(?:name|key|Name|Key){_Q}[ \t]*:[ \t]*{_Q}({_NAME}){_Q}[ \t]*,[ \t]*{_Q}(?:value|Value){_Q}"
+            rf"{_Q}(?:name|key|label|Name|Key|Label){_Q}[ \t]*:[ \t]"
+            rf"*{_Q}({_NAME}){_Q}[ \t]*,[ \t]*{_Q}(?:value|Value){_Q}"
             rf"[ \t]*:[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"
         ),
     ),
@@ -73,6 +82,16 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
         ),
     ),
     (("value=",), re.compile(rf"\bkey={_Q}({_NAME}){_Q}[ \t]+value={_Q}([^\"'\n]{{1,1000}}){_Q}")),
+    # An HTML form's field: ``<input name="password" value="…">``.
+    (("value=",), re.compile(rf"\bname={_Q}({_NAME}){_Q}[^<>\n]{{0,200}}?\bvalue={_Q}([^\"'\n]{{1,1000}}){_Q}")),
+    # An object under a secret's name holding its value: ``terraform output -json``'s
+    # ``"db_password": {"sensitive": true, "type": "string", "value": "…"}``.
+    (
+        ("value",),
+        re.compile(
+            rf"{_Q}({_NAME}){_Q}[ \t]*:[ \t]*\{{[^{{}}]{{0,300}}?{_Q}value{_Q}[ \t]*:[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"
+        ),
+    ),
     (
         (
             "define(",
@@ -114,13 +133,15 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     ),
     (("  ", "\t"), _COLUMNS),
     (("\n",), _LABELLED),
-    ((" is ",), _PROSE),
+    (("\n",), _ANNOUNCED),
+    ((":", " is", " was", " to "), _PROSE),
+    (("using ",), _USING),
     # A netrc's entry across lines: ``machine …`` or ``default``, a login, then the password.
     (
         ("machine", "default"),
         re.compile(
-            r"\b(?:machine[ \t]+\S{1,200}|default)(?:\s+(?:login|account|port)\s+\S{1,200}){0,3}"
-            r"\s+(password)\s+(\S{1,1000})"
+            r"\b(?:machine[ \t]+\S{1,200}(?:\s+(?:login|account|port)\s+\S{1,200}){0,3}"
+            r"|default(?:\s+(?:login|account|port)\s+\S{1,200}){1,3})\s+(password)\s+(\S{1,1000})"
         ),
     ),
     # An AWS parameter or secret read back: ``{"Name": "/prod/db/password", …, "Value": "…"}``.
@@ -139,103 +160,13 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
         ),
     ),
 )
-# Commands' own places for a password: (what the lower-cased text must hold, the pattern: value).
-_COMMANDS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
-    (("-u", "--user"), re.compile(r"(?<![\w-])(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]{1,200}:([^\s\"']{1,1000})")),
-    (
-        ("login",),
-        re.compile(
-            r"\b(?:docker|podman|helm|nerdctl|az|oc)[ \t]+(?:registry[ \t]+|acr[ \t]+)?login\b[^\n]{0,300}?[ \t]"
-            r"(?:-p|--password)[ \t]+[\"']?([^\s\"']{1,1000})"
-        ),
-    ),
-    (("redis-cli",), re.compile(r"\bredis-cli\b[^\n]{0,300}?[ \t](?:-a|--pass)[ \t]+[\"']?([^\s\"']{1,1000})")),
-    (
-        ("mongo",),
-        re.compile(
-            r"\b(?:mongo|mongosh|mongodump|mongorestore)\b[^\n]{0,300}?[ \t](?:-p|--password)[ \t]+[\"']?"
-            r"([^\s\"']{1,1000})"
-        ),
-    ),
-    (
-        ("echo",),
-        re.compile(
-            r"\becho[ \t]+[\"']?([^\s\"'|]{6,1000})[\"']?[ \t]*\|[^\n]{0,200}?(?:--with-token|--password-stdin)"
-        ),
-    ),
-    (
-        ("gh ",),
-        re.compile(r"\bgh[ \t]+secret[ \t]+set[ \t]+\S{1,200}[^\n]{0,100}?(?:--body|-b)[ \t]+[\"']?([^\s\"']{1,1000})"),
-    ),
-    ((".login(",), re.compile(r"\.login\([ \t]*[\"'][^\"'\n]{0,200}[\"'][ \t]*,[ \t]*[\"']([^\"'\n]{1,1000})[\"']")),
-    # Glued to its flag, the flag is replaced with it (a password alone is replaced only as a word).
-    (("sshpass",), re.compile(r"\bsshpass[ \t]+-p[ \t]+[\"']?([^\s\"']{1,1000})")),
-    (("sshpass",), re.compile(r"\bsshpass[ \t]+(-p[^\s\"']{1,1000})")),
-    (("mysql",), re.compile(r"\bmysql(?:dump|admin|sh)?\b[^\n]{0,300}?[ \t](-p[^\s\"']{1,1000})")),
-    (
-        ("密码", "пароль", "mot de passe", "contraseña", "passwort", "senha", "wachtwoord", "パスワード", "비밀번호"),
-        re.compile(
-            r"(?:密码|пароль|mot de passe|contraseña|passwort|senha|wachtwoord|パスワード|비밀번호)"
-            r"[ \t]*[:：=][ \t]*([^\s\"']{1,1000})",
-            re.I,
-        ),
-    ),
-    (("sig=",), re.compile(r"[?&]sig=([A-Za-z0-9%+/=]{20,200})")),
-    (("identified",), re.compile(r"\bidentified[ \t]+by[ \t]+[\"']([^\"'\n]{1,1000})[\"']", re.I)),
-    (("machine",), re.compile(r"\bmachine[ \t]+\S{1,200}[ \t]+login[ \t]+\S{1,200}[ \t]+password[ \t]+(\S{1,1000})")),
-    (("requirepass",), re.compile(r"\brequirepass[ \t]+(\S{1,1000})")),
-    (
-        ("httpbasicauth",),
-        re.compile(r"HTTPBasicAuth\([ \t]*[\"'][^\"'\n]{0,200}[\"'][ \t]*,[ \t]*[\"']([^\"'\n]{1,1000})[\"']"),
-    ),
-    (("mysql",), re.compile(r"\bmysql(?:dump|admin|sh)?\b[^\n]{0,300}?[ \t]-p([\"'])([^\"'\n]{1,1000})\1")),
-    (("sqlcmd",), re.compile(r"\bsqlcmd\b[^\n]{0,300}?[ \t]-P[ \t]*[\"']?([^\s\"']{1,1000})")),
-    (
-        ("rabbitmqctl",),
-        re.compile(r"\brabbitmqctl[ \t]+(?:add_user|change_password)[ \t]+\S{1,200}[ \t]+[\"']?([^\s\"']{1,1000})"),
-    ),
-    (
-        ("htpasswd",),
-        re.compile(
-            r"\bhtpasswd[ \t]+-\w*b\w*[ \t]+(?:-\S+[ \t]+)*\S{1,500}[ \t]+\S{1,200}[ \t]+[\"']?([^\s\"']{1,1000})"
-        ),
-    ),
-    (
-        ("http -a", "http --auth", "https -a", "xh -a"),
-        re.compile(
-            r"\b(?:http|https|xh)[ \t][^\n]{0,300}?(?<![\w-])(?:-a|--auth)[ \t]+[\"']?[^\s:\"'@]{1,200}:"
-            r"([^\s\"']{1,1000})"
-        ),
-    ),
-    (
-        ("sqlplus", "expdp", "impdp", "rman"),
-        re.compile(r"\b(?:sqlplus|expdp|impdp|rman)[ \t]+(?:-\w+[ \t]+)*[\"']?\w{1,100}/([^\s@\"'/]{1,1000})@"),
-    ),
-    (("ssh-keygen",), re.compile(r"\bssh-keygen\b[^\n]{0,300}?[ \t]-[NP][ \t]+[\"']([^\"'\n]{1,1000})[\"']")),
-    (
-        ("vault login",),
-        re.compile(r"\bvault[ \t]+login[ \t]+(?:-\S+[ \t]+)*([^\s\"'=-][^\s\"'=]{5,1000})(?=[ \t]*(?:$|\n))", re.M),
-    ),
-    (("_authtoken",), re.compile(r"/:_authToken[ \t]+[\"']?([^\s\"']{8,1000})")),
-    # A Netscape cookie jar's line (curl -c, wget): domain, flag, path, secure, expiry, name, value.
-    (
-        ("\ttrue\t", "\tfalse\t"),
-        re.compile(
-            r"(?m)^(?:#HttpOnly_)?\S{1,300}\t(?:TRUE|FALSE)\t\S{1,1000}\t(?:TRUE|FALSE)\t\d{1,20}\t\S{1,200}\t([^\s]{8,4000})\r?$"
-        ),
-    ),
-    (("bearer",), re.compile(r"(?<![\w-])Bearer[ \t]+([A-Za-z0-9._~+/=-]{16,4000})")),
-)
-_BEARER = _COMMANDS[-1][1]
-_BARE = frozenset({_COLUMNS, _LABELLED, _PROSE})  # a value read without quotes: a word is not one
+_BARE = frozenset({_COLUMNS, _LABELLED, _ANNOUNCED, _PROSE, _USING})
+_STARTS_AT_WORD = frozenset({_ANNOUNCED, _PROSE})  # a value read without quotes: a word is not one
 # Every literal a pattern needs (``secret_rules`` finds which a text holds in its one pass over it), and
 # those in nearly every text (JSON's ":"), which it tests for on their own.
-LITERALS = tuple(sorted({n for needs, _ in (*_PAIRS, *_COMMANDS) for n in needs} | {"cookie"}))
-COMMON_LITERALS = (":", "--", "|", "set", "\n", "  ", " is ")
+LITERALS = tuple(sorted({n for needs, _ in _PAIRS for n in needs} | secret_commands.LITERALS))
+COMMON_LITERALS = (":", "--", "|", "set", "\n", "  ", " is", " was", " to ", "using ")
 _PAIRS = tuple((frozenset(needs), p) for needs, p in _PAIRS)
-_COMMANDS = tuple((frozenset(needs), p) for needs, p in _COMMANDS)
-_COOKIE = re.compile(r"\bcookie:[ \t]*([^\n]{1,4000})", re.I)
-_COOKIE_PAIR = re.compile(r"([\w.-]{1,100})=([^;\s]{1,4000})")
 
 
 def assigned_values(
@@ -254,7 +185,7 @@ def assigned_values(
         if found:
             done = found[2]
             yield found[0], found[1]
-    commands = [pattern for needs, pattern in _COMMANDS if not present.isdisjoint(needs)]
+    commands = secret_commands.present(present)
     cookies = "cookie" in present
     if not (commands or cookies or any(mark in text for mark in _STRETCH_MARKS)):
         return
@@ -277,7 +208,7 @@ def assigned_values(
             for match in _TAG.finditer(stretch):
                 yield from _named(match.group(1), match.group(2))
         if commands or cookies:
-            yield from _commands(stretch, commands, cookies)
+            yield from secret_commands.found(stretch, commands, cookies)
 
 
 # What a text must hold for one of the forms read in the stretches around a name (a flag, a spaced
@@ -330,9 +261,21 @@ def paired_values(present: frozenset[str], stretches: Callable[[], list[str]]) -
     if not pairs:
         return
     for text in stretches():
+        words: list[int] | None = None
         for pattern in pairs:
-            for match in pattern.finditer(text):
-                yield from _named(match.group(1), match.group(2), quoted=pattern not in _BARE)
+            if pattern in _STARTS_AT_WORD:
+                if words is None:
+                    low = text.lower()
+                    words = [m.start() for m in _AT_WORD.finditer(low)] if len(low) == len(text) else []
+                matches: Iterable[re.Match[str] | None] = (pattern.match(text, at) for at in words)
+                if len(low) != len(text):  # a letter whose lower case is longer: positions would not hold
+                    matches = pattern.finditer(text)
+            else:
+                matches = pattern.finditer(text)
+            for match in matches:
+                if match is not None:
+                    name, value = (g for g in match.groups() if g is not None)  # the alternative that matched
+                    yield from _named(name, value, quoted=pattern not in _BARE)
 
 
 def _named(name: str, raw: str, *, quoted: bool = True) -> Iterator[tuple[str, str]]:
@@ -340,20 +283,6 @@ def _named(name: str, raw: str, *, quoted: bool = True) -> Iterator[tuple[str, s
     secret = sort and secret_value(raw, sort, name, quoted=quoted)
     if secret:
         yield secret_kind(name), secret
-
-
-def _commands(text: str, commands: list[re.Pattern[str]], cookies: bool) -> Iterator[tuple[str, str]]:
-    for pattern in commands:
-        for match in pattern.finditer(text):
-            secret = secret_value(match.group(pattern.groups), "machine" if pattern is _BEARER else "human")
-            if secret:
-                yield "keyword", secret
-    if cookies:
-        for line in _COOKIE.finditer(text):
-            for pair in _COOKIE_PAIR.finditer(line.group(1)):
-                secret = secret_value(pair.group(2), "machine", pair.group(1))
-                if secret:
-                    yield "keyword", secret
 
 
 def _assigned(text: str, match: re.Match[str], flag: bool) -> tuple[str, str, int] | None:

@@ -15,7 +15,7 @@ from detect_secrets.filters import heuristic
 # may be any word; machine-made ones (a token, a key) look random.
 _HUMAN = frozenset(
     {"password", "passwd", "pwd", "pw", "passphrase", "passcode", "passwords", "contraseña", "contrasena",
-     "passwort", "mdp"}
+     "passwort", "mdp", "pgpass"}
 )  # fmt: skip
 # "pass" names a password alone or after these (``DB_PASS``); ``allPass``, ``firstPass`` are not.
 _PASS_QUALIFIERS = frozenset(
@@ -25,7 +25,8 @@ _PASS_QUALIFIERS = frozenset(
 )  # fmt: skip
 _MACHINE = frozenset(
     {"secret", "secrets", "token", "credential", "credentials", "authorization", "apikey", "apikeys", "accesskey",
-     "secretkey", "privatekey", "authkey", "authtoken", "accesstoken", "refreshtoken", "bearer", "dsn", "auth"}
+     "secretkey", "privatekey", "authkey", "authtoken", "accesstoken", "refreshtoken", "bearer", "dsn", "auth",
+     "authident", "secretstring"}
 )  # fmt: skip
 # "<qualifier> key": an API key, an access key, a signing key; not a primary, public or cache key.
 _KEY_QUALIFIERS = frozenset(
@@ -155,7 +156,11 @@ def secret_name(name: str) -> str | None:
         return "human"
     if last in ("token", "tokens") and len(parts) > 1 and parts[-2] in _NOT_SECRET_TOKENS:
         return None
-    if last in _MACHINE or (last in _KEY_WORDS and len(parts) > 1 and parts[-2] in _KEY_QUALIFIERS):
+    if (
+        last in _MACHINE
+        or "".join(parts[-2:]) in _MACHINE
+        or (last in _KEY_WORDS and len(parts) > 1 and parts[-2] in _KEY_QUALIFIERS)
+    ):
         return "machine"
     # An environment's ``<VENDOR>_KEY`` (``OPENAI_KEY``, ``STRIPE_KEY``); in code, ``thread_key`` is a name.
     own = name.strip("-'\"`[]$@").rsplit(".", 1)[-1]

@@ -10,6 +10,7 @@ every position of a long run (docs/REDACTION.md, "Hostile input")."""
 from __future__ import annotations
 
 import html
+import json
 import math
 import re
 import urllib.parse
@@ -25,7 +26,7 @@ from detect_secrets.filters import heuristic
 from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 
-from compaction import secret_assignments, secret_names, secret_tokens
+from compaction import secret_assignments, secret_commands, secret_names, secret_tokens
 
 MARKER = re.compile(r"\[secret:[a-z0-9-]{1,40}:[0-9a-f]{4}\]")
 KEYWORD = "keyword"
@@ -63,7 +64,7 @@ _LONG_RUN = re.compile(r"[A-Za-z0-9/+_\-]{24}")
 _ASSIGNED = re.compile(r"(?:key|pw|pass|token).{0,24}?[\"'=: ][\"']?[a-z0-9/+_\-]{24}")  # on the lower-cased text
 # Words of a secret's name (``secret_names``; detect-secrets' DENYLIST among them) and of the commands
 # that take a password (``secret_assignments``), looked for in the lower-cased text.
-_NAME_GATES = secret_names.GATE_WORDS + secret_assignments.COMMAND_WORDS
+_NAME_GATES = secret_names.GATE_WORDS + secret_commands.COMMAND_WORDS
 _NAME_WORD = "named:"  # an automaton hit that is one of them, not a kind
 _LINE_WORD = "line:"  # an automaton hit that is a name a line rule reads
 _LITERAL_WORD = "literal:"  # an automaton hit that is a literal a pair or command pattern needs
@@ -158,10 +159,26 @@ def find_secrets(text: str, rules: Rules) -> dict[str, str]:
 _SGR = re.compile(r"\x1b\[[0-9;]{0,40}[A-Za-z]")
 _PERCENT = re.compile(r"%(?:3[DdAa]|2[27])")  # an escaped sign or quote an assignment needs: = : " '
 _ESCAPED = re.compile(r"%25(?:3[DdAa]|2[27])")  # the same, escaped twice
-_ENTITY = re.compile(r"&(?:quot|apos|#3[49]|#x2[27]|#61|#x3[Dd]);")  # an escaped quote or sign
+_ENTITY = re.compile(r"&(?:quot|apos|lt|gt|#3[49]|#x2[27]|#6[0-2]|#x3[CcDdEe]);")  # an escaped quote, sign, bracket
+# A JSON string's escapes (a tool's output holding JSON text: ``{"output": "password    …\n"}``): the
+# rules that read across lines or need a raw character read it unescaped.
+_JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
+_JSON_CHARS = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
-def _decoded(text: str) -> Iterator[tuple[str, tuple[Callable[[str], str], ...]]]:
+def _json_unescaped(text: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        return chr(int(code[1:], 16)) if code[0] == "u" else _JSON_CHARS.get(code, code)
+
+    return _JSON_ESCAPE.sub(one, text)
+
+
+def _json_escaped(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)[1:-1]
+
+
+def _decoded(text: str, *, json_too: bool = True) -> Iterator[tuple[str, tuple[Callable[[str], str], ...]]]:
     if "\x1b[" in text:
         yield _SGR.sub("", text), ()
     if "%" in text and _PERCENT.search(text):
@@ -172,6 +189,10 @@ def _decoded(text: str) -> Iterator[tuple[str, tuple[Callable[[str], str], ...]]
         yield twice, (lambda v: urllib.parse.quote(urllib.parse.quote(v, safe=""), safe=""),)
     if "&" in text and _ENTITY.search(text):
         yield html.unescape(text), (html.escape,)
+    if json_too and ("\\n" in text or "\\u" in text or "\\t" in text) and (plain := _json_unescaped(text)) != text:
+        yield plain, (_json_escaped, lambda v: json.dumps(v)[1:-1])
+        # Colours, URL escapes or entities inside the escaped text: read once more, as they are read above.
+        yield from ((again, (*codes, _json_escaped)) for again, codes in _decoded(plain, json_too=False))
 
 
 def _inside_marker(value: str) -> bool:

@@ -91,6 +91,27 @@ _BY_NAME = [
     "ssh-keygen -t ed25519 -N '{}'", "vault login {}", "npm config set //registry.npmjs.org/:_authToken {}",
     "#HttpOnly_.example.com\tTRUE\t/\tTRUE\t0\tsessionid\t{}", "<ns:Password>{}</ns:Password>",
     '{"Parameter": {"Name": "/prod/db/password", "Type": "SecureString", "Value": "{}"}}',
+    # A value on its own line after a sentence; prose; what arrives JSON-escaped in a tool's output.
+    "Please use the following password to proceed to installation:\n\n{}\n",
+    "Password for the elastic user (reset with `bin/elasticsearch-reset-password -u elastic`):\n  {}\n",
+    "Your API token is:\n{}\n", "Your password is: {}", "Generated password for user bob: {}",
+    "The password for the admin account is {}", "Password set to {}", "Using password {}",
+    '{"output": "password         {}\\n"}', '{"output": "- name: DB_PASSWORD\\n  value: {}\\n"}',
+    '{"output": "machine x\\r\\n\\tlogin bob\\r\\n\\tpassword {}"}',
+    # Secrets Manager, terraform, 1Password, SQL, HTML, Python's auth tuples, redis, more commands.
+    '{"SecretString": "{}", "Name": "prod/api"}',
+    '{\n  "db_password": {\n    "sensitive": true,\n    "type": "string",\n    "value": "{}"\n  }\n}',
+    '{"id":"password","type":"CONCEALED","label":"password","value":"{}"}',
+    "CREATE USER 'app'@'localhost' IDENTIFIED WITH mysql_native_password BY '{}';", "CREATE USER app IDENTIFIED BY {};",
+    "SET PASSWORD FOR 'app'@'%' = PASSWORD('{}');", "&lt;password&gt;{}&lt;/password&gt;",
+    '<input type="password" name="password" value="{}">', "requests.get(url, auth=('bob', '{}'))",
+    "aiohttp.BasicAuth('bob', '{}')", "127.0.0.1:6379> AUTH {}", "AUTH default {}", "PGPASS={}",
+    "echo '{}' | sudo -S apt-get update", "echo 'bob:{}' | chpasswd", "openssl enc -aes-256-cbc -k {}",
+    "zip -P {} out.zip f", "7z a -p{} a.7z f", "ldapsearch -x -D cn=admin -w {}", "smbclient //srv/share -U bob%{}",
+    "keytool -genkey -storepass {} -keypass x", "mc alias set m http://minio:9000 minioadmin {}",
+    "lftp -u bob,{} host", "net use \\\\srv\\share /user:CORP\\bob {}", "mysqladmin -u root password {}",
+    'ConvertTo-SecureString "{}" -AsPlainText -Force', "echo {} | wrangler secret put API_TOKEN",
+    "vercel env add X production <<< {}",
 ]  # fmt: skip
 # A URL's password, with the signs detect-secrets' rule leaves.
 _URLS = ["postgresql://admin:{}@db:5432/app", "redis://:{}@cache:6379/0", "DATABASE_URL=mongodb://app:{}@mongo/db"]
