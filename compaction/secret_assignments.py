@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator
 
-from compaction import secret_commands
-from compaction.secret_names import secret_kind, secret_name, secret_value
+from compaction import secret_commands, secret_names
+from compaction.secret_names import GATE_WORDS, secret_kind, secret_name, secret_value
 
 _NAME = r"[A-Za-z_][\w.-]{0,80}"
 _SPACED_WORD = r"(?:[ \t](?:[Kk]ey|KEY|[Tt]oken|TOKEN|[Ss]ecret|SECRET))"  # "API key: …", "Secret key = …"
@@ -45,11 +45,13 @@ _Q = r"[\"']"
 # Columns: ``vault kv get``'s ``password    …``, a tab between (a spreadsheet, ``env`` as a table); a
 # label on a line of its own and the value alone on the next (``Password:`` / ``Client Secret``);
 # prose: "the admin password is …". Their values are bare: a word alone is not one.
-_COLUMNS = re.compile(rf"(?m)(?:^|(?<=[\"']))[ \t]*({_NAME})(?:[ \t]{{2,}}|\t)([^\s]{{6,1000}})[ \t]*\r?$")
-_SECRET_WORD = r"(?:password|passphrase|passwd|passcode|secret|token|api[ _-]?key|access[ _-]?key|secret[ _-]?key)"
-_LABELLED = re.compile(
-    rf"(?m)^[ \t]*(?!pass\b)({_NAME}(?:[ \t]{_NAME})?)[ \t]*:?[ \t]*\r?\n[ \t]*([\w+/=.~!#$%^&*-]{{8,1000}})[ \t]*\r?$"
+# A name at a line's start (or a JSON string's), then its value after a column's gap or alone on the
+# next line. Tried only at the starts of the lines that hold a name's word (``paired_values``).
+_COLUMNS = re.compile(
+    rf"(?m)[ \t]*(?!pass\b)({_NAME}(?:[ \t]{_NAME})?)"
+    rf"(?:(?:[ \t]{{2,}}|\t)([^\s]{{6,1000}})|[ \t]*:?[ \t]*\r?\n[ \t]*([\w+/=.~!#$%^&*-]{{8,1000}}))[ \t]*\r?$"
 )
+_SECRET_WORD = r"(?:password|passphrase|passwd|passcode|secret|token|api[ _-]?key|access[ _-]?key|secret[ _-]?key)"
 # A sentence naming a secret, ended by ":", and the value alone a line or three below it ("Please use the
 # following password to proceed:", "Your API token is:").
 _ANNOUNCED = re.compile(
@@ -131,8 +133,7 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
         ("|", "│", "║", "┃"),
         re.compile(rf"[|│║┃][ \t]*`?({_NAME})`?[ \t]*[|│║┃][ \t]*`?([^`|│║┃\s]{{1,1000}})`?[ \t]*[|│║┃]"),
     ),
-    (("  ", "\t"), _COLUMNS),
-    (("\n",), _LABELLED),
+    (("  ", "\t", "\n"), _COLUMNS),
     (("\n",), _ANNOUNCED),
     ((":", " is", " was", " to "), _PROSE),
     (("using ",), _USING),
@@ -160,8 +161,9 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
         ),
     ),
 )
-_BARE = frozenset({_COLUMNS, _LABELLED, _ANNOUNCED, _PROSE, _USING})
-_STARTS_AT_WORD = frozenset({_ANNOUNCED, _PROSE})  # a value read without quotes: a word is not one
+_BARE = frozenset({_COLUMNS, _ANNOUNCED, _PROSE, _USING})
+_STARTS_AT_WORD = frozenset({_ANNOUNCED, _PROSE})
+_GATE = re.compile("|".join(re.escape(word) for word in GATE_WORDS))  # a value read without quotes: a word is not one
 # Every literal a pattern needs (``secret_rules`` finds which a text holds in its one pass over it), and
 # those in nearly every text (JSON's ":"), which it tests for on their own.
 LITERALS = tuple(sorted({n for needs, _ in _PAIRS for n in needs} | secret_commands.LITERALS))
@@ -261,21 +263,37 @@ def paired_values(present: frozenset[str], stretches: Callable[[], list[str]]) -
     if not pairs:
         return
     for text in stretches():
+        low = secret_names.lower_in_place(text)  # positions in it are positions in the text
         words: list[int] | None = None
         for pattern in pairs:
+            matches: Iterable[re.Match[str] | None]
             if pattern in _STARTS_AT_WORD:
                 if words is None:
-                    low = text.lower()
-                    words = [m.start() for m in _AT_WORD.finditer(low)] if len(low) == len(text) else []
-                matches: Iterable[re.Match[str] | None] = (pattern.match(text, at) for at in words)
-                if len(low) != len(text):  # a letter whose lower case is longer: positions would not hold
-                    matches = pattern.finditer(text)
+                    words = [m.start() for m in _AT_WORD.finditer(low)]
+                matches = (pattern.match(text, at) for at in words)
+            elif pattern is _COLUMNS:
+                matches = (pattern.match(text, at) for at in _line_starts(text, low))
             else:
                 matches = pattern.finditer(text)
             for match in matches:
                 if match is not None:
                     name, value = (g for g in match.groups() if g is not None)  # the alternative that matched
                     yield from _named(name, value, quoted=pattern not in _BARE)
+
+
+def _line_starts(text: str, low: str) -> list[int]:
+    """The starts of the lines (and of the quoted strings on them) that hold a name's word."""
+    starts: set[int] = set()
+    for word in _GATE.finditer(low):
+        at = word.start()
+        reach = max(0, at - 200)  # a name is shorter: a line that starts further back holds none here
+        line = text.rfind("\n", reach, at) + 1
+        if line or not reach:
+            starts.add(line)
+        quote = max(text.rfind('"', max(line, reach), at), text.rfind("'", max(line, reach), at))
+        if quote >= 0:
+            starts.add(quote + 1)
+    return sorted(starts)
 
 
 def _named(name: str, raw: str, *, quoted: bool = True) -> Iterator[tuple[str, str]]:

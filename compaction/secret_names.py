@@ -250,3 +250,12 @@ def keyed_value(key: object, value: str, *, inherited: bool = False) -> str | No
     if sort is None:
         return None
     return secret_value(value, "machine" if inherited else sort, key, quoted=not inherited)
+
+
+def lower_in_place(text: str) -> str:
+    """``text`` lower-cased, each character in its place (positions found in it are positions in
+    ``text``): a character whose lower case is longer (``İ``) stays as it is."""
+    low = text.lower()
+    if len(low) == len(text):
+        return low
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)

@@ -142,11 +142,15 @@ def find_secrets(text: str, rules: Rules) -> dict[str, str]:
     found: dict[str, str] = {}
     if rules.looks_for_nothing:  # every kind switched off and no pattern of its own
         return found
-    for kind, value in _candidates(text, rules):
+    low = _lower(text)
+    hits = _gated(low)
+    for kind, value in _candidates(text, rules, low=low, hits=hits):
         if value and value not in found and not _inside_marker(value):
             found[value] = kind
+    if _NAME_WORD not in hits:  # decoding makes no name's word: the decoded text gives no more
+        return found
     for decoded, encodings in _decoded(text):
-        for kind, value in _candidates(decoded, rules):
+        for kind, value in _candidates(decoded, rules, names_only=True):
             for each in (value, *(encode(value) for encode in encodings)):
                 if each and each in text and each not in found and not _inside_marker(each):
                     found[each] = kind
@@ -201,10 +205,26 @@ def _inside_marker(value: str) -> bool:
     )
 
 
-def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
+def _candidates(
+    text: str,
+    rules: Rules,
+    *,
+    names_only: bool = False,
+    low: str | None = None,
+    hits: dict[str, list[int]] | None = None,
+) -> Iterator[tuple[str, str]]:
+    """(kind, value) of every secret the rules find in ``text`` (``low``: it lower-cased, ``hits``: its
+    gates', when the caller has them); ``names_only``: only those a name gives (a decoded view of a
+    text: its keys by shape were found in the text as it is)."""
+    low = _lower(text) if low is None else low
+    hits = _gated(low) if hits is None else hits
+    if not names_only:
+        yield from _by_shape(text, low, hits, rules)
+    yield from _by_name(text, low, hits, rules, entropy=not names_only)
+
+
+def _by_shape(text: str, low: str, hits: dict[str, list[int]], rules: Rules) -> Iterator[tuple[str, str]]:
     off = rules.disabled
-    low = _lower(text)
-    hits = _gated(low)
     for kind, pattern in rules.patterns:
         if kind not in off:
             for match in pattern.finditer(text):
@@ -251,6 +271,12 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
                         # not a placeholder (``password``, ``{self.password}``).
                         if kind != "basic-auth" or secret_names.secret_value(value, "human") is not None:
                             yield kind, value
+
+
+def _by_name(
+    text: str, low: str, hits: dict[str, list[int]], rules: Rules, *, entropy: bool
+) -> Iterator[tuple[str, str]]:
+    off = rules.disabled
     # Values given to a secret's name, also in the text with its quotes unescaped (a JSON document in
     # a tool's output): their values hold no quote or backslash, so they are found in the text as it is.
     quoted = [text, _ESCAPED_QUOTE.sub('"', text)] if '\\"' in text else [text]
@@ -272,7 +298,7 @@ def _candidates(text: str, rules: Rules) -> Iterator[tuple[str, str]]:
             for kind, value in secret_assignments.paired_values(literals, partial(_near, each, spans, lines=False)):
                 if kind not in off:
                     yield kind, value
-    if HIGH_ENTROPY not in off:
+    if entropy and HIGH_ENTROPY not in off:
         for each in quoted:
             for value in _high_entropy(each):
                 yield HIGH_ENTROPY, value
@@ -290,13 +316,7 @@ def _rules_by_kind() -> tuple[tuple[str, tuple[re.Pattern[str] | None, ...]], ..
     return tuple((kind, tuple(patterns)) for kind, patterns in by_kind.items())
 
 
-def _lower(text: str) -> str:
-    """``text`` lower-cased, each character in its place (positions found in it are positions in
-    ``text``): a character whose lower case is longer (``İ``) stays as it is."""
-    low = text.lower()
-    if len(low) == len(text):
-        return low
-    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+_lower = secret_names.lower_in_place
 
 
 def _gated(low: str) -> dict[str, list[int]]:
