@@ -134,7 +134,7 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
         re.compile(rf"[|│║┃][ \t]*`?({_NAME})`?[ \t]*[|│║┃][ \t]*`?([^`|│║┃\s]{{1,1000}})`?[ \t]*[|│║┃]"),
     ),
     (("  ", "\t", "\n"), _COLUMNS),
-    (("\n",), _ANNOUNCED),
+    ((":\n", ": \n", ":\r\n", ":\t\n"), _ANNOUNCED),
     ((":", " is", " was", " to "), _PROSE),
     (("using ",), _USING),
     # A netrc's entry across lines: ``machine …`` or ``default``, a login, then the password.
@@ -167,7 +167,7 @@ _GATE = re.compile("|".join(re.escape(word) for word in GATE_WORDS))  # a value 
 # Every literal a pattern needs (``secret_rules`` finds which a text holds in its one pass over it), and
 # those in nearly every text (JSON's ":"), which it tests for on their own.
 LITERALS = tuple(sorted({n for needs, _ in _PAIRS for n in needs} | secret_commands.LITERALS))
-COMMON_LITERALS = (":", "--", "|", "set", "\n", "  ", " is", " was", " to ", "using ")
+COMMON_LITERALS = (":", "--", "|", "set", "\n", "  ", " is", " was", " to ", "using ", ":\n", ": \n")
 _PAIRS = tuple((frozenset(needs), p) for needs, p in _PAIRS)
 
 
