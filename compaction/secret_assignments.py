@@ -66,16 +66,19 @@ _USING = re.compile(r"\b[Uu]sing[ \t]+([Pp]assword|[Tt]oken)[ \t]+[\"'`]?([\w+/=
 # Where the patterns that start at a secret's word are tried (found in the lower-cased text: a
 # case-insensitive pattern tried at every character is several times slower).
 _AT_WORD = re.compile(r"pass|secret|token|(?:api|access)[ _-]?key")
+_JSON_PAIRS = re.compile(
+    rf"{_Q}(?:(?:name|key|label|Name|Key|Label){_Q}[ \t]*:[ \t]*{_Q}({_NAME}){_Q}[ \t]*,[ \t]*{_Q}(?:value|Value)"
+    rf"|Name{_Q}[ \t]*:[ \t]*{_Q}/?(?:[\w.-]{{1,80}}/){{0,8}}({_NAME}){_Q}[^{{}}]{{0,300}}?{_Q}Value"
+    rf"|({_NAME}){_Q}[ \t]*:[ \t]*\{{[^{{}}]{{0,300}}?{_Q}value)"
+    rf"{_Q}[ \t]*:[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"
+)
 # A name and its value, apart: (what the lower-cased text must hold, the pattern: name, value).
 _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
-    (
-        ("value",),
-        re.compile(
-            rf"{_Q}(?:name|key|label|Name|Key|Label){_Q}[ \t]*:[ \t]"
-            rf"*{_Q}({_NAME}){_Q}[ \t]*,[ \t]*{_Q}(?:value|Value){_Q}"
-            rf"[ \t]*:[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"
-        ),
-    ),
+    # JSON's pairs, in one pattern (one scan of the text's quotes): ``{"name": "DB_PASSWORD", "value": "…"}``
+    # (``key``, ``label``: 1Password's items); an AWS parameter or secret read back (``{"Name":
+    # "/prod/db/password", …, "Value": "…"}``); an object under a secret's name holding its value
+    # (``terraform output -json``'s ``"db_password": {"sensitive": true, …, "value": "…"}``).
+    (("value",), _JSON_PAIRS),
     (
         ("value:",),
         re.compile(
@@ -86,14 +89,6 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     (("value=",), re.compile(rf"\bkey={_Q}({_NAME}){_Q}[ \t]+value={_Q}([^\"'\n]{{1,1000}}){_Q}")),
     # An HTML form's field: ``<input name="password" value="…">``.
     (("value=",), re.compile(rf"\bname={_Q}({_NAME}){_Q}[^<>\n]{{0,200}}?\bvalue={_Q}([^\"'\n]{{1,1000}}){_Q}")),
-    # An object under a secret's name holding its value: ``terraform output -json``'s
-    # ``"db_password": {"sensitive": true, "type": "string", "value": "…"}``.
-    (
-        ("value",),
-        re.compile(
-            rf"{_Q}({_NAME}){_Q}[ \t]*:[ \t]*\{{[^{{}}]{{0,300}}?{_Q}value{_Q}[ \t]*:[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"
-        ),
-    ),
     (
         (
             "define(",
@@ -145,14 +140,6 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
             r"|default(?:\s+(?:login|account|port)\s+\S{1,200}){1,3})\s+(password)\s+(\S{1,1000})"
         ),
     ),
-    # An AWS parameter or secret read back: ``{"Name": "/prod/db/password", …, "Value": "…"}``.
-    (
-        ("value",),
-        re.compile(
-            rf"{_Q}Name{_Q}[ \t]*:[ \t]*{_Q}/?(?:[\w.-]{{1,80}}/){{0,8}}({_NAME}){_Q}[^{{}}]{{0,300}}?{_Q}Value{_Q}"
-            rf"[ \t]*:[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"
-        ),
-    ),
     (("--",), re.compile(rf"{_Q}--({_NAME}){_Q}[ \t]*,[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}")),
     (
         ("setx", "set -", "configure set"),
@@ -163,7 +150,10 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
 )
 _BARE = frozenset({_COLUMNS, _ANNOUNCED, _PROSE, _USING})
 _STARTS_AT_WORD = frozenset({_ANNOUNCED, _PROSE})
-_GATE = re.compile("|".join(re.escape(word) for word in GATE_WORDS))  # a value read without quotes: a word is not one
+_NAME_HEAD = rf"[ \t]*(?:[\w.-]{{1,80}}[ \t])?[\w.-]{{0,80}}?(?:{'|'.join(GATE_WORDS)})"  # lower-cased
+_NAME_FIRST = re.compile(_NAME_HEAD)
+_NAME_AFTER_LINE = re.compile("\n" + _NAME_HEAD)
+_NAME_AFTER_QUOTE = re.compile("[\"']" + _NAME_HEAD)  # a value read without quotes: a word is not one
 # Every literal a pattern needs (``secret_rules`` finds which a text holds in its one pass over it), and
 # those in nearly every text (JSON's ":"), which it tests for on their own.
 LITERALS = tuple(sorted({n for needs, _ in _PAIRS for n in needs} | secret_commands.LITERALS))
@@ -282,17 +272,12 @@ def paired_values(present: frozenset[str], stretches: Callable[[], list[str]]) -
 
 
 def _line_starts(text: str, low: str) -> list[int]:
-    """The starts of the lines (and of the quoted strings on them) that hold a name's word."""
-    starts: set[int] = set()
-    for word in _GATE.finditer(low):
-        at = word.start()
-        reach = max(0, at - 200)  # a name is shorter: a line that starts further back holds none here
-        line = text.rfind("\n", reach, at) + 1
-        if line or not reach:
-            starts.add(line)
-        quote = max(text.rfind('"', max(line, reach), at), text.rfind("'", max(line, reach), at))
-        if quote >= 0:
-            starts.add(quote + 1)
+    """The starts of the lines (and of the quoted strings) whose first words hold a name's word: each
+    found by a pattern that starts at a line end or a quote, which the regular expression engine
+    looks for as fast as a string search."""
+    starts = [0] if _NAME_FIRST.match(low) else []
+    starts += [found.start() + 1 for found in _NAME_AFTER_LINE.finditer(low)]
+    starts += [found.start() + 1 for found in _NAME_AFTER_QUOTE.finditer(low)]
     return sorted(starts)
 
 

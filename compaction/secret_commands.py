@@ -187,14 +187,19 @@ _LISTED: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
 )
 _BEARER = _LISTED[-1][1]
 _COMMANDS = tuple((frozenset(needs), pattern) for needs, pattern in _LISTED)
+_BY_LITERAL: dict[str, list[int]] = {}
+for _n, (_needs, _) in enumerate(_COMMANDS):
+    for _need in _needs:
+        _BY_LITERAL.setdefault(_need, []).append(_n)
 LITERALS = frozenset({need for needs, _ in _LISTED for need in needs} | {"cookie"})
 _COOKIE = re.compile(r"\bcookie:[ \t]*([^\n]{1,4000})", re.I)
 _COOKIE_PAIR = re.compile(r"([\w.-]{1,100})=([^;\s]{1,4000})")
 
 
 def present(literals: frozenset[str]) -> list[re.Pattern[str]]:
-    """The command patterns whose literals the text holds."""
-    return [pattern for needs, pattern in _COMMANDS if not literals.isdisjoint(needs)]
+    """The command patterns whose literals the text holds, in their order."""
+    found = {n for literal in literals for n in _BY_LITERAL.get(literal, ())}
+    return [_COMMANDS[n][1] for n in sorted(found)]
 
 
 def found(text: str, commands: list[re.Pattern[str]], cookies: bool) -> Iterator[tuple[str, str]]:
