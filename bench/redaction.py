@@ -1,13 +1,16 @@
 """What redaction costs on the way in: append latency and ingest throughput with it on, against the
 same server and run with every kind of secret switched off, against gunicorn + Postgres.
 
-    .venv/bin/python bench/redaction.py [--messages 6000] [--appends 400] [--rounds 3]
+    .venv/bin/python bench/redaction.py [--messages 8000] [--appends 400] [--rounds 8] [--real-rounds 4]
 
-Two projects, one with the default rules, one with every kind switched off (``redact_off``); the
-messages are ``bench/ingest.py``'s agent-like sizes, one in fifty holding a secret line (an AWS key,
-a GitHub token, a password assignment). Single appends (p50 and p99) and batches of 100 alternate
-between the two projects round by round, so both see the same machine; also the engine alone
-in-process over the shared real transcripts (MB/s). Prints the medians side by side and on ÷ off.
+Two projects, one with the default rules, one with every kind switched off (``redact_off``). Round
+by round, alternating which goes first so both see the same machine: single appends (p50 and p99),
+batches of 100 of ``bench/ingest.py``'s agent-like messages (one in fifty holding a secret line: an
+AWS key, a GitHub token, a password assignment), and (``--real-rounds``) the shared real
+transcripts' messages in batches of 100, a session each. Prints the medians side by side, and the
+median and range of each round's on ÷ off (one round is a pair run back to back: the machine's
+drift between rounds cancels out). Also the engine alone in-process over the shared real
+transcripts (MB/s) and over hostile shapes (linear time).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from bench._server import Client, gunicorn_on_postgres, make_key
 from bench.ingest import new_session, realistic_messages
 from compaction import redact
 
+SHARED = Path(os.environ.get("CTX_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 SECRET_LINES = (
     "export AWS_ACCESS_KEY_ID=AKIA{}",
     "GITHUB_TOKEN=ghp_{}{}",
@@ -72,13 +76,12 @@ def engine_rate() -> tuple[float, int]:
     redacted as the service does it (``redact`` of its content)."""
     from compaction.transcripts.formats import read_transcript
 
-    data = Path(os.environ.get("CTX_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
     contents: list[object] = []
-    for path in sorted(data.rglob("*")):
+    for path in sorted(SHARED.rglob("*")):
         if path.suffix in (".jsonl", ".json", ".traj"):
             fmt = "claude-code" if "claude_code" in path.parts else "openai"
             for conversation in read_transcript(path.read_bytes(), fmt).conversations:
-                contents.extend(m["content"] if isinstance(m, dict) else m.content for m in conversation.messages)
+                contents.extend(m["content"] for m in conversation.messages)
     rules = redact.Rules(key=b"bench")
     t0 = time.perf_counter()
     for content in contents:
@@ -127,14 +130,42 @@ def hostile_times() -> list[tuple[str, float, float]]:
     return rows
 
 
+def real_messages() -> list[list[dict]]:
+    """The shared real transcripts' conversations, as the REST API takes their messages."""
+    from compaction.transcripts.formats import read_transcript
+
+    conversations = []
+    for path in sorted(SHARED.rglob("*")):
+        if path.suffix in (".jsonl", ".json", ".traj"):
+            fmt = "claude-code" if "claude_code" in path.parts else "openai"
+            for conversation in read_transcript(path.read_bytes(), fmt).conversations:
+                messages = [{"role": m["role"], "content": m["content"]} for m in conversation.messages]
+                conversations.append(messages)
+    return conversations
+
+
+def real_ingest(client: Client, project: int, conversations: list[list[dict]], tag: str) -> float:
+    """Messages a second: each conversation into a session of its own, in batches of 100."""
+    total, t0 = 0, time.perf_counter()
+    for n, messages in enumerate(conversations):
+        session = new_session(client, project, f"{tag} {n}")
+        total += len(messages)
+        for k in range(0, len(messages), 100):
+            status, body = client.call("POST", f"/api/v1/sessions/{session}/messages/", messages[k : k + 100])
+            assert status == 201, (status, str(body)[:300])
+    return total / (time.perf_counter() - t0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=6_000)
+    parser.add_argument("--messages", type=int, default=8_000)
     parser.add_argument("--appends", type=int, default=400)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--real-rounds", type=int, default=4)
     args = parser.parse_args()
     rng = random.Random(11)
     results: dict[str, dict[str, list[float]]] = {"on": {}, "off": {}}
+    conversations = real_messages() if args.real_rounds else []
     with gunicorn_on_postgres("ctxweb_bench_redaction", workers=2) as (hostport, env):
         client = Client(hostport, make_key(env))
         projects = {}
@@ -145,24 +176,39 @@ def main() -> None:
         off = [*redact.kinds(), redact.CUSTOM]
         status, body = client.call("PATCH", f"/api/v1/projects/{projects['off']}/policy/", {"redact_off": off})
         assert status == 200, body
-        for r in range(args.rounds):
+        warm = new_session(client, projects["on"], "warm")  # imports, caches, prepared plans
+        batches(client, warm, realistic_messages(300, random.Random(99)))
+        for r in range(max(args.rounds, args.real_rounds)):
+            msgs = with_secrets(realistic_messages(args.messages // args.rounds, random.Random(r)), rng)
             for mode in ("on", "off") if r % 2 == 0 else ("off", "on"):
-                session = new_session(client, projects[mode], f"{mode} {r}")
-                times = appends(client, session, args.appends // args.rounds, f"{mode}{r}")
-                results[mode].setdefault("append", []).extend(times)
-                bulk = new_session(client, projects[mode], f"{mode} bulk {r}")
-                msgs = with_secrets(realistic_messages(args.messages // args.rounds, random.Random(r)), rng)
-                results[mode].setdefault("ingest", []).append(batches(client, bulk, msgs))
+                got, project = results[mode], projects[mode]
+                if r < args.rounds:
+                    session = new_session(client, project, f"{mode} {r}")
+                    times = appends(client, session, args.appends // args.rounds, f"{mode}{r}")
+                    got.setdefault("append", []).extend(times)
+                    bulk = new_session(client, project, f"{mode} bulk {r}")
+                    tagged = [{**m, "client_id": f"{mode}{r}-{m['client_id']}"} for m in msgs]
+                    got.setdefault("ingest", []).append(batches(client, bulk, tagged))
+                if r < args.real_rounds:
+                    rate = real_ingest(client, project, conversations, f"{mode} real {r}")
+                    got.setdefault("real", []).append(rate)
     rate, texts = engine_rate()
-    print(f"{'':28}{'on':>12}{'off':>12}{'on ÷ off':>10}")
+    print(f"{'':40}{'on':>10}{'off':>10}{'on ÷ off':>10}   each round's on ÷ off: median (range)")
     rows: list[tuple[str, str, Callable[[list[float]], float]]] = [
         ("append p50 (ms)", "append", statistics.median),
         ("append p99 (ms)", "append", lambda v: sorted(v)[int(len(v) * 0.99) - 1]),
-        ("ingest (messages/s)", "ingest", statistics.median),
+        ("ingest, batches of 100 (messages/s)", "ingest", statistics.median),
+        ("real transcripts, batches of 100 (msg/s)", "real", statistics.median),
     ]
     for label, key, pick in rows:
+        if key not in results["on"]:
+            continue
         on, off_ = pick(results["on"][key]), pick(results["off"][key])
-        print(f"{label:28}{on:>12.1f}{off_:>12.1f}{on / off_:>10.2f}")
+        paired = ""
+        if key in ("ingest", "real"):
+            ratios = [a / b for a, b in zip(results["on"][key], results["off"][key], strict=True)]
+            paired = f"   {statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f}, {len(ratios)} rounds)"
+        print(f"{label:40}{on:>10.1f}{off_:>10.1f}{on / off_:>10.2f}{paired}")
     print(f"engine alone: {rate:.1f} MB/s over {texts:,} messages of the shared transcripts")
     for label, small, large in hostile_times():
         print(f"hostile {label:40} 100 kB {small:7.1f} ms   400 kB {large:7.1f} ms")

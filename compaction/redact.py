@@ -186,45 +186,80 @@ def _opaque_field(node: dict[Any, Any]) -> str | None:
 
 
 def _finder(found: dict[str, str]) -> Any:
-    """The values found as one Aho-Corasick automaton: each string is read once, however many."""
-    automaton = ahocorasick.Automaton()
+    """The values found by their first ``_PREFIX`` characters, as one Aho-Corasick automaton: each
+    string is read once, however many values; a value is checked in full only where its start is (an
+    automaton of long words that repeat, as hostile text makes them, reads in time that grows with the
+    square of their length)."""
+    by_prefix: dict[str, list[str]] = {}
     for value in found:
-        automaton.add_word(value, value)
+        by_prefix.setdefault(value[:_PREFIX], []).append(value)
+    automaton = ahocorasick.Automaton()
+    for prefix, values in by_prefix.items():
+        automaton.add_word(prefix, (len(prefix), sorted(values, key=len, reverse=True)))
     automaton.make_automaton()
     return automaton
 
 
+_PREFIX = 64
+
+
 def _replaced(text: str, found: dict[str, str], rules: Rules, finder: Any = None) -> Redacted:
-    """``text`` with every occurrence of a value found replaced, the longest first; markers already in
-    it stay as they are (redacting twice changes nothing); a short value (a password) only as a word
-    of its own: "hunter22" is not replaced in "xhunter22y"."""
+    """``text`` with every occurrence of a value found replaced; values that overlap (a name's value
+    that runs into a token: ``key-eyJ…`` beside the JWT ``eyJ…``) as one stretch, so no piece of either
+    is left beside a marker; markers already in it stay as they are (redacting twice changes nothing);
+    a short value (a password) only as a word of its own: "hunter22" is not replaced in "xhunter22y"."""
     if not found:
         return Redacted(text)
-    hits = list((finder or _finder(found)).iter_long(text))
-    if not hits:
+    stretches = _stretches(text, found, finder or _finder(found))
+    if not stretches:
         return Redacted(text)
-    kept = [m.span() for m in MARKER.finditer(text)] if "[secret:" in text else []
     counts: Counter[str] = Counter()
     secrets: dict[str, str] = {}
-    parts, at, k = [], 0, 0
-    for end, value in hits:  # in order of position, as the markers kept are
-        start = end - len(value) + 1
-        while k < len(kept) and kept[k][1] <= start:
-            k += 1
-        if start < at or (k < len(kept) and kept[k][0] <= end):
-            continue
-        if len(value) < _WHOLE_WORD_BELOW and (_word_at(text, start - 1) or _word_at(text, end + 1)):
-            continue
-        kind = found[value]
+    parts, at = [], 0
+    for start, end, kind in stretches:
+        value = text[start:end]
         counts[kind] += 1
         made = marker(kind, value, rules.key)
         secrets[made] = value
         parts += [text[at:start], made]
-        at = end + 1
-    if not counts:
-        return Redacted(text)
+        at = end
     parts.append(text[at:])
     return Redacted("".join(parts), counts, secrets)
+
+
+def _stretches(text: str, found: dict[str, str], finder: Any) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each stretch of ``text`` to replace, in order: the occurrences of the
+    values found, those that overlap merged (the kind of the longest among them), none that touches a
+    marker already there or, for a short value, that is part of a longer word."""
+    kept = [m.span() for m in MARKER.finditer(text)] if "[secret:" in text else []
+    occurrences = []
+    for end, (size, values) in finder.iter(text):
+        start = end - size + 1
+        # The longest value there with that start: the shorter ones with it lie inside it.
+        value = next((value for value in values if text.startswith(value, start)), None)
+        if value is not None:
+            occurrences.append((start, -len(value), value))
+    occurrences.sort()
+    stretches: list[tuple[int, int, str]] = []
+    longest = 0
+    k = 0
+    for start, size, value in occurrences:
+        end = start - size
+        while k < len(kept) and kept[k][1] <= start:
+            k += 1
+        if k < len(kept) and kept[k][0] < end:
+            continue  # inside or across a marker
+        if -size < _WHOLE_WORD_BELOW and (_word_at(text, start - 1) or _word_at(text, end)):
+            continue
+        if stretches and start < stretches[-1][1]:  # overlaps the stretch before: one stretch
+            first, last, kind = stretches[-1]
+            if -size > longest:
+                kind, longest = found[value], -size
+            stretches[-1] = (first, max(last, end), kind)
+        else:
+            stretches.append((start, end, found[value]))
+            longest = -size
+    return stretches
 
 
 def _word_at(text: str, i: int) -> bool:

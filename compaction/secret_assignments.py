@@ -72,13 +72,18 @@ _JSON_PAIRS = re.compile(
     rf"|({_NAME}){_Q}[ \t]*:[ \t]*\{{[^{{}}]{{0,300}}?{_Q}value)"
     rf"{_Q}[ \t]*:[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}"
 )
+_SETTER = re.compile(rf"(?:\.|\b)set({_NAME})\([ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}[ \t]*\)")
+_BLOCK_SCALAR = re.compile(rf"(?<![\w.-])({_NAME}):[ \t]*[|>][-+]?[ \t]*\r?\n[ \t]+([^\s#]\S{{5,1000}})")
+# What a text must hold for a pattern that starts at any name character to be tried: each of these
+# starts at a literal, which the regular expression engine looks for as fast as a string search.
+_GUARDS = {_SETTER: re.compile(r"set[A-Za-z_][\w.-]{0,80}\("), _BLOCK_SCALAR: re.compile(r":[ \t]*[|>]")}
 # A name and its value, apart: (what the lower-cased text must hold, the pattern: name, value).
 _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     # JSON's pairs, in one pattern (one scan of the text's quotes): ``{"name": "DB_PASSWORD", "value": "…"}``
     # (``key``, ``label``: 1Password's items); an AWS parameter or secret read back (``{"Name":
     # "/prod/db/password", …, "Value": "…"}``); an object under a secret's name holding its value
     # (``terraform output -json``'s ``"db_password": {"sensitive": true, …, "value": "…"}``).
-    (("value",), _JSON_PAIRS),
+    (('"value', "'value"), _JSON_PAIRS),  # each of its forms ends in a quoted "value"
     (
         ("value:",),
         re.compile(
@@ -111,7 +116,7 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     (("process.env",), re.compile(rf"\bprocess\.env\.({_NAME})[ \t]*(?:\|\||\?\?)[ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}")),
     (("<property",), re.compile(rf"<property[ \t]+name={_Q}({_NAME}){_Q}[ \t]+value={_Q}([^\"'\n]{{1,1000}}){_Q}")),
     (("<entry",), re.compile(rf"<entry[ \t]+key={_Q}({_NAME}){_Q}[ \t]*>([^<\n]{{1,1000}})</entry>")),
-    (("set",), re.compile(rf"(?:\.|\b)set({_NAME})\([ \t]*{_Q}([^\"'\n]{{1,1000}}){_Q}[ \t]*\)")),
+    (("set",), _SETTER),
     # YAML: a block scalar's value on the line after its name (``password: |``), to its first space; a
     # bare ``name:`` at a line's end opens a block in code (``if reset_token:``), so it is not read.
     (
@@ -121,7 +126,7 @@ _PAIRS: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
             rf"([^\"'\n]{{1,1000}}){_Q}"
         ),
     ),
-    ((":",), re.compile(rf"(?<![\w.-])({_NAME}):[ \t]*[|>][-+]?[ \t]*\r?\n[ \t]+([^\s#]\S{{5,1000}})")),
+    ((":",), _BLOCK_SCALAR),
     (("#define",), re.compile(rf"#define[ \t]+({_NAME})[ \t]+{_Q}([^\"'\n]{{1,1000}}){_Q}")),
     (("env ", "arg "), re.compile(rf"\b(?:ENV|ARG)[ \t]+({_NAME})[ \t]+([^\s=]{{1,1000}})")),
     (
@@ -263,8 +268,10 @@ def paired_values(present: frozenset[str], stretches: Callable[[], list[str]]) -
                 matches = (pattern.match(text, at) for at in words)
             elif pattern is _COLUMNS:
                 matches = (pattern.match(text, at) for at in _line_starts(text, low))
-            else:
+            elif (guard := _GUARDS.get(pattern)) is None or guard.search(text):
                 matches = pattern.finditer(text)
+            else:
+                continue
             for match in matches:
                 if match is not None:
                     name, value = (g for g in match.groups() if g is not None)  # the alternative that matched

@@ -60,7 +60,6 @@ _GATES = {
 _MULTILINE = frozenset({"putty-private-key"})  # kinds whose value spans lines
 _LINE_RULES = frozenset({"aws-secret-key", "cloudant-credentials", "ibm-cloud-iam-key", "ibm-cos-hmac-credentials",
                          "softlayer-credentials"})  # fmt: skip
-_LONG_RUN = re.compile(r"[A-Za-z0-9/+_\-]{24}")
 _ASSIGNED = re.compile(r"(?:key|pw|pass|token).{0,24}?[\"'=: ][\"']?[a-z0-9/+_\-]{24}")  # on the lower-cased text
 # Words of a secret's name (``secret_names``; detect-secrets' DENYLIST among them) and of the commands
 # that take a password (``secret_assignments``), looked for in the lower-cased text.
@@ -182,19 +181,29 @@ def _json_escaped(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)[1:-1]
 
 
+def _json_escaped_ascii(value: str) -> str:
+    return json.dumps(value)[1:-1]
+
+
+# A writer of JSON may escape what is not ASCII (``\u00e9``) or not: a value is looked for both ways.
+_JSON_ESCAPINGS = (_json_escaped, _json_escaped_ascii)
+
+
 def _decoded(text: str, *, json_too: bool = True) -> Iterator[tuple[str, tuple[Callable[[str], str], ...]]]:
-    if "\x1b[" in text:
+    # A one-character test first: a search for one character is many times faster than for several.
+    if "\x1b" in text and "\x1b[" in text:
         yield _SGR.sub("", text), ()
     if "%" in text and _PERCENT.search(text):
         encodings = (partial(urllib.parse.quote, safe=""), urllib.parse.quote, urllib.parse.quote_plus)
         yield urllib.parse.unquote(text), encodings
-    if "%25" in text and _ESCAPED.search(text):  # encoded twice (a URL inside a URL's parameter)
+    if "%" in text and "%25" in text and _ESCAPED.search(text):  # encoded twice (a URL inside a URL's parameter)
         twice = urllib.parse.unquote(urllib.parse.unquote(text))
         yield twice, (lambda v: urllib.parse.quote(urllib.parse.quote(v, safe=""), safe=""),)
     if "&" in text and _ENTITY.search(text):
         yield html.unescape(text), (html.escape,)
-    if json_too and ("\\n" in text or "\\u" in text or "\\t" in text) and (plain := _json_unescaped(text)) != text:
-        yield plain, (_json_escaped, lambda v: json.dumps(v)[1:-1])
+    escaped = json_too and "\\" in text and ("\\n" in text or "\\u" in text or "\\t" in text)
+    if escaped and (plain := _json_unescaped(text)) != text:
+        yield plain, _JSON_ESCAPINGS
         # Colours, URL escapes or entities inside the escaped text: read once more, as they are read above.
         yield from ((again, (*codes, _json_escaped)) for again, codes in _decoded(plain, json_too=False))
 
@@ -255,7 +264,7 @@ def _by_shape(text: str, low: str, hits: dict[str, list[int]], rules: Rules) -> 
             searched = _near(text, starts, _REACH_AFTER.get(kind, _REACH), lines=kind not in _MULTILINE)
         elif kind in _LINE_RULES:  # on the lines that assign a name a key-like value
             if assigned is None:  # their values are runs of 24 or more key characters
-                spans = [m.span() for m in _ASSIGNED.finditer(low)] if named and _LONG_RUN.search(text) else []
+                spans = _assigned_spans(low, hits[_LINE_WORD]) if named else []
                 assigned = _near(text, spans)
             searched = assigned
         else:
@@ -273,6 +282,18 @@ def _by_shape(text: str, low: str, hits: dict[str, list[int]], rules: Rules) -> 
                             yield kind, value
 
 
+def _assigned_spans(low: str, words: list[int]) -> list[tuple[int, int]]:
+    """``_ASSIGNED``'s matches in ``low``, tried only where its words start (``words``, from the
+    automaton): what ``finditer`` gives, without a regular expression tried at every character."""
+    spans: list[tuple[int, int]] = []
+    for at in sorted(words):
+        if spans and at < spans[-1][1]:
+            continue  # inside a match already found
+        if found := _ASSIGNED.match(low, at):
+            spans.append(found.span())
+    return spans
+
+
 def _by_name(
     text: str, low: str, hits: dict[str, list[int]], rules: Rules, *, entropy: bool
 ) -> Iterator[tuple[str, str]]:
@@ -281,9 +302,12 @@ def _by_name(
     # a tool's output): their values hold no quote or backslash, so they are found in the text as it is.
     quoted = [text, _ESCAPED_QUOTE.sub('"', text)] if '\\"' in text else [text]
     if _NAME_WORD in hits:
-        # The same in both texts: unescaping quotes makes no literal (none holds a quote or backslash).
+        # The same in both texts: unescaping quotes makes no literal (none holds a backslash, none a quote
+        # but as its first character).
         literals = frozenset(k[len(_LITERAL_WORD) :] for k in hits if k.startswith(_LITERAL_WORD))
         literals |= {common for common in secret_assignments.COMMON_LITERALS if common in low}
+        if "\n" in literals and low.count("\n") == 2 * low.count(JOINT):
+            literals -= {"\n"}  # only the joints between strings: no line of a text ends there
         for each in quoted:
             if each is text:  # where the automaton found the words
                 spans = sorted((at, at) for at in hits[_NAME_WORD])
@@ -425,6 +449,8 @@ _BASE64_CHARS = frozenset(_BASE64.charset)
 
 
 def _high_entropy(text: str) -> Iterator[str]:
+    if '"' not in text and "'" not in text:
+        return  # its values are quoted
     for match in _BASE64.regex.finditer(text):
         value = match.group(2).rstrip("\\")  # the escape of a closing quote in escaped JSON
         if len(value) < 20 or _HEX.match(value) or ("/" in value and "-" in value):

@@ -121,7 +121,7 @@ def _base64_pem(body: str) -> str:
     return base64.b64encode(_pem(body).encode()).decode()
 
 
-def _jwt_sized(p: tuple[int, int]) -> str:
+def jwt_sized(p: tuple[int, int]) -> str:
     return _jwt({"sub": p[0], "scope": "x" * p[1]})
 
 
@@ -150,7 +150,7 @@ SECRETS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     # Up to 12 kB: a JWT runs far past the string that gates its rule.
     "jwt": _in([*_AFTER, "?id_token={}", "TOKEN={}"],
                st.tuples(st.integers(0, 10**9), st.one_of(st.integers(0, 1_000), st.integers(8_000, 12_000)))
-               .map(_jwt_sized)),
+               .map(jwt_sized)),
     "basic-auth": st.one_of(
         mixed(ALNUM, 16).map(lambda s: (s, f"postgres://deploy:{s}@db.internal:5432/app")),
         # A password holding an unescaped "@" or "/"; a token as the user before a password all know.

@@ -26,7 +26,7 @@ from compaction.redact import (
 )
 from compaction.secret_assignments import LITERALS
 from compaction.transcripts.formats import read_transcript
-from tests.secret_values import BY_CONTEXT, PEM_LINES, SECRETS, leaked
+from tests.secret_values import BY_CONTEXT, PEM_LINES, SECRETS, jwt_sized, leaked
 
 RULES = Rules(key=b"test-key")
 SURROUNDINGS = st.sampled_from(
@@ -79,7 +79,7 @@ def test_redaction_is_deterministic_and_redacting_twice_changes_nothing(kind, da
     assert again.value == once.value and not again.found
     # The same secret elsewhere gets the same marker; another key, another fingerprint (mostly).
     markers = set(MARKER.findall(once.value))
-    assert markers <= set(MARKER.findall(redact(f"again: {text}", RULES).value))
+    assert markers <= set(MARKER.findall(redact(f"again:\n{text}", RULES).value))
 
 
 def test_the_same_secret_has_the_same_marker_in_every_message():
@@ -281,5 +281,31 @@ def test_a_key_after_an_escape_of_another_json_library_is_not_left(kind, data):
 
 def test_unescaping_quotes_makes_none_of_the_literals_the_name_forms_need():
     # The engine reads which literals a text holds once and uses the set for the text with its quotes
-    # unescaped too: true only while no literal holds a quote or a backslash.
-    assert LITERALS and not [literal for literal in LITERALS if '"' in literal or "\\" in literal]
+    # unescaped too: true only while no literal holds a backslash, or a quote but as its first character
+    # (unescaping drops the backslash before a quote: what follows the quote was there already).
+    assert LITERALS and not [literal for literal in LITERALS if '"' in literal[1:] or "\\" in literal]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(alphabet="ab01-=. ", min_size=16, max_size=90),
+    spans=st.lists(st.tuples(st.integers(0, 74), st.integers(16, 40)), min_size=1, max_size=4),
+)
+def test_values_that_overlap_are_replaced_as_one_stretch_with_nothing_of_them_left(text, spans):
+    # Two rules finding values that overlap (a name's value running into a token beside it): every
+    # character of every occurrence of either goes, the rest of the text stays as it was.
+    values = sorted({text[at : at + size] for at, size in spans if at + size <= len(text)})
+    rules = Rules(key=b"k", disabled=frozenset(kinds()), patterns=compile_patterns(map(re.escape, values)))
+    starts = [(at, len(value)) for value in values for at in range(len(text)) if text.startswith(value, at)]
+    covered = {i for at, size in starts for i in range(at, at + size)}
+    done = redact(text, rules).value
+    assert MARKER.sub("", done) == "".join(char for i, char in enumerate(text) if i not in covered)
+    assert (MARKER.search(done) is not None) == bool(covered)
+
+
+@pytest.mark.parametrize("before", ["token key-", "token Cookie: session=", "API key-"])
+@pytest.mark.parametrize("scope", [0, 1_000, 9_000])
+def test_a_name_s_value_that_runs_into_a_jwt_leaves_no_piece_of_it(before, scope):
+    token = jwt_sized((7, scope))
+    done = redact(f"{before}{token} done", RULES).value
+    assert not leaked(token, done, 16) and done.endswith(" done")
