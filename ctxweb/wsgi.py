@@ -1,3 +1,4 @@
+import gc
 import os
 
 from django.core.wsgi import get_wsgi_application
@@ -19,3 +20,7 @@ def _warm_up() -> None:
 
 
 _warm_up()
+# What is loaded by now (Django, the SDKs, the tokenizer: ~200,000 objects) lives as long as the
+# process: out of the collector's sight, a full collection takes ~7 ms instead of ~125 ms, which
+# fell on whichever request was running (one in a few thousand messages ingested).
+gc.freeze()
