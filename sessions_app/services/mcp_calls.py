@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sessions_app.models import AgentSession, ApiKey, McpCall
-from sessions_app.services.redaction import value_redact
+from sessions_app.services.agent_sessions import fit
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -25,7 +25,7 @@ def mcp_call_record(
     return McpCall.objects.create(
         session=session,
         tool=tool,
-        asked=str(value_redact(session.project, asked).value)[:200],  # redacted whole: a cut secret is not found
+        asked=fit(asked, 200, project=session.project),  # redacted whole, then cut: never inside a marker
         found=found,
         chars=chars,
         user=user,

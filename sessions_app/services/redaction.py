@@ -84,13 +84,21 @@ def identifier_check(project: Project, value: str, field: str) -> None:
 
 
 def _identifier_check(value: str, rules: redact.Rules, field: str) -> None:
-    kinds = sorted(redact.redact(value, rules).found)
+    kinds = sorted(redact.redact(value, rules).found)  # what storing it would replace
     if kinds:
         raise InvalidInput(
             f"{field} holds what looks like a secret ({', '.join(kinds)}); use an id that is not one.",
             code="secret_in_identifier",
             field=field,
         )
+
+
+def project_text_redact(project: Project | None, text: str) -> str:
+    """A text a team writes for a project (its context document): by the project's rules, or the
+    built-in ones for a project not saved yet."""
+    if project is None:
+        return public_text(text)
+    return str(value_redact(project, text).value)
 
 
 def public_text(text: str) -> str:

@@ -167,10 +167,9 @@ class ProjectForm(forms.ModelForm):
     def clean_context_document(self) -> str:
         """Redacted as everything sessions send is (a team pastes into it what agents print); a new
         project, without rules of its own yet, by the built-in ones."""
-        text = self.cleaned_data["context_document"]
-        if self.instance.pk:
-            return str(redaction.value_redact(self.instance, text).value)
-        return redaction.public_text(text)
+        return redaction.project_text_redact(
+            self.instance if self.instance.pk else None, self.cleaned_data["context_document"]
+        )
 
 
 class WebhookForm(forms.Form):

@@ -162,3 +162,14 @@ def test_the_calls_show_on_the_session_page_and_in_admin(team, client, compacted
     client.force_login(team.carol.user)
     page = client.get(f"/sessions/{compacted.pk}/").content.decode()
     assert 'id="mcp-calls"' in page and f"<code>{ref}</code>" in page
+
+
+@pytest.mark.parametrize("before", [150, 170, 180])
+def test_a_query_holding_a_secret_is_recorded_redacted_and_cut_before_its_marker(team, client, compacted, before):
+    token = "ghp_" + "a1B2c3D4e5F6" * 3
+    query = "x" * before + f" GITHUB_TOKEN={token} and more words after it"
+    call(client, team.bob, "search", {"query": query, "session": str(compacted.pk)})
+    (recorded,) = McpCall.objects.filter(session=compacted, tool="search")
+    assert token[:12] not in recorded.asked and len(recorded.asked) <= 200
+    opened = recorded.asked.count("[secret:")
+    assert opened == len(re.findall(r"\[secret:[a-z0-9-]+:[0-9a-f]{4}\]", recorded.asked))  # none cut in half
