@@ -90,6 +90,7 @@ def engine_rate() -> tuple[float, int]:
     return size / 1e6 / (time.perf_counter() - t0), len(contents)
 
 
+_SHARED = "Qz7" + "".join(random.Random(64).choices("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghjkmnpqrstuvwxyz23456789", k=61))
 # Text shaped to make a regular expression try again from every position of a long run (what a
 # hostile sender would try): each must take time in proportion to its length.
 HOSTILE = {
@@ -108,9 +109,14 @@ HOSTILE = {
     '"eyJhbGciOiJIUzI1NiJ9." × n': lambda n: "eyJhbGciOiJIUzI1NiJ9." * n,
     '"eyJ" × n + ".x"': lambda n: "eyJ" * n + ".xx",
     '"-----BEGIN RSA PRIVATE KEY-----\\n\\0\\n" × n': lambda n: "-----BEGIN RSA PRIVATE KEY-----\n\x00\n" * n,
+    # Many values found that share their first 64 characters (each found where it starts, not tried
+    # against every other value of its group).
+    'password_i = "<64 shared><4 random>" lines': lambda n: "".join(
+        f'password_{i} = "{_SHARED}{random.Random(i).randbytes(2).hex()}"\n' for i in range(n)
+    ),
     # Many different secrets: each string is read once, however many values were found.
     'password = "<10 random>" lines': lambda n: "".join(
-        f'password = "{random.Random(i).randbytes(5).hex()}"\n' for i in range(max(1, n // 24))
+        f'password = "{random.Random(i).randbytes(5).hex()}"\n' for i in range(n)
     ),
 }
 

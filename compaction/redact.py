@@ -7,6 +7,7 @@ nothing."""
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import hmac
 from collections import Counter
@@ -185,19 +186,30 @@ def _opaque_field(node: dict[Any, Any]) -> str | None:
     return _OPAQUE_FIELDS.get(kind) if isinstance(kind, str) else None  # a "type" may be any JSON value
 
 
-def _finder(found: dict[str, str]) -> Any:
-    """The values found by their first ``_PREFIX`` characters, as one Aho-Corasick automaton: each
-    string is read once, however many values; a value is checked in full only where its start is (an
-    automaton of long words that repeat, as hostile text makes them, reads in time that grows with the
-    square of their length)."""
+@dataclass(frozen=True)
+class _Finder:
+    """The values found, as Aho-Corasick automatons: each string is read once, however many values.
+    ``whole``: the values themselves, read leftmost-longest; ``prefixes``: their first ``_PREFIX``
+    characters, each to the values that start so (the longest first), for the values that start inside
+    another's occurrence (every occurrence of long words that repeat, as hostile text makes them, is
+    found in time that grows with the square of their length: only their starts are looked for)."""
+
+    whole: Any
+    prefixes: Any
+
+
+def _finder(found: dict[str, str]) -> _Finder:
+    whole = ahocorasick.Automaton()
     by_prefix: dict[str, list[str]] = {}
     for value in found:
+        whole.add_word(value, value)
         by_prefix.setdefault(value[:_PREFIX], []).append(value)
-    automaton = ahocorasick.Automaton()
+    whole.make_automaton()
+    prefixes = ahocorasick.Automaton()
     for prefix, values in by_prefix.items():
-        automaton.add_word(prefix, (len(prefix), sorted(values, key=len, reverse=True)))
-    automaton.make_automaton()
-    return automaton
+        prefixes.add_word(prefix, (len(prefix), sorted(values, key=len, reverse=True)))
+    prefixes.make_automaton()
+    return _Finder(whole, prefixes)
 
 
 _PREFIX = 64
@@ -227,43 +239,71 @@ def _replaced(text: str, found: dict[str, str], rules: Rules, finder: Any = None
     return Redacted("".join(parts), counts, secrets)
 
 
-def _stretches(text: str, found: dict[str, str], finder: Any) -> list[tuple[int, int, str]]:
-    """(start, end, kind) of each stretch of ``text`` to replace, in order: the occurrences of the
-    values found, those that overlap merged (the kind of the longest among them), none that touches a
-    marker already there or, for a short value, that is part of a longer word."""
+def _stretches(text: str, found: dict[str, str], finder: _Finder) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each stretch of ``text`` to replace, in order: the values found, leftmost
+    and longest, each stretch run on as far as a value that starts inside it runs (the kind of the
+    longest), none that touches a marker already there or, for a short value, is part of a longer word."""
     kept = [m.span() for m in MARKER.finditer(text)] if "[secret:" in text else []
-    occurrences = []
-    for end, (size, values) in finder.iter(text):
-        start = end - size + 1
-        # The longest value there with that start: the shorter ones with it lie inside it.
-        value = next((value for value in values if text.startswith(value, start)), None)
-        if value is not None:
-            occurrences.append((start, -len(value), value))
-    occurrences.sort()
     stretches: list[tuple[int, int, str]] = []
-    longest = 0
-    k = 0
-    for start, size, value in occurrences:
-        end = start - size
-        while k < len(kept) and kept[k][1] <= start:
-            k += 1
-        if k < len(kept) and kept[k][0] < end:
-            continue  # inside or across a marker
-        if -size < _WHOLE_WORD_BELOW and (_word_at(text, start - 1) or _word_at(text, end)):
+    for end, value in finder.whole.iter_long(text):
+        start = end - len(value) + 1
+        if stretches and start < stretches[-1][1]:
+            continue  # inside the stretch before, run on past this value's start
+        if not _replaceable(text, start, end + 1, kept):
             continue
-        if stretches and start < stretches[-1][1]:  # overlaps the stretch before: one stretch
-            first, last, kind = stretches[-1]
-            if -size > longest:
-                kind, longest = found[value], -size
-            stretches[-1] = (first, max(last, end), kind)
+        stretches.append(_run_on(text, start, end + 1, value, found, finder, kept))
+    return _merged(stretches)
+
+
+def _replaceable(text: str, start: int, end: int, kept: list[tuple[int, int]]) -> bool:
+    after = bisect.bisect_right(kept, start, key=lambda span: span[1])  # the first marker ending past start
+    if after < len(kept) and kept[after][0] < end:
+        return False  # inside or across a marker
+    return end - start >= _WHOLE_WORD_BELOW or not (_word_at(text, start - 1) or _word_at(text, end))
+
+
+def _run_on(
+    text: str, start: int, end: int, value: str, found: dict[str, str], finder: _Finder, kept: list[tuple[int, int]]
+) -> tuple[int, int, str]:
+    """The stretch of ``value``'s occurrence at ``start``, run on past ``end`` by each value that starts
+    inside it and ends after it (a name's value read into the token beside it), again from there."""
+    kind, longest = found[value], len(value)
+    scanned = start + 1  # where the next look for values starting inside begins
+    while scanned < end:
+        reach, scanned_to = end, min(len(text), end + _PREFIX - 1)
+        # A slice: the automaton reads the whole string it is given, whatever the range.
+        for prefix_end, (size, values) in finder.prefixes.iter(text[scanned:scanned_to]):
+            at = scanned + prefix_end - size + 1
+            if at >= end:
+                continue
+            for other in values:  # the longest first
+                if at + len(other) <= reach:
+                    break  # ends inside what is covered already
+                if text.startswith(other, at) and _replaceable(text, at, at + len(other), kept):
+                    reach = at + len(other)
+                    if len(other) > longest:
+                        kind, longest = found[other], len(other)
+                    break
+        scanned, end = end, reach
+    return start, end, kind
+
+
+def _merged(stretches: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Stretches that came to overlap (one run on into the next) as one, the first's kind."""
+    done: list[tuple[int, int, str]] = []
+    for start, end, kind in stretches:
+        if done and start < done[-1][1]:
+            done[-1] = (done[-1][0], max(done[-1][1], end), done[-1][2])
         else:
-            stretches.append((start, end, found[value]))
-            longest = -size
-    return stretches
+            done.append((start, end, kind))
+    return done
 
 
 def _word_at(text: str, i: int) -> bool:
-    return 0 <= i < len(text) and (text[i].isalnum() or text[i] == "_")
+    """Whether ``text[i]`` is a character of a word; not the letter of an escape (``\\t``, ``\\n``)."""
+    if not (0 <= i < len(text) and (text[i].isalnum() or text[i] == "_")):
+        return False
+    return not (text[i] in "tnr" and i > 0 and text[i - 1] == "\\")
 
 
 def restore(value: Any, secrets: dict[str, str]) -> Any:

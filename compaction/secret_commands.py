@@ -172,7 +172,9 @@ _LISTED: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     (("ssh-keygen",), re.compile(r"\bssh-keygen\b[^\n]{0,300}?[ \t]-[NP][ \t]+[\"']([^\"'\n]{1,1000})[\"']")),
     (
         ("vault login",),
-        re.compile(r"\bvault[ \t]+login[ \t]+(?:-\S+[ \t]+)*([^\s\"'=-][^\s\"'=]{5,1000})(?=[ \t]*(?:$|\n))", re.M),
+        re.compile(
+            r"\bvault[ \t]+login[ \t]+(?:-\S+[ \t]+)*([^\s\"'=-][^\s\"'=]{5,1000})(?=[ \t]*(?:$|\n|\\n|\"))", re.M
+        ),
     ),
     (("_authtoken",), re.compile(r"/:_authToken[ \t]+[\"']?([^\s\"']{8,1000})")),
     # A Netscape cookie jar's line (curl -c, wget): domain, flag, path, secure, expiry, name, value.
@@ -180,7 +182,7 @@ _LISTED: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
         ("\ttrue\t", "\tfalse\t"),
         re.compile(
             r"(?m)^(?:#HttpOnly_)?\S{1,300}\t(?:TRUE|FALSE)\t\S{1,1000}"
-            r"\t(?:TRUE|FALSE)\t\d{1,20}\t\S{1,200}\t([^\s]{8,4000})\r?$"
+            r"\t(?:TRUE|FALSE)\t\d{1,20}\t\S{1,200}\t([^\s]{8,4000})[ \t]*\r?$"
         ),
     ),
     (("bearer",), re.compile(r"(?<![\w-])Bearer[ \t]+([A-Za-z0-9._~+/=-]{16,4000})")),

@@ -143,13 +143,15 @@ def find_secrets(text: str, rules: Rules) -> dict[str, str]:
         return found
     low = _lower(text)
     hits = _gated(low)
-    for kind, value in _candidates(text, rules, low=low, hits=hits):
+    for kind, read in _candidates(text, rules, low=low, hits=hits):
+        value = _JSON_CLOSE.sub("", read) if '"' in read else read
         if value and value not in found and not _inside_marker(value):
             found[value] = kind
-    if _NAME_WORD not in hits:  # decoding makes no name's word: the decoded text gives no more
-        return found
+    if _NAME_WORD not in hits and not _ESCAPED_WORD.search(low):
+        return found  # decoding makes no name's word (nor a command's): the decoded text gives no more
     for decoded, encodings in _decoded(text):
-        for kind, value in _candidates(decoded, rules, names_only=True):
+        for kind, read in _candidates(decoded, rules, names_only=True):
+            value = _JSON_CLOSE.sub("", read) if '"' in read else read
             for each in (value, *(encode(value) for encode in encodings)):
                 if each and each in text and each not in found and not _inside_marker(each):
                     found[each] = kind
@@ -165,13 +167,23 @@ _ESCAPED = re.compile(r"%25(?:3[DdAa]|2[27])")  # the same, escaped twice
 _ENTITY = re.compile(r"&(?:quot|apos|lt|gt|#3[49]|#x2[27]|#6[0-2]|#x3[CcDdEe]);")  # an escaped quote, sign, bracket
 # A JSON string's escapes (a tool's output holding JSON text: ``{"output": "password    …\n"}``): the
 # rules that read across lines or need a raw character read it unescaped.
-_JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
+# An escape, or a quote that is none: a string's own, read as a line's end (what a string holds is
+# read as lines of its own, as a rule anchored at a line's start or end needs).
+_JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})|"')
 _JSON_CHARS = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+# A value read on to the end of the JSON string it is in (a rule's value runs to a space or ";", a
+# cookie's, a column's): the string's closing quote, its escapes before it and what closes the objects
+# around it are not the secret's, and replacing them would leave the document unreadable.
+_JSON_CLOSE = re.compile(r'(?:\\[ntr])*"[\s}\],]*\Z')
 
 
 def _json_unescaped(text: str) -> str:
     def one(match: re.Match[str]) -> str:
         code = match.group(1)
+        if code is None:
+            return "\n"
         return chr(int(code[1:], 16)) if code[0] == "u" else _JSON_CHARS.get(code, code)
 
     return _JSON_ESCAPE.sub(one, text)
@@ -189,7 +201,7 @@ def _json_escaped_ascii(value: str) -> str:
 _JSON_ESCAPINGS = (_json_escaped, _json_escaped_ascii)
 
 
-def _decoded(text: str, *, json_too: bool = True) -> Iterator[tuple[str, tuple[Callable[[str], str], ...]]]:
+def _decoded(text: str, *, json_levels: int = 2) -> Iterator[tuple[str, tuple[Callable[[str], str], ...]]]:
     # A one-character test first: a search for one character is many times faster than for several.
     if "\x1b" in text and "\x1b[" in text:
         yield _SGR.sub("", text), ()
@@ -201,11 +213,18 @@ def _decoded(text: str, *, json_too: bool = True) -> Iterator[tuple[str, tuple[C
         yield twice, (lambda v: urllib.parse.quote(urllib.parse.quote(v, safe=""), safe=""),)
     if "&" in text and _ENTITY.search(text):
         yield html.unescape(text), (html.escape,)
-    escaped = json_too and "\\" in text and ("\\n" in text or "\\u" in text or "\\t" in text)
+    escaped = json_levels > 0 and "\\" in text and ("\\n" in text or "\\u" in text or "\\t" in text)
     if escaped and (plain := _json_unescaped(text)) != text:
         yield plain, _JSON_ESCAPINGS
         # Colours, URL escapes or entities inside the escaped text: read once more, as they are read above.
-        yield from ((again, (*codes, _json_escaped)) for again, codes in _decoded(plain, json_too=False))
+        # JSON text in JSON text (a tool's output quoting a command's JSON output) is read once more.
+        again = _decoded(plain, json_levels=json_levels - 1)
+        yield from ((view, (*codes, _json_escaped)) for view, codes in again)
+
+
+# What escapes in JSON text may hide of a name or a command: a cookie jar's tabs, a letter not ASCII
+# (``\u5bc6\u7801`` is "密码", password).
+_ESCAPED_WORD = re.compile(r"\\t(?:true|false)\\t|\\u(?!00[0-7])[0-9a-f]{4}")
 
 
 def _inside_marker(value: str) -> bool:
@@ -300,7 +319,9 @@ def _by_name(
     off = rules.disabled
     # Values given to a secret's name, also in the text with its quotes unescaped (a JSON document in
     # a tool's output): their values hold no quote or backslash, so they are found in the text as it is.
-    quoted = [text, _ESCAPED_QUOTE.sub('"', text)] if '\\"' in text else [text]
+    # An escaped quote becomes the other quote: told apart from the string's own ("db_password =
+    # \"…\"" is a value in quotes, not a label in quotes before one).
+    quoted = [text, _ESCAPED_QUOTE.sub("'", text)] if '\\"' in text else [text]
     if _NAME_WORD in hits:
         # The same in both texts: unescaping quotes makes no literal (none holds a backslash, none a quote
         # but as its first character).

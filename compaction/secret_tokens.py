@@ -20,6 +20,7 @@ from compaction.secret_names import secret_value
 
 # A generic prefix (``sk-``, ``hf_``) must not be inside a longer word: not after a letter or "_", except
 # the letter of an escape (``\nsk-…`` in escaped JSON), of a URL's ``%3D`` or a terminal colour's ``…32m``.
+_EOL = r"(?:\r?\n|(?:\\r)?\\n)"  # a line's end, or its escape in JSON text
 _BEFORE = r"(?:(?<![A-Za-z_])|(?<=\\[ntr])|(?<=%[0-9A-Fa-f]{2})|(?<=[0-9]m)|(?<=\\u[0-9a-fA-F]{4}))"
 _AFTER = r"(?![A-Za-z0-9_-])"
 _DIGIT = re.compile(r"[0-9]")
@@ -111,8 +112,10 @@ RULES: tuple[Rule, ...] = (
     # The password of a URL, whatever it holds (detect-secrets' rule leaves those with #, !, …).
     _rule("basic-auth", ("://",), r"://[^\s/@:\"'<>]{0,200}:([^\s@/\"'<>]{1,400})@(?=[\w\[])", _password),
     _rule("private-key", ("ls0tls1crudjt",), r"LS0tLS1CRUdJTi[A-Za-z0-9+/=]{40,20000}", _pem_in_base64),
+    # Its lines, broken by a newline or, in JSON text, its escape; the last not the next label's word.
     _rule("putty-private-key", ("private-lines:",),
-          r"Private-Lines:[ \t]*\d{1,4}\r?\n((?:[A-Za-z0-9+/=]{4,200}\r?\n){0,199}[A-Za-z0-9+/=]{4,200})"),
+          rf"Private-Lines:[ \t]*\d{{1,4}}{_EOL}((?:[A-Za-z0-9+/=]{{4,200}}{_EOL}){{0,199}}[A-Za-z0-9+/=]{{4,200}})"
+          r"(?![A-Za-z0-9+/=:-])"),
     # An AWS secret key given bare beside its access key id (``AKIA… wJalr…``: a CSV, a console's copy).
     _rule("aws-secret-key", ("akia", "asia"),
           r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}[\s,;:|\"']{1,10}([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])", _random),

@@ -309,3 +309,15 @@ def test_a_name_s_value_that_runs_into_a_jwt_leaves_no_piece_of_it(before, scope
     token = jwt_sized((7, scope))
     done = redact(f"{before}{token} done", RULES).value
     assert not leaked(token, done, 16) and done.endswith(" done")
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=st.sampled_from(sorted(SECRETS)), data=st.data(), end=st.sampled_from(["", "\n", "\t", " "]))
+def test_a_json_document_holding_a_secret_stays_json(kind, data, end):
+    # A tool's output that is JSON text (its strings escaped: ``{"output": "password\\t…\\n"}``) keeps its
+    # quotes and braces: the secret goes, the document still parses, with the marker in its place.
+    secret, text = data.draw(SECRETS[kind])
+    document = json.dumps({"output": text + end, "exit": 0})
+    done = redact(document, RULES)
+    assert json.loads(done.value)["exit"] == 0
+    assert not leaked(secret, done.value)
