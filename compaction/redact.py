@@ -252,7 +252,7 @@ def _stretches(text: str, found: dict[str, str], finder: _Finder) -> list[tuple[
         if not _replaceable(text, start, end + 1, kept):
             continue
         stretches.append(_run_on(text, start, end + 1, value, found, finder, kept))
-    return _merged(stretches)
+    return stretches
 
 
 def _replaceable(text: str, start: int, end: int, kept: list[tuple[int, int]]) -> bool:
@@ -286,17 +286,6 @@ def _run_on(
                     break
         scanned, end = end, reach
     return start, end, kind
-
-
-def _merged(stretches: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
-    """Stretches that came to overlap (one run on into the next) as one, the first's kind."""
-    done: list[tuple[int, int, str]] = []
-    for start, end, kind in stretches:
-        if done and start < done[-1][1]:
-            done[-1] = (done[-1][0], max(done[-1][1], end), done[-1][2])
-        else:
-            done.append((start, end, kind))
-    return done
 
 
 def _word_at(text: str, i: int) -> bool:

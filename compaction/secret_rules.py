@@ -213,13 +213,21 @@ def _decoded(text: str, *, json_levels: int = 2) -> Iterator[tuple[str, tuple[Ca
         yield twice, (lambda v: urllib.parse.quote(urllib.parse.quote(v, safe=""), safe=""),)
     if "&" in text and _ENTITY.search(text):
         yield html.unescape(text), (html.escape,)
-    escaped = json_levels > 0 and "\\" in text and ("\\n" in text or "\\u" in text or "\\t" in text)
+    # JSON text: escapes in it, or a string of the message that is a JSON document (``{"output": "…"}``:
+    # its own quotes read as line ends).
+    escaped = json_levels > 0 and (
+        ("\\" in text and ("\\n" in text or "\\u" in text or "\\t" in text))
+        or ('"' in text and (text.startswith(("{", "[")) or _JSON_DOCUMENT.search(text) is not None))
+    )
     if escaped and (plain := _json_unescaped(text)) != text:
         yield plain, _JSON_ESCAPINGS
         # Colours, URL escapes or entities inside the escaped text: read once more, as they are read above.
         # JSON text in JSON text (a tool's output quoting a command's JSON output) is read once more.
         again = _decoded(plain, json_levels=json_levels - 1)
         yield from ((view, (*codes, _json_escaped)) for view, codes in again)
+
+
+_JSON_DOCUMENT = re.compile(re.escape(JOINT) + r"[ \t]*[{\[]")  # a string of a message's that starts as one
 
 
 # What escapes in JSON text may hide of a name or a command: a cookie jar's tabs, a letter not ASCII
