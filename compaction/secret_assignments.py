@@ -311,12 +311,8 @@ def _assigned(text: str, match: re.Match[str], flag: bool) -> tuple[str, str, in
     sign = match.group("sign")
     start = match.start("name")
     opener = text[start - 1 : start] if start else ""
-    # A label's own closing quote ("Password: " + …), not a value's opening one; unless the value's
-    # quotes close too: a string in a string ("password="…"" in a JSON or HTML text read unescaped).
-    quoted = found.group(0)
-    label = opener in ('"', "'") and not match.group("close") and quoted.startswith(opener)
-    if label and not (len(quoted) > 2 and quoted.endswith(opener)):
-        return None
+    if opener in ('"', "'") and not match.group("close") and found.group(0).startswith(opener):
+        return None  # a label's own closing quote ("Password:"), not a value's opening one
     if bare and (sign in ("==", "===", "!=", "!==") or text[found.end() : found.end() + 1] in ("(", "[", ".")):
         return None  # compared with another name, or code: a call, an index, a member
     # An environment's ``NAME=value`` (a .env file, a shell): a bare word is its value.

@@ -172,9 +172,7 @@ _LISTED: tuple[tuple[Collection[str], re.Pattern[str]], ...] = (
     (("ssh-keygen",), re.compile(r"\bssh-keygen\b[^\n]{0,300}?[ \t]-[NP][ \t]+[\"']([^\"'\n]{1,1000})[\"']")),
     (
         ("vault login",),
-        re.compile(
-            r"\bvault[ \t]+login[ \t]+(?:-\S+[ \t]+)*([^\s\"'=-][^\s\"'=]{5,1000})(?=[ \t]*(?:$|\n|\\n|\"))", re.M
-        ),
+        re.compile(r"\bvault[ \t]+login[ \t]+(?:-\S+[ \t]+)*([^\s\"'=-][^\s\"'=]{5,1000})(?=[ \t]*(?:$|\n))", re.M),
     ),
     (("_authtoken",), re.compile(r"/:_authToken[ \t]+[\"']?([^\s\"']{8,1000})")),
     # A Netscape cookie jar's line (curl -c, wget): domain, flag, path, secure, expiry, name, value.

@@ -327,9 +327,7 @@ def _by_name(
     off = rules.disabled
     # Values given to a secret's name, also in the text with its quotes unescaped (a JSON document in
     # a tool's output): their values hold no quote or backslash, so they are found in the text as it is.
-    # An escaped quote becomes the other quote: told apart from the string's own ("db_password =
-    # \"…\"" is a value in quotes, not a label in quotes before one).
-    quoted = [text, _ESCAPED_QUOTE.sub("'", text)] if '\\"' in text else [text]
+    quoted = [text, _ESCAPED_QUOTE.sub('"', text)] if '\\"' in text else [text]
     if _NAME_WORD in hits:
         # The same in both texts: unescaping quotes makes no literal (none holds a backslash, none a quote
         # but as its first character).
