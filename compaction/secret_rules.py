@@ -144,14 +144,14 @@ def find_secrets(text: str, rules: Rules) -> dict[str, str]:
     low = _lower(text)
     hits = _gated(low)
     for kind, read in _candidates(text, rules, low=low, hits=hits):
-        value = _JSON_CLOSE.sub("", read) if '"' in read else read
+        value = _unclosed(read)
         if value and value not in found and not _inside_marker(value):
             found[value] = kind
     if _NAME_WORD not in hits and not _ESCAPED_WORD.search(low):
         return found  # decoding makes no name's word (nor a command's): the decoded text gives no more
     for decoded, encodings in _decoded(text):
         for kind, read in _candidates(decoded, rules, names_only=True):
-            value = _JSON_CLOSE.sub("", read) if '"' in read else read
+            value = _unclosed(read)
             for each in (value, *(encode(value) for encode in encodings)):
                 if each and each in text and each not in found and not _inside_marker(each):
                     found[each] = kind
@@ -177,6 +177,10 @@ _JSON_CHARS = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 # cookie's, a column's): the string's closing quote, its escapes before it and what closes the objects
 # around it are not the secret's, and replacing them would leave the document unreadable.
 _JSON_CLOSE = re.compile(r'(?:\\[ntr])*"[\s}\],]*\Z')
+
+
+def _unclosed(value: str) -> str:
+    return _JSON_CLOSE.sub("", value) if '"' in value else value
 
 
 def _json_unescaped(text: str) -> str:
@@ -205,12 +209,13 @@ def _decoded(text: str, *, json_levels: int = 2) -> Iterator[tuple[str, tuple[Ca
     # A one-character test first: a search for one character is many times faster than for several.
     if "\x1b" in text and "\x1b[" in text:
         yield _SGR.sub("", text), ()
-    if "%" in text and _PERCENT.search(text):
-        encodings = (partial(urllib.parse.quote, safe=""), urllib.parse.quote, urllib.parse.quote_plus)
-        yield urllib.parse.unquote(text), encodings
-    if "%" in text and "%25" in text and _ESCAPED.search(text):  # encoded twice (a URL inside a URL's parameter)
-        twice = urllib.parse.unquote(urllib.parse.unquote(text))
-        yield twice, (lambda v: urllib.parse.quote(urllib.parse.quote(v, safe=""), safe=""),)
+    if "%" in text:
+        if _PERCENT.search(text):
+            encodings = (partial(urllib.parse.quote, safe=""), urllib.parse.quote, urllib.parse.quote_plus)
+            yield urllib.parse.unquote(text), encodings
+        if "%25" in text and _ESCAPED.search(text):  # encoded twice (a URL inside a URL's parameter)
+            twice = urllib.parse.unquote(urllib.parse.unquote(text))
+            yield twice, (lambda v: urllib.parse.quote(urllib.parse.quote(v, safe=""), safe=""),)
     if "&" in text and _ENTITY.search(text):
         yield html.unescape(text), (html.escape,)
     # JSON text: escapes in it, or a string of the message that is a JSON document (``{"output": "…"}``:
