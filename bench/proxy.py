@@ -180,10 +180,10 @@ def main() -> int:
             overhead = [(p[index] - d[index]) * 1000 for p, d in zip(out[leg], out["direct"], strict=True)]
             named = "overhead" if leg == "proxy" else f"{leg} overhead"
             print(f"{label + ', ' + named:28}{statistics.median(overhead):>10.1f}{pct(overhead, 0.95):>10.1f}")
-    if args.litellm:
-        for kind, leg in (("web (gunicorn)", "ctxweb (gunicorn)"), ("LiteLLM", "LiteLLM")):
-            spent = cpu_after[kind] - cpu_before[kind]
-            print(f"CPU per 1,000 requests, {leg}: {spent / max(1, n) * 1000:.1f} s")
+    kinds = [("web (gunicorn)", "ctxweb (gunicorn)"), ("Postgres", "ctxweb's Postgres")]
+    for kind, leg in kinds + ([("LiteLLM", "LiteLLM")] if args.litellm else []):
+        spent = cpu_after[kind] - cpu_before[kind]
+        print(f"CPU per 1,000 requests, {leg}: {spent / max(1, n) * 1000:.1f} s")
     bad = [s for s in out["status"] if s != 200]
     expected = args.turns * 2  # per turn: the user's message and the recorded reply
     print(f"requests: {len(out['status'])}, non-200 answers: {len(bad)}")

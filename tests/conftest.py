@@ -160,10 +160,16 @@ def _webhooks_for_tests(settings) -> None:
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_db_setup, django_db_blocker) -> None:
-    """pytest-django's, and what the migrations seeded read for ``seeded_rows`` to put back."""
+def django_db_setup(django_db_setup, django_db_blocker) -> Iterator[None]:
+    """pytest-django's, and what the migrations seeded read for ``seeded_rows`` to put back. At the
+    end, the proxy's recorder lanes stopped: they keep their connections, which would hold the test
+    database open past its drop."""
+    from sessions_app.api.proxy.recorder import RECORDER
+
     with django_db_blocker.unblock():
         seeded_rows.remember()
+    yield
+    RECORDER.stop()
 
 
 @pytest.fixture(autouse=True)

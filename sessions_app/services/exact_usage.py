@@ -17,7 +17,7 @@ from django.core.cache import cache
 from sessions_app.models import AgentSession
 from sessions_app.selectors import sql_rows, usage
 from sessions_app.services import agent_sessions, counting
-from sessions_app.services.webhook_events import session_level_record
+from sessions_app.services.webhook_events import session_figures_record, session_level_record
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,11 @@ def exact_usage_record(
         "count_warning": "",
     }
     # Only while that message is the session's last (an exact count holds for the messages it
-    # counted); no lock: the level note is conditional on the figures it was worked out from.
-    if sql_rows.update_if(AgentSession, session.pk, exact, {"last_seq": upto_seq}):
+    # counted); no lock: the level note is conditional on the figures it was worked out from. Most
+    # often one UPDATE writes the figure with the level and usage it gives.
+    if session_figures_record(session, exact, {"last_seq": upto_seq}):
+        pass
+    elif sql_rows.update_if(AgentSession, session.pk, exact, {"last_seq": upto_seq}):
         for field, value in exact.items():
             setattr(session, field, value)
         session_level_record(session)

@@ -5,6 +5,7 @@ with a beat job every minute as the safety net."""
 
 from __future__ import annotations
 
+import copy
 from contextlib import nullcontext
 from typing import Any
 
@@ -87,6 +88,31 @@ def session_level_record(session: AgentSession, *, policy: Policy | None = None)
             },
         )
         return bool(recorded)
+
+
+def session_figures_record(session: AgentSession, values: dict[str, Any], unchanged: dict[str, Any]) -> bool:
+    """``values`` (columns the session's usage is worked out from) written with the level and usage
+    they give, in one UPDATE, while ``unchanged`` and the row's figures still hold as the row given
+    has them: ``session_level_record``'s work in the same statement, for callers that move a figure
+    (the exact count of a proxied exchange's reply). Only when that announces nothing (the level
+    stays, or was never worked out): False then, and when the row had moved; nothing is written and
+    the caller writes ``values`` its own way. True: written, and set on ``session``."""
+    inputs = usage_inputs(session)
+    if any(field in inputs and inputs[field] != value for field, value in unchanged.items()):
+        return False  # the row given is not the one the condition describes
+    after = copy.copy(session)
+    for field, value in values.items():
+        setattr(after, field, value)
+    current = session_usage(after)
+    level, percent = current.level.value, current.usage_percent
+    if session.level and session.level != level:
+        return False  # a change to announce: ``session_level_record`` does, in its transaction
+    written = {**values, "level": level, "usage_percent": percent}
+    if not sql_rows.update_if(AgentSession, session.pk, written, {**inputs, **unchanged, "level": session.level}):
+        return False
+    for field, value in written.items():
+        setattr(session, field, value)
+    return True
 
 
 def usage_inputs(session: AgentSession) -> dict[str, Any]:

@@ -98,6 +98,61 @@ def test_without_lanes_the_job_runs_in_the_requests_thread(settings):
     assert seen == [threading.current_thread()] and recorder.idle(timeout=0)
 
 
+def _lane_connections(recorder: Recorder, jobs: int, between: float = 0.0) -> list[Any]:
+    """The database connection each of ``jobs`` jobs ran on, one lane, the lane idle between them."""
+    from django.db import connections
+
+    seen: list[Any] = []
+
+    def job() -> None:
+        wrapper = connections["default"]  # the lane thread's own
+        wrapper.ensure_connection()
+        seen.append((wrapper, wrapper.connection))
+
+    for _ in range(jobs):
+        recorder.begin(0)
+        recorder.submit(0, job)
+        assert recorder.idle(timeout=10)
+        time.sleep(between)
+    return seen
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("keep", [60, None])
+def test_a_lane_keeps_its_connection_between_jobs(lanes, settings, keep):
+    settings.DATABASES = {"default": {**settings.DATABASES["default"], "CONN_MAX_AGE": keep}}
+    seen = _lane_connections(lanes, 3)
+    assert len({id(raw) for _, raw in seen}) == 1 and all(raw is seen[0][1] for _, raw in seen)
+
+
+def _closable() -> None:
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        pytest.skip("the tests' SQLite database is in memory: Django never closes its connection")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_persistent_connections_an_idle_lane_keeps_none(lanes, settings):
+    _closable()
+    settings.DATABASES = {"default": {**settings.DATABASES["default"], "CONN_MAX_AGE": 0}}
+    seen = _lane_connections(lanes, 2, between=0.2)
+    assert seen[0][1] is not seen[1][1]
+    assert seen[-1][0].connection is None  # given back once the lane had nothing more
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lane_idle_past_conn_max_age_gives_its_connection_back(lanes, settings):
+    _closable()
+    settings.DATABASES = {"default": {**settings.DATABASES["default"], "CONN_MAX_AGE": 0.3}}
+    seen = _lane_connections(lanes, 1)
+    assert seen[0][0].connection is not None  # kept while the lane may get more
+    deadline = time.monotonic() + 10
+    while seen[0][0].connection is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert seen[0][0].connection is None
+
+
 # ----------------------------------------------------------------------------- recording order
 
 

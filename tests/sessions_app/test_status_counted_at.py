@@ -15,7 +15,7 @@ from compaction.messages import normalize_message
 from compaction.tokens import ESTIMATE_EXPECTED_ERROR
 from sessions_app.models import AgentSession, Compaction, CompactionStatus
 from sessions_app.selectors import usage
-from sessions_app.services import counting, exact_usage, ingest
+from sessions_app.services import counting, exact_usage, ingest, webhook_events
 from tests.fakes.anthropic_server import FakeAnthropic
 
 
@@ -108,3 +108,34 @@ def test_the_api_and_the_page_say_it(team, session_of, api_as, client):
     page = client.get(f"/sessions/{session.pk}/").content.decode()
     assert "estimated, ± 15.5 %" in page
     assert f'<time datetime="{status["counted_at"]}">' in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("factor", [0.3, 0.7, 0.95, 1.1, 1.6, 2.5])
+@pytest.mark.parametrize("fill", [0.4, 0.65, 0.8])
+def test_a_responses_usage_stores_the_level_it_gives_and_a_change_is_announced_once(team, session_of, fill, factor):
+    """The exact count, the level and the usage it gives are written together (one UPDATE when the
+    level stays; the announcing path when it moves): whatever the figure, the row holds the level
+    its figures give, and a level that moved is announced once."""
+    from sessions_app.models import Webhook, WebhookDelivery
+
+    Webhook.objects.create(project=team.project, url="https://hooks.example.com/x", events=["session.level_changed"])
+    session = _appended(session_of(model="claude-sonnet-4-5", auto_compact=False))
+    raw = session.system_tokens + session.message_tokens + 3
+    session.context_window_override = max(1_000, int(raw / fill))
+    session.save(update_fields=["context_window_override"])
+    _appended(session, "one more")
+    webhook_events.session_level_record(session)  # the append's next step: the level its figures give
+    WebhookDelivery.objects.all().delete()
+    before = session.level
+    raw = session.system_tokens + session.message_tokens + 3
+    believed = exact_usage.exact_usage_record(
+        session=session, read=int(raw * factor), wrote=0, upto_seq=session.last_seq, raw_request=raw, source="test"
+    )
+    stored = AgentSession.objects.get(pk=session.pk)
+    worked_out = usage.session_usage(stored)
+    assert (stored.level, stored.usage_percent) == (worked_out.level.value, worked_out.usage_percent)
+    assert (session.level, session.usage_percent) == (stored.level, stored.usage_percent)  # the caller's row too
+    assert stored.exact_tokens == (int(raw * factor) if believed else None)
+    announced = WebhookDelivery.objects.filter(event="session.level_changed").count()
+    assert announced == (1 if before and stored.level != before else 0), (before, stored.level)

@@ -91,10 +91,21 @@ class Recorder:
             return self._lanes
 
     def _work(self, lane: queue.Queue[tuple[int, Job] | None]) -> None:
-        while (item := lane.get()) is not _STOP:
+        # A lane keeps its connection between jobs as a request thread does (an agent's turns come
+        # seconds apart: a connection a turn cost Postgres a backend each); one idle for
+        # CONN_MAX_AGE gives it back, and with CONN_MAX_AGE 0 none is kept.
+        keep = settings.DATABASES["default"].get("CONN_MAX_AGE", 0)
+        while True:
+            try:
+                item = lane.get(timeout=keep) if keep != 0 else lane.get()
+            except queue.Empty:
+                connections.close_all()
+                item = lane.get()
+            if item is _STOP:
+                break
             key, job = item
             self._run(key, job, queued=True)
-            if lane.empty():  # an idle lane holds no connection (a busy one keeps its own)
+            if keep == 0 and lane.empty():
                 connections.close_all()
         connections.close_all()
 
