@@ -63,3 +63,20 @@ def report(before: defaultdict[str, float], after: defaultdict[str, float], *, r
         lines.append(f"{label:20} {spent:8.1f} {spent / wall / cores:9.0%} {spent / max(requests, 1) * 1000:11.2f}")
     lines.append(f"{'all':20} {total:8.1f} {total / wall / cores:9.0%} {total / max(requests, 1) * 1000:11.2f}")
     return lines
+
+
+def settled(*, quiet: float = 0.05, every: float = 0.5, timeout: float = 60.0) -> float:
+    """Wait until the machine's processes have finished starting up (their CPU over ``every`` seconds
+    under ``quiet`` of a core), so a measurement that starts now counts the load, not the start-up (a
+    Celery worker loading Django and the tokenizer). The seconds waited."""
+    import time
+
+    started = time.monotonic()
+    before = sum(cpu_by_kind().values())
+    while time.monotonic() - started < timeout:
+        time.sleep(every)
+        now = sum(cpu_by_kind().values())
+        if now - before < quiet * every:
+            break
+        before = now
+    return time.monotonic() - started

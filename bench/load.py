@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._cpu import cpu_by_kind, report
+from bench._cpu import cpu_by_kind, report, settled
 from bench._server import PG, ROOT, Client, gunicorn_on_postgres, make_key
 from compaction.transcripts import read_transcript
 
@@ -276,6 +276,7 @@ def main() -> int:
             )
             for a in range(args.agents)
         ]
+        settled()  # the workers have loaded what they load at start
         opened_before = connections_opened(f"{PG}/{db}", db)
         cpu_before = cpu_by_kind()
         t0 = time.perf_counter()

@@ -2,7 +2,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery.signals import task_postrun, task_prerun, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxweb.settings")
 
@@ -23,6 +23,20 @@ def route_by_kind(name: str, *_: Any, **__: Any) -> dict[str, str]:
     from django.conf import settings
 
     return {"queue": settings.CTX_QUEUE_PREFIX + TASK_KINDS.get(name, "maintenance")}
+
+
+@worker_init.connect
+def _warm_up(**_: Any) -> None:
+    """A worker loads what its first task would (``ctxweb.warm``) before it takes one; under prefork,
+    before its children fork, so they share it."""
+    import django
+    from django.apps import apps
+
+    from ctxweb.warm import warm_up
+
+    if not apps.ready:
+        django.setup()
+    warm_up()
 
 
 @task_prerun.connect

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sessions_app.api.proxy import recorder as recorder_module
 from sessions_app.api.proxy.recorder import Recorder
 from sessions_app.models import Message
 from sessions_app.selectors import usage
@@ -198,3 +200,69 @@ def test_any_order_of_recording_gives_the_conversation_once_in_its_order(team, o
     if order[-1] == len(exchanges) - 1:
         assert status["token_source"] == "exact"
         assert status["used"] == last_answer["usage"]["input_tokens"] + last_answer["usage"]["output_tokens"]
+
+
+# ----------------------------------------------------------------------------- giving way to requests
+
+
+@pytest.fixture
+def allowance(monkeypatch: Any) -> float:
+    """A lane's allowance to give way, long enough that waiting or not can't be mistaken."""
+    monkeypatch.setattr(recorder_module, "_GIVE_WAY", 2.0)
+    return 2.0
+
+
+def _one_statement(recorder: Recorder, key: int = 0, *, atomic: bool = False) -> list[float]:
+    """Submits a job running one statement (in a transaction with ``atomic``); when it was sent
+    and when it ran."""
+    from django.db import connections, transaction
+
+    ran: list[float] = []
+
+    def job() -> None:
+        with transaction.atomic() if atomic else nullcontext():  # (SQLite's BEGIN is a statement)
+            sent = time.monotonic()
+            with connections["default"].cursor() as cursor:
+                cursor.execute("SELECT 1")
+        ran.extend([time.monotonic(), sent])
+
+    recorder.begin(key)
+    recorder.submit(key, job)
+    return ran
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lane_gives_way_to_a_request_on_its_way_to_its_first_byte(lanes, allowance):
+    with lanes.forwarding():
+        ran = _one_statement(lanes)
+        time.sleep(0.2)
+        assert not ran  # waiting for the request
+        left = time.monotonic()
+    assert lanes.idle(timeout=10)
+    assert ran[0] >= left
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lane_gives_way_for_its_allowance_only(lanes, allowance):
+    with lanes.forwarding():
+        started = time.monotonic()
+        ran = _one_statement(lanes)
+        assert lanes.idle(timeout=10)  # recorded while the request is still on its way
+    assert allowance <= ran[0] - started < allowance + 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lane_does_not_wait_inside_a_transaction(lanes, allowance):
+    with lanes.forwarding():
+        ran = _one_statement(lanes, atomic=True)
+        assert lanes.idle(timeout=10)
+    assert ran[0] - ran[1] < allowance / 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_waiting_for_the_lanes_lets_them_run(lanes, allowance):
+    with lanes.forwarding():
+        started = time.monotonic()
+        ran = _one_statement(lanes, key=4)
+        assert lanes.caught_up(4, timeout=10)
+        assert ran and ran[0] - started < allowance / 2

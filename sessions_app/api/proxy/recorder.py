@@ -13,6 +13,12 @@ after its request). A full lane makes the request thread wait for room (back-pre
 kept), never drops a job. A process that exits gracefully records what it has queued first; one that
 is killed loses the replies it had queued, which the agent's next request brings with its history.
 
+Priority: a request on its way to its first byte goes first. The recording of an exchange and the
+next request of the conversation (an agent asks again as soon as it has read the answer) run at
+once in one process and take turns at the interpreter's lock; a lane therefore waits, between its
+statements and outside a transaction (it holds no row lock then), while a request of its process is
+between arrival and first byte (``forwarding``), at most ``_GIVE_WAY`` seconds a job.
+
 ``CTX_PROXY_RECORDERS`` = 0 records in the request thread, as before."""
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connections
@@ -33,6 +41,7 @@ log = logging.getLogger(__name__)
 
 Job = Callable[[], None]
 _STOP = None
+_GIVE_WAY = 0.05  # seconds a job waits at most, in all, for requests ahead of it
 
 
 class Recorder:
@@ -47,6 +56,9 @@ class Recorder:
         self._lanes: list[queue.Queue[tuple[int, Job] | None]] = []
         self._threads: list[threading.Thread] = []
         self._pid = 0
+        self._forwarding = 0  # requests between arrival and first byte
+        self._ahead = threading.local()  # a request thread's: whether it counts in ``_forwarding``
+        self._lane = threading.local()  # a lane's: what is left of its job's allowance to give way
 
     def begin(self, key: int) -> None:
         with self._changed:
@@ -62,6 +74,33 @@ class Recorder:
             self._queued[key] += 1
         lanes[key % len(lanes)].put((key, job))  # waits while the lane is full
 
+    @contextmanager
+    def forwarding(self) -> Iterator[None]:
+        """Around a request's way to its first byte: the lanes give way meanwhile."""
+        self._step(+1)
+        try:
+            yield
+        finally:
+            self._step(-1)
+
+    def _step(self, by: int) -> None:
+        with self._changed:
+            self._forwarding += by
+            self._ahead.inside = by > 0
+            if not self._forwarding:
+                self._changed.notify_all()
+
+    def _give_way(self, execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
+        """A lane's statements (``connection.execute_wrapper``): outside a transaction, each waits
+        while a request is on its way to its first byte, within the job's allowance."""
+        left: float = self._lane.allowance
+        if left > 0 and self._forwarding and not context["connection"].in_atomic_block:
+            started = time.monotonic()
+            with self._changed:
+                self._changed.wait_for(lambda: not self._forwarding, left)
+            self._lane.allowance = left - (time.monotonic() - started)
+        return execute(sql, params, many, context)
+
     def idle(self, timeout: float = 30.0) -> bool:
         """Every exchange begun is recorded (tests; a graceful exit)."""
         with self._changed:
@@ -70,8 +109,15 @@ class Recorder:
     def caught_up(self, key: int, timeout: float = 5.0) -> bool:
         """The exchanges of session ``key`` that ended are recorded: before a request is recorded
         ahead of its forwarding, the reply and usage of the one before it are in."""
-        with self._changed:
-            return self._changed.wait_for(lambda: not self._queued[key], timeout)
+        inside = getattr(self._ahead, "inside", False)
+        if inside:  # a request waiting for the lanes doesn't hold them back meanwhile
+            self._step(-1)
+        try:
+            with self._changed:
+                return self._changed.wait_for(lambda: not self._queued[key], timeout)
+        finally:
+            if inside:
+                self._step(+1)
 
     def _started(self) -> list[queue.Queue[tuple[int, Job] | None]]:
         count = settings.CTX_PROXY_RECORDERS
@@ -113,7 +159,12 @@ class Recorder:
         if queued:  # in a lane, as around a request: a connection broken or past its age is replaced
             close_old_connections()
         try:
-            job()
+            if queued:
+                self._lane.allowance = _GIVE_WAY
+                with connections["default"].execute_wrapper(self._give_way):
+                    job()
+            else:
+                job()
         except Exception:  # a job logs its own failures; this keeps the lane alive whatever it does
             log.exception("proxy: an exchange was not recorded")
         finally:

@@ -94,7 +94,15 @@ def responses_compact(request: HttpRequest) -> HttpResponse | StreamingHttpRespo
 def _proxy(
     request: HttpRequest, dialect: Dialect, path: str, *, record: bool, spends: bool = True
 ) -> HttpResponse | StreamingHttpResponse:
-    """``spends``: the request costs money, so a budget past its limit refuses it (a count doesn't)."""
+    """``spends``: the request costs money, so a budget past its limit refuses it (a count doesn't).
+    Until its answer's first byte, the recorder's lanes give way to it."""
+    with RECORDER.forwarding():
+        return _forward(request, dialect, path, record=record, spends=spends)
+
+
+def _forward(
+    request: HttpRequest, dialect: Dialect, path: str, *, record: bool, spends: bool
+) -> HttpResponse | StreamingHttpResponse:
     meter = Meter()  # the request's arrival: its TTFB and duration count from here
     if request.method != "POST":
         return dialect.refuse(405, "invalid_request_error", f"{request.method} is not allowed here; POST.")
