@@ -16,8 +16,10 @@ is killed loses the replies it had queued, which the agent's next request brings
 Priority: a request on its way to its first byte goes first. The recording of an exchange and the
 next request of the conversation (an agent asks again as soon as it has read the answer) run at
 once in one process and take turns at the interpreter's lock; a lane therefore waits, between its
-statements and outside a transaction (it holds no row lock then), while a request of its process is
-between arrival and first byte (``forwarding``), at most ``_GIVE_WAY`` seconds a job.
+statements and outside a transaction (it holds no row lock then), while a request of its process
+arrived less than ``_AHEAD`` seconds ago is still on its way to its first byte (``forwarding``), at
+most ``_GIVE_WAY`` seconds a job. (ctxweb's own part of that way is a few milliseconds; a request
+past it is waiting for the model, which takes no lock.)
 
 ``CTX_PROXY_RECORDERS`` = 0 records in the request thread, as before."""
 
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 Job = Callable[[], None]
 _STOP = None
 _GIVE_WAY = 0.05  # seconds a job waits at most, in all, for requests ahead of it
+_AHEAD = 0.025  # seconds a request on its way to its first byte goes ahead of the lanes
 
 
 class Recorder:
@@ -56,8 +59,8 @@ class Recorder:
         self._lanes: list[queue.Queue[tuple[int, Job] | None]] = []
         self._threads: list[threading.Thread] = []
         self._pid = 0
-        self._forwarding = 0  # requests between arrival and first byte
-        self._ahead = threading.local()  # a request thread's: whether it counts in ``_forwarding``
+        self._forwarding: dict[int, float] = {}  # requests between arrival and first byte: when they came
+        self._ahead = threading.local()  # a request thread's: its entry in ``_forwarding`` (or None)
         self._lane = threading.local()  # a lane's: what is left of its job's allowance to give way
 
     def begin(self, key: int) -> None:
@@ -77,28 +80,37 @@ class Recorder:
     @contextmanager
     def forwarding(self) -> Iterator[None]:
         """Around a request's way to its first byte: the lanes give way meanwhile."""
-        self._step(+1)
+        self._come(time.monotonic())
         try:
             yield
         finally:
-            self._step(-1)
+            self._come(None)
 
-    def _step(self, by: int) -> None:
+    def _come(self, since: float | None) -> None:
+        """This request thread ahead of the lanes from ``since`` on (None: no longer)."""
+        token = threading.get_ident()
         with self._changed:
-            self._forwarding += by
-            self._ahead.inside = by > 0
-            if not self._forwarding:
+            if since is None:
+                self._forwarding.pop(token, None)
                 self._changed.notify_all()
+            else:
+                self._forwarding[token] = since
+            self._ahead.since = since
+
+    def _ahead_for(self) -> float:
+        """Seconds for which a request still goes ahead of the lanes (0: none does)."""
+        latest = max(self._forwarding.values(), default=None)
+        return 0.0 if latest is None else max(0.0, latest + _AHEAD - time.monotonic())
 
     def _give_way(self, execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
         """A lane's statements (``connection.execute_wrapper``): outside a transaction, each waits
-        while a request is on its way to its first byte, within the job's allowance."""
-        left: float = self._lane.allowance
-        if left > 0 and self._forwarding and not context["connection"].in_atomic_block:
-            started = time.monotonic()
+        while a request goes ahead, within the job's allowance."""
+        if not context["connection"].in_atomic_block:
             with self._changed:
-                self._changed.wait_for(lambda: not self._forwarding, left)
-            self._lane.allowance = left - (time.monotonic() - started)
+                while self._lane.allowance > 0 and (ahead := self._ahead_for()) > 0:
+                    started = time.monotonic()
+                    self._changed.wait(min(ahead, self._lane.allowance))
+                    self._lane.allowance -= time.monotonic() - started
         return execute(sql, params, many, context)
 
     def idle(self, timeout: float = 30.0) -> bool:
@@ -109,15 +121,15 @@ class Recorder:
     def caught_up(self, key: int, timeout: float = 5.0) -> bool:
         """The exchanges of session ``key`` that ended are recorded: before a request is recorded
         ahead of its forwarding, the reply and usage of the one before it are in."""
-        inside = getattr(self._ahead, "inside", False)
-        if inside:  # a request waiting for the lanes doesn't hold them back meanwhile
-            self._step(-1)
+        since = getattr(self._ahead, "since", None)
+        if since is not None:  # a request waiting for the lanes doesn't hold them back meanwhile
+            self._come(None)
         try:
             with self._changed:
                 return self._changed.wait_for(lambda: not self._queued[key], timeout)
         finally:
-            if inside:
-                self._step(+1)
+            if since is not None:
+                self._come(since)
 
     def _started(self) -> list[queue.Queue[tuple[int, Job] | None]]:
         count = settings.CTX_PROXY_RECORDERS
