@@ -14,12 +14,12 @@ kept), never drops a job. A process that exits gracefully records what it has qu
 is killed loses the replies it had queued, which the agent's next request brings with its history.
 
 Priority: a request on its way to its first byte goes first. The recording of an exchange and the
-next request of the conversation (an agent asks again as soon as it has read the answer) run at
-once in one process and take turns at the interpreter's lock; a lane therefore waits, between its
-statements and outside a transaction (it holds no row lock then), while a request of its process
-arrived less than ``_AHEAD`` seconds ago is still on its way to its first byte (``forwarding``), at
-most ``_GIVE_WAY`` seconds a job. (ctxweb's own part of that way is a few milliseconds; a request
-past it is waiting for the model, which takes no lock.)
+next request of the conversation (an agent asks again as soon as it has read the answer) run at once
+in one process and take turns at the interpreter's lock; a lane therefore waits, between its
+statements and outside a transaction (it holds no row lock then), while a request of its process is
+on its way (``forwarding``): from arrival until it is sent upstream, and then for ``_AFTER_SENT``
+seconds more, which an upstream answering at once takes; longer, the request waits for a model, which
+holds nothing up. At most ``_GIVE_WAY`` seconds a job.
 
 ``CTX_PROXY_RECORDERS`` = 0 records in the request thread, as before."""
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import os
 import queue
 import threading
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 Job = Callable[[], None]
 _STOP = None
 _GIVE_WAY = 0.05  # seconds a job waits at most, in all, for requests ahead of it
-_AHEAD = 0.025  # seconds a request on its way to its first byte goes ahead of the lanes
+_AFTER_SENT = 0.02  # seconds a request sent upstream still goes ahead of the lanes
 
 
 class Recorder:
@@ -59,8 +60,9 @@ class Recorder:
         self._lanes: list[queue.Queue[tuple[int, Job] | None]] = []
         self._threads: list[threading.Thread] = []
         self._pid = 0
-        self._forwarding: dict[int, float] = {}  # requests between arrival and first byte: when they came
-        self._ahead = threading.local()  # a request thread's: its entry in ``_forwarding`` (or None)
+        # The threads of requests on their way to their first byte: when each was sent upstream (None: not yet).
+        self._forwarding: dict[int, float | None] = {}
+        self._ahead = threading.local()  # a request thread's: whether it is in ``_forwarding``
         self._lane = threading.local()  # a lane's: what is left of its job's allowance to give way
 
     def begin(self, key: int) -> None:
@@ -78,34 +80,41 @@ class Recorder:
         lanes[key % len(lanes)].put((key, job))  # waits while the lane is full
 
     @contextmanager
-    def forwarding(self) -> Iterator[None]:
-        """Around a request's way to its first byte: the lanes give way meanwhile."""
-        self._come(time.monotonic())
+    def forwarding(self) -> Iterator[Callable[[], None]]:
+        """Around a request's way to its first byte: the lanes give way meanwhile. What it gives says
+        the request is sent upstream (the lanes then give way for ``_AFTER_SENT`` more at most)."""
+        self._ahead_of_lanes(True)
         try:
-            yield
+            yield self._sent
         finally:
-            self._come(None)
+            self._ahead_of_lanes(False)
 
-    def _come(self, since: float | None) -> None:
-        """This request thread ahead of the lanes from ``since`` on (None: no longer)."""
-        token = threading.get_ident()
+    def _ahead_of_lanes(self, ahead: bool) -> None:
+        token = threading.get_ident()  # a thread serves one request at a time
         with self._changed:
-            if since is None:
-                self._forwarding.pop(token, None)
+            if ahead:
+                self._forwarding[token] = None
+            elif token in self._forwarding:
+                del self._forwarding[token]
                 self._changed.notify_all()
-            else:
-                self._forwarding[token] = since
-            self._ahead.since = since
+            self._ahead.now = ahead
+
+    def _sent(self) -> None:
+        with self._changed:
+            self._forwarding[threading.get_ident()] = time.monotonic()
+            self._changed.notify_all()  # waiting lanes count the time from now
 
     def _ahead_for(self) -> float:
-        """Seconds for which a request still goes ahead of the lanes (0: none does)."""
-        latest = max(self._forwarding.values(), default=None)
-        return 0.0 if latest is None else max(0.0, latest + _AHEAD - time.monotonic())
+        """Seconds for which requests still go ahead of the lanes (0: none does)."""
+        if any(sent is None for sent in self._forwarding.values()):
+            return math.inf
+        latest = max((sent for sent in self._forwarding.values() if sent is not None), default=None)
+        return 0.0 if latest is None else max(0.0, latest + _AFTER_SENT - time.monotonic())
 
     def _give_way(self, execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
         """A lane's statements (``connection.execute_wrapper``): outside a transaction, each waits
         while a request goes ahead, within the job's allowance."""
-        if not context["connection"].in_atomic_block:
+        if self._forwarding and not context["connection"].in_atomic_block:
             with self._changed:
                 while self._lane.allowance > 0 and (ahead := self._ahead_for()) > 0:
                     started = time.monotonic()
@@ -121,15 +130,15 @@ class Recorder:
     def caught_up(self, key: int, timeout: float = 5.0) -> bool:
         """The exchanges of session ``key`` that ended are recorded: before a request is recorded
         ahead of its forwarding, the reply and usage of the one before it are in."""
-        since = getattr(self._ahead, "since", None)
-        if since is not None:  # a request waiting for the lanes doesn't hold them back meanwhile
-            self._come(None)
+        ahead = getattr(self._ahead, "now", False)
+        if ahead:  # a request waiting for the lanes doesn't hold them back meanwhile
+            self._ahead_of_lanes(False)
         try:
             with self._changed:
                 return self._changed.wait_for(lambda: not self._queued[key], timeout)
         finally:
-            if since is not None:
-                self._come(since)
+            if ahead:
+                self._ahead_of_lanes(True)
 
     def _started(self) -> list[queue.Queue[tuple[int, Job] | None]]:
         count = settings.CTX_PROXY_RECORDERS

@@ -95,13 +95,19 @@ def _proxy(
     request: HttpRequest, dialect: Dialect, path: str, *, record: bool, spends: bool = True
 ) -> HttpResponse | StreamingHttpResponse:
     """``spends``: the request costs money, so a budget past its limit refuses it (a count doesn't).
-    Until its answer's first byte, the recorder's lanes give way to it."""
-    with RECORDER.forwarding():
-        return _forward(request, dialect, path, record=record, spends=spends)
+    Until it is sent upstream, the recorder's lanes give way to it."""
+    with RECORDER.forwarding() as sent:
+        return _forward(request, dialect, path, record=record, spends=spends, sent_upstream=sent)
 
 
 def _forward(
-    request: HttpRequest, dialect: Dialect, path: str, *, record: bool, spends: bool
+    request: HttpRequest,
+    dialect: Dialect,
+    path: str,
+    *,
+    record: bool,
+    spends: bool,
+    sent_upstream: Callable[[], None],
 ) -> HttpResponse | StreamingHttpResponse:
     meter = Meter()  # the request's arrival: its TTFB and duration count from here
     if request.method != "POST":
@@ -148,6 +154,7 @@ def _forward(
             extra["ctxweb-compacted"] = str(sent.compaction_id)
             meter.compacted_id = sent.compaction_id
     deadline = Deadline(settings.CTX_PROXY_TIMEOUT)
+    sent_upstream()
     try:
         answer = _answer(request, dialect, path, raw, body, exchange, extra, api_key, deadline)
     except httpx2.RequestError as exc:  # the request's messages are recorded all the same
