@@ -62,7 +62,6 @@ class Recorder:
         self._pid = 0
         # The threads of requests on their way to their first byte: when each was sent upstream (None: not yet).
         self._forwarding: dict[int, float | None] = {}
-        self._ahead = threading.local()  # a request thread's: whether it is in ``_forwarding``
         self._lane = threading.local()  # a lane's: what is left of its job's allowance to give way
 
     def begin(self, key: int) -> None:
@@ -97,7 +96,6 @@ class Recorder:
             elif token in self._forwarding:
                 del self._forwarding[token]
                 self._changed.notify_all()
-            self._ahead.now = ahead
 
     def _sent(self) -> None:
         with self._changed:
@@ -130,7 +128,7 @@ class Recorder:
     def caught_up(self, key: int, timeout: float = 5.0) -> bool:
         """The exchanges of session ``key`` that ended are recorded: before a request is recorded
         ahead of its forwarding, the reply and usage of the one before it are in."""
-        ahead = getattr(self._ahead, "now", False)
+        ahead = threading.get_ident() in self._forwarding
         if ahead:  # a request waiting for the lanes doesn't hold them back meanwhile
             self._ahead_of_lanes(False)
         try:
