@@ -157,11 +157,19 @@ def test_redis_down_appends_are_stored_and_answered_and_work_catches_up(private_
                 cwd=ROOT, env=env, capture_output=True, text=True, check=True,
             )  # fmt: skip
             assert int(requeue.stdout.strip().splitlines()[-1]) >= 1
-            wait_until(
-                lambda: not {"queued", "running"} & set(compaction_states(client, sid)),
-                90,
-                "queued compactions run after Redis is back",
-            )
+            try:
+                wait_until(
+                    lambda: not {"queued", "running"} & set(compaction_states(client, sid)),
+                    90,
+                    "queued compactions run after Redis is back",
+                )
+            except AssertionError as exc:  # what the rows and the worker say, for a failure seen once in CI
+                rows = client.call("GET", f"/api/v1/sessions/{sid}/compactions/")[1]["results"]
+                worker_log = (ROOT / "test-artifacts" / "fault-fault-redis.log").read_text()
+                keys = ("id", "status", "level", "attempts", "error", "created_at", "started_at")
+                seen = [{k: c.get(k) for k in keys} for c in rows]
+                raise AssertionError(f"{exc}\nrequeued: {requeue.stdout!r}\ncompactions: {seen}\n"
+                                     f"worker log, last lines:\n{worker_log[-6000:]}") from None  # fmt: skip
             ids = all_client_ids(client, sid)
             assert sorted(ids) == sorted(f"m{i}" for i in range(120))  # each once, none lost
         finally:
