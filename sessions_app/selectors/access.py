@@ -9,7 +9,6 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib.auth import get_user_model
-from django.db import connection
 from django.db.models import Q, QuerySet
 
 from compaction.numbers import whole_number
@@ -117,7 +116,7 @@ def project_find_for(user: User, ref: str | None, *, min_role: Role = Role.VIEWE
 def _my_projects(user_id: int, where: str, params: list[Any]) -> list[tuple[Project, str]]:
     """The user's projects that ``where`` names (the first two by id), each with the user's role: SQL
     written once (``sql_rows``), as the proxy asks on every request."""
-    with connection.cursor() as cursor:
+    with sql_rows.prepared_cursor() as cursor:
         cursor.execute(_my_projects_sql(where), [user_id, *params])
         return [(sql_rows.instance(Project, row[1:]), row[0]) for row in cursor.fetchall()]
 
@@ -272,7 +271,7 @@ def member_get(project: Project, user_id: Any) -> User:
 
 def apikey_live(prefix: str) -> ApiKey | None:
     """The unrevoked key with this prefix, its user loaded: every API request asks (``sql_rows``)."""
-    with connection.cursor() as cursor:
+    with sql_rows.prepared_cursor() as cursor:
         cursor.execute(_apikey_sql(), [prefix])
         row = cursor.fetchone()
     if row is None:

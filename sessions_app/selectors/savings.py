@@ -24,6 +24,7 @@ from django.db.models import F, Q, QuerySet, Sum
 
 from compaction.model_prices import PER_TOKENS
 from sessions_app.models import Compaction, CompactionStatus, ProviderRequest
+from sessions_app.selectors import sql_rows
 from sessions_app.selectors.usage import model_info
 
 _IN_FORCE = Q(session__compactions__status=CompactionStatus.SUCCEEDED) & (
@@ -49,7 +50,7 @@ def saved_at(session_id: int, created_at: datetime, compacted_id: int | None) ->
     if any) is saved by the compactions in force now: the figure a new row starts with. (Every
     recorded exchange asks: SQL written once, as ``saved_by_request``'s filter says it.)"""
     arrived = connection.ops.adapt_datetimefield_value(created_at)
-    with connection.cursor() as cursor:
+    with sql_rows.prepared_cursor() as cursor:
         cursor.execute(_saved_at_sql(), [session_id, CompactionStatus.SUCCEEDED, arrived, compacted_id])
         row = cursor.fetchone()
     return int(row[0] or 0) if row else 0

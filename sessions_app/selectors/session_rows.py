@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from django.db import connection
-
 from sessions_app.models import AgentSession, CompactionPolicy, Membership, Project
 from sessions_app.selectors import sql_rows
 
@@ -23,7 +21,7 @@ def sessions_where(
     """The sessions ``where`` names (``s.`` is the session; at most ``limit``), each with its project
     and policy attached and, with ``member`` (a user's id), only those in that user's projects with
     the user's role there (else None)."""
-    with connection.cursor() as cursor:
+    with sql_rows.prepared_cursor() as cursor:
         cursor.execute(
             _sql(where, limit, member is not None, leave_out), [*([member] if member is not None else []), *params]
         )

@@ -9,13 +9,40 @@ the SQL with it, and the rows become model instances the way the ORM makes them 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from typing import Any, NamedTuple, TypeVar
 
+from django.conf import settings
 from django.db import DatabaseError, connection, models
 
 _M = TypeVar("_M", bound=models.Model)
+
+
+@contextmanager
+def prepared_cursor() -> Iterator[Any]:
+    """A cursor for a statement written once here (a fixed shape, a bounded number of parameters).
+    On PostgreSQL its parameters go apart from the statement (server-side binding), so psycopg
+    prepares it once it has run ``prepare_threshold`` times on a connection (``settings``,
+    ``CTX_DB_PREPARED_STATEMENTS``) and Postgres stops parsing and planning it on every request.
+    Django's own cursors bind on the client, which can't be prepared: the rest of the ORM is left so.
+    Elsewhere, or with prepared statements off, Django's cursor."""
+    if connection.vendor != "postgresql" or not settings.CTX_DB_PREPARED_STATEMENTS:
+        with connection.cursor() as plain:
+            yield plain
+        return
+    # psycopg 3's server-binding cursor, as Django makes it (the stubs don't list it).
+    from django.db.backends.postgresql.base import ServerBindingCursor  # type: ignore[attr-defined]
+
+    # What ``connection.cursor()`` does, with the server-binding class in place of the client one.
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    with connection.wrap_database_errors:
+        raw = ServerBindingCursor(connection.connection)
+    with connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw) as bound:
+        yield bound
 
 
 @cache
@@ -92,7 +119,7 @@ def update_if(model: type[models.Model], pk: Any, values: dict[str, Any], unchan
     sql, written, kept = _update_if_sql(model, tuple(values), tuple(unchanged))
     params = [field.get_db_prep_save(values[field.name], connection) for field in written]
     params += [pk, *(field.get_db_prep_save(unchanged[field.name], connection) for field in kept)]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
 
@@ -118,7 +145,7 @@ def insert_new(instance: models.Model, unique: str) -> bool:
     model = type(instance)
     sql = _insert_sql(model, 1, unique)
     params = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in _inserted_fields(model)]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
@@ -146,7 +173,7 @@ def insert_rows(instances: Sequence[models.Model]) -> None:
     for start in range(0, len(instances), ROWS_PER_INSERT):
         chunk = instances[start : start + ROWS_PER_INSERT]
         params = [field.get_db_prep_save(field.pre_save(row, True), connection) for row in chunk for field in fields]
-        with connection.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(_insert_sql(model, len(chunk)), params)
             keys = [found[0] for found in cursor.fetchall()]
         for row, key in zip(chunk, keys, strict=True):

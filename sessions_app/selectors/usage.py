@@ -12,7 +12,6 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -35,6 +34,7 @@ from sessions_app.models import (
     Project,
     SessionStatus,
 )
+from sessions_app.selectors import sql_rows
 from sessions_app.selectors.budgets import session_budget_warnings
 
 # ----------------------------------------------------------------------------- models and policy
@@ -285,7 +285,7 @@ _LATEST_COMPACTION_SQL = """
 def _latest_compaction(session: AgentSession) -> dict[str, Any] | None:
     """The session's newest compaction (what STATUS warns about), with when a compaction last changed
     messages (a handoff document alone changes none): one query. None when there is no compaction."""
-    with connection.cursor() as cursor:
+    with sql_rows.prepared_cursor() as cursor:
         cursor.execute(_LATEST_COMPACTION_SQL, [CompactionStatus.SUCCEEDED.value, session.pk])
         row = cursor.fetchone()
     if row is None:

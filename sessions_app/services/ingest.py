@@ -190,7 +190,7 @@ def stored_message_rewrite(
 
 def daily_ingest_add(session: AgentSession, *, day: date, tokens: int, messages: int) -> None:
     """Add what a session received on ``day`` to its project's figures (inside the caller's transaction)."""
-    with connection.cursor() as cursor:
+    with sql_rows.prepared_cursor() as cursor:
         cursor.execute(_DAILY_INGEST_SQL, [session.project_id, day, session.model, tokens, messages])
 
 
@@ -209,7 +209,7 @@ def _lock_sql(columns: str) -> str:
 def session_row_lock(session_id: int) -> None:
     """Lock the session's row (inside a transaction) without reading it: what orders a write with
     the others of the session's (the statement written once, as ``lock_open_session``'s)."""
-    with connection.cursor() as cursor:
+    with sql_rows.prepared_cursor() as cursor:
         cursor.execute(_lock_sql("s.id"), [session_id])
 
 
@@ -218,7 +218,7 @@ def lock_open_session(session: AgentSession) -> AgentSession:
     # The long texts aren't needed under the lock (the counts of them are columns of their own), and
     # the project with its policy was loaded with ``session``: neither is read again on every append.
     # Written once (``selectors.sql_rows``): every append and proxied exchange takes this lock.
-    with connection.cursor() as cursor:
+    with sql_rows.prepared_cursor() as cursor:
         cursor.execute(_lock_sql(sql_rows.select_list(AgentSession, "s", _UNREAD_UNDER_LOCK)), [session.pk])
         row = cursor.fetchone()
     if row is None:

@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from sessions_app.models import COST_UNITS, AgentSession, DailySpend, ProviderRequest
+from sessions_app.selectors import sql_rows
 from sessions_app.selectors.savings import saved_at, saved_by_request
 
 # A bucket: (project id, UTC day, user id or 0, API key id or 0, model).
@@ -83,7 +84,7 @@ class Deltas:
         if not moved:
             return
         day = connection.ops.adapt_datefield_value
-        with connection.cursor() as cursor:
+        with sql_rows.prepared_cursor() as cursor:
             for (project_id, on, user_id, key_id, model), sums in moved:
                 cursor.execute(_UPSERT, [project_id, day(on), user_id, key_id, model, *sums])
         self.by_bucket.clear()

@@ -173,3 +173,31 @@ def test_a_multi_row_insert_writes_what_bulk_create_writes_in_order(session_of, 
         return [{k: v for k, v in field_values(row).items() if k not in skip} for row in found]
 
     assert stored(mine) == stored(theirs)
+
+
+@pytest.mark.postgres  # prepared statements are PostgreSQL's
+def test_the_statements_written_once_are_prepared_and_the_orms_are_not(session_of):
+    """A statement of ``sql_rows`` run as often as requests run it is prepared on the connection
+    (Postgres plans it once) and still does what it did; the ORM's own statements (bound on the
+    client) never are; with prepared statements off, none is."""
+    from django.db import connection
+    from django.test import override_settings
+
+    session = session_of()
+    written = [sql_rows.update_if(AgentSession, session.pk, {"name": f"n{n}"}, {}) for n in range(8)]
+    for _ in range(8):
+        assert access.apikey_live("ctx_nokey00") is None
+        AgentSession.objects.filter(pk=session.pk).values_list("external_id").first()
+    with override_settings(CTX_DB_PREPARED_STATEMENTS=False):
+        unprepared = [sql_rows.update_if(AgentSession, session.pk, {"external_id": f"x{n}"}, {}) for n in range(8)]
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert written == unprepared == [1] * 8
+    assert AgentSession.objects.values_list("name", "external_id").get(pk=session.pk) == ("n7", "x7")
+    assert any(s.startswith("UPDATE") and '"name" = $1' in s for s in prepared), prepared
+    assert any("WHERE k.prefix = $1" in s for s in prepared), prepared
+    assert not any(s.startswith("UPDATE") and '"external_id" = $1' in s for s in prepared), prepared  # off
+    orms = 'SELECT "sessions_app_agentsession"."external_id" FROM'
+    assert not any(s.startswith(orms) for s in prepared), prepared
