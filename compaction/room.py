@@ -18,6 +18,7 @@ Each cut is said in the checkpoint (``cuts``), so the model reading it knows wha
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from .checkpoint import TEXT_FIELDS, render_summary_text
@@ -44,7 +45,13 @@ ESSENTIAL_FACTS = (
 
 def checkpoint_tokens(checkpoint: dict[str, Any], tokenizer: Tokenizer) -> int:
     """The checkpoint's size in the context: its ``<context_summary>`` message, framing included."""
-    return tokenizer.count_message("user", summary_message(render_summary_text(checkpoint))["content"])
+    return _summary_tokens(render_summary_text(checkpoint), tokenizer)
+
+
+@lru_cache(maxsize=32)
+def _summary_tokens(text: str, tokenizer: Tokenizer) -> int:
+    # A plan counts the checkpoint it settled on more than once (fitting it, then planning with it).
+    return tokenizer.count_message("user", summary_message(text)["content"])
 
 
 def fit_checkpoint(
@@ -64,8 +71,11 @@ def fit_checkpoint(
     cap = max(cap, 0)
     room = min(max(room, 0), cap)
 
-    def size() -> int:  # the line saying what was cut counts too
+    def said() -> None:
         out["cuts"] = [f"{count:,} {label}" for label, count in cuts.items() if count] + cut_texts
+
+    def size() -> int:  # the line saying what was cut counts too
+        said()
         return checkpoint_tokens(out, tokenizer)
 
     current = size()
@@ -95,7 +105,7 @@ def fit_checkpoint(
                 cut_texts.append("the middle of the newest prose")
             current = size()
     _cut_first_request(out, facts, current, last, LAST_FLOOR, size, cut_texts)
-    size()
+    said()
     return out
 
 

@@ -78,6 +78,8 @@ class RequestCount:
 
 
 class Tokenizer(Protocol):
+    def __hash__(self) -> int: ...  # counts of a text are kept per tokenizer (``room.checkpoint_tokens``)
+
     def count_text(self, text: str) -> int: ...
 
     def count_message(self, role: str, content: str | Sequence[dict[str, Any]]) -> int: ...

@@ -282,9 +282,15 @@ def _rewrite_messages(session: AgentSession, current: Compaction, snap: Snapshot
         token_delta -= row.tokens
         row.state, row.compaction = MessageState.SUMMARIZED, current
     MessageBackup.objects.bulk_create(backups)
+    rewritten = [rows[seq] for seq in sorted(changed)]
     Message.objects.bulk_update(
-        list(rows.values()), ["content", "tokens", "tokens_exact", "state", "compaction"], batch_size=BULK_UPDATE_BATCH
+        rewritten, ["content", "tokens", "tokens_exact", "state", "compaction"], batch_size=BULK_UPDATE_BATCH
     )
+    # The others only leave the context, all alike: their content is not sent back (a CASE per row).
+    left = sorted(rows[seq].pk for seq in summarized - changed)
+    for start in range(0, len(left), BULK_UPDATE_BATCH):
+        chunk = left[start : start + BULK_UPDATE_BATCH]
+        Message.objects.filter(pk__in=chunk).update(state=MessageState.SUMMARIZED, compaction=current)
     return token_delta, len(summarized)
 
 
