@@ -18,6 +18,7 @@ from compaction.messages import normalize_batch
 from sessions_app import metrics, steps
 from sessions_app.api import serializers as s
 from sessions_app.api.auth import AuthenticatedRequest
+from sessions_app.api.message_rows import message_rows
 from sessions_app.api.pagination import PageNumberPagination
 from sessions_app.api.params import int_param
 from sessions_app.api.schema import error_response
@@ -219,7 +220,7 @@ class MessageListCreateApi(APIView):
             next_url = f"{base}?state={state}&after_seq={rows[-1].seq}&limit={limit}"
         return Response(
             {
-                "results": s.MessageOut(rows, many=True, context={"calibration": calibration}).data,
+                "results": message_rows(rows, calibration=calibration),
                 "next": next_url,
                 "count": qs.count() if after is None else None,
             }
@@ -261,8 +262,7 @@ class MessageListCreateApi(APIView):
         messages = normalize_batch(request.data, max_messages=settings.CTX_MAX_BATCH)
         result = steps.messages_append(session=session, messages=messages)
         calibration = usage.model_info(result.session.model).calibration
-        context = {"calibration": calibration, "mismatched": result.mismatched}
-        answered = s.AppendedMessageOut(result.messages, many=True, context=context).data
+        answered = message_rows(result.messages, calibration=calibration, mismatched=result.mismatched)
         return Response(
             {
                 "session": result.session.pk,
