@@ -197,3 +197,6 @@ _._class
 
 # selectors/sql_rows.insert_new: Django's own flag on a model instance's state (read by save and the admin).
 _.adding
+
+# selectors/sql_rows.prepared_cursor: psycopg's connection setting (read by psycopg when it executes).
+_.prepare_threshold

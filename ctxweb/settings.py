@@ -75,13 +75,11 @@ DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / '
 CTX_DEMO_ADMIN = not env.str("DATABASE_URL", default="") and (DEBUG or SECRET_KEY == _DEV_SECRET)
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# The statements every request sends, written once (selectors/sql_rows.py), are prepared on each
-# connection after five uses: Postgres parses and plans each once, not on every request. Off behind
-# a pooler in transaction mode that doesn't carry prepared statements (PgBouncer before 1.21, or
-# without max_prepared_statements): docs/SCALING.md.
+# PostgreSQL: the statements every request sends, written once (selectors/sql_rows.py), are prepared
+# on each connection: Postgres parses and plans each once, not on every request. Off behind a pooler
+# in transaction mode that doesn't carry prepared statements (PgBouncer before 1.22, or without
+# max_prepared_statements): docs/SCALING.md.
 CTX_DB_PREPARED_STATEMENTS = env.bool("CTX_DB_PREPARED_STATEMENTS", default=True)
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and CTX_DB_PREPARED_STATEMENTS:
-    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several threads (runserver, in-process tasks) share one file: wait for the lock, don't fail.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20

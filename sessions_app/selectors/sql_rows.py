@@ -23,10 +23,11 @@ _M = TypeVar("_M", bound=models.Model)
 @contextmanager
 def prepared_cursor() -> Iterator[Any]:
     """A cursor for a statement written once here (a fixed shape, a bounded number of parameters).
-    On PostgreSQL its parameters go apart from the statement (server-side binding), so psycopg
-    prepares it once it has run ``prepare_threshold`` times on a connection (``settings``,
-    ``CTX_DB_PREPARED_STATEMENTS``) and Postgres stops parsing and planning it on every request.
-    Django's own cursors bind on the client, which can't be prepared: the rest of the ORM is left so.
+    On PostgreSQL its parameters go apart from the statement (server-side binding) and psycopg
+    prepares it on its first use on a connection (``CTX_DB_PREPARED_STATEMENTS``): Postgres stops
+    parsing and planning it on every request. Preparing is switched on only for these statements;
+    Django's own cursors bind on the client (not preparable), and with a threshold set on the
+    connection psycopg would count each of their statements, values and all, in its cache.
     Elsewhere, or with prepared statements off, Django's cursor."""
     if connection.vendor != "postgresql" or not settings.CTX_DB_PREPARED_STATEMENTS:
         with connection.cursor() as plain:
@@ -39,10 +40,15 @@ def prepared_cursor() -> Iterator[Any]:
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     connection.validate_thread_sharing()
+    psycopg_connection = connection.connection  # this thread's own (Django's connections are per thread)
     with connection.wrap_database_errors:
-        raw = ServerBindingCursor(connection.connection)
-    with connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw) as bound:
-        yield bound
+        raw = ServerBindingCursor(psycopg_connection)
+    psycopg_connection.prepare_threshold = 0
+    try:
+        with connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw) as bound:
+            yield bound
+    finally:
+        psycopg_connection.prepare_threshold = None  # Django's default: nothing else prepared or counted
 
 
 @cache

@@ -177,9 +177,9 @@ def test_a_multi_row_insert_writes_what_bulk_create_writes_in_order(session_of, 
 
 @pytest.mark.postgres  # prepared statements are PostgreSQL's
 def test_the_statements_written_once_are_prepared_and_the_orms_are_not(session_of):
-    """A statement of ``sql_rows`` run as often as requests run it is prepared on the connection
-    (Postgres plans it once) and still does what it did; the ORM's own statements (bound on the
-    client) never are; with prepared statements off, none is."""
+    """A statement of ``sql_rows`` is prepared on the connection (Postgres plans it once) and still
+    does what it did; the ORM's own statements (bound on the client) never are, nor counted; with
+    prepared statements off, none is."""
     from django.db import connection
     from django.test import override_settings
 
@@ -201,3 +201,5 @@ def test_the_statements_written_once_are_prepared_and_the_orms_are_not(session_o
     assert not any(s.startswith("UPDATE") and '"external_id" = $1' in s for s in prepared), prepared  # off
     orms = 'SELECT "sessions_app_agentsession"."external_id" FROM'
     assert not any(s.startswith(orms) for s in prepared), prepared
+    # Outside these statements the connection prepares (and counts) nothing, as Django leaves it.
+    assert connection.connection.prepare_threshold is None
