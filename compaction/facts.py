@@ -400,7 +400,7 @@ def fit_facts(facts: dict[str, Any], tokenizer: Tokenizer, budget: int) -> dict[
     out: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in facts.items()}
 
     def size() -> int:
-        return tokenizer.count_text(render_facts(out))
+        return tokenizer.count_lines(render_facts(out))  # counted again after each cut: its lines kept
 
     current = size()
     for name, floor in (("files_read", 0), ("commands", 0)):

@@ -50,8 +50,10 @@ def checkpoint_tokens(checkpoint: dict[str, Any], tokenizer: Tokenizer) -> int:
 
 @lru_cache(maxsize=32)
 def _summary_tokens(text: str, tokenizer: Tokenizer) -> int:
-    # A plan counts the checkpoint it settled on more than once (fitting it, then planning with it).
-    return tokenizer.count_message("user", summary_message(text)["content"])
+    # A plan counts the checkpoint it settled on more than once (fitting it, then planning with it),
+    # and ``fit_checkpoint`` counts it again after each cut, most of its lines unchanged: a text
+    # message costs its framing and its text, the text counted line by line.
+    return tokenizer.count_message("user", "") + tokenizer.count_lines(summary_message(text)["content"])
 
 
 def fit_checkpoint(

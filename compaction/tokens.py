@@ -19,6 +19,7 @@ import base64
 import binascii
 import json
 import math
+import re
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -82,6 +83,9 @@ class Tokenizer(Protocol):
 
     def count_text(self, text: str) -> int: ...
 
+    # count_text's figure, for a text counted again and again with a few of its lines changed.
+    def count_lines(self, text: str) -> int: ...
+
     def count_message(self, role: str, content: str | Sequence[dict[str, Any]]) -> int: ...
 
     def count_system(self, system: str | Sequence[dict[str, Any]] | None) -> int: ...
@@ -98,23 +102,59 @@ def _encoding() -> tiktoken.Encoding:
 
 # Byte-pair encoding takes time and memory that grow faster than the length of one run of text with
 # no break in it ("yyyy…", base64): 4 MB of one letter took 11 s and 140 MB. A long text is counted in
-# pieces of at most this many characters, cut before a space between two non-spaces where it has one
-# (the encoding starts a token there anyway, so the count is the same), else at the limit.
+# pieces of at most this many characters: whole lines (below), and a longer line cut before a space
+# between two non-spaces where it has one (the encoding starts a token there anyway, so the count is
+# the same), else at the limit.
 _PIECE = 4096
+# Where cl100k's pre-tokenizer always starts a new piece: after a newline followed by a non-space. No
+# piece of its pattern runs from a newline into a non-space (the letter runs' optional first character
+# excludes \r and \n; punctuation takes newlines after it, never more). tests/compaction/test_tokens.py
+# holds the counts of texts cut here to the count of the whole.
+_LINE_START = re.compile(r"(?<=\n)(?=\S)")
+# ``count_lines`` keeps the counts of this many lines of at most ``_LINE_KEPT`` characters.
+_LINES_KEPT = 4096
+_LINE_KEPT = 1024
 
 
-def _pieces(text: str) -> Iterator[str]:
+def _pieces(line: str) -> Iterator[str]:
     start = 0
-    while len(text) - start > _PIECE:
+    while len(line) - start > _PIECE:
         end = start + _PIECE
-        cut = text.rfind(" ", start + 1, end)
-        while cut > start and (text[cut - 1].isspace() or text[cut + 1].isspace()):
-            cut = text.rfind(" ", start + 1, cut)
+        cut = line.rfind(" ", start + 1, end)
+        while cut > start and (line[cut - 1].isspace() or line[cut + 1].isspace()):
+            cut = line.rfind(" ", start + 1, cut)
         if cut <= start:
             cut = end
-        yield text[start:cut]
+        yield line[start:cut]
         start = cut
-    yield text[start:]
+    yield line[start:]
+
+
+def _groups(text: str) -> Iterator[str]:
+    """The text in runs of whole lines of at most ``_PIECE`` characters; a longer line alone."""
+    group: list[str] = []
+    size = 0
+    for line in _LINE_START.split(text):
+        if group and size + len(line) > _PIECE:
+            yield "".join(group)
+            group, size = [], 0
+        group.append(line)
+        size += len(line)
+    if group:
+        yield "".join(group)
+
+
+def _tokens(text: str) -> int:
+    """The count of a text of one line, or of whole lines of at most ``_PIECE`` characters in all."""
+    encode = _encoding().encode_ordinary
+    if len(text) <= _PIECE:
+        return len(encode(text))
+    return sum(len(encode(piece)) for piece in _pieces(text))
+
+
+@lru_cache(maxsize=_LINES_KEPT)
+def _line_tokens(line: str) -> int:
+    return _tokens(line)
 
 
 def _json(value: Any) -> str:
@@ -130,10 +170,14 @@ class OfflineTokenizer:
     def count_text(self, text: str) -> int:
         if not text:
             return 0
-        encode = _encoding().encode_ordinary
         if len(text) <= _PIECE:
-            return len(encode(text))
-        return sum(len(encode(piece)) for piece in _pieces(text))
+            return len(_encoding().encode_ordinary(text))
+        return sum(_tokens(group) for group in _groups(text))
+
+    def count_lines(self, text: str) -> int:
+        """``count_text(text)``, line by line, each line's count kept: for a text counted again and
+        again as it changes a little (a checkpoint cut step by step), where most lines stay the same."""
+        return sum(_line_tokens(line) if len(line) <= _LINE_KEPT else _tokens(line) for line in _LINE_START.split(text))
 
     def count_block(self, block: dict[str, Any]) -> int:
         kind = block.get("type")

@@ -195,13 +195,49 @@ def test_words_counted_in_pieces_count_as_the_whole_text(words):
     assert tok.count_text(text) == len(tokens._encoding().encode_ordinary(text))
 
 
+# Texts made of what the encoding's pattern treats apart: newlines, every kind of space, punctuation
+# that takes newlines after it, digits, contractions, letters of several scripts, separators that
+# Python calls spaces and the pattern does not (\x1c-\x1f).
+_TRICKY = st.sampled_from(
+    ["\n", "\r\n", "\r", " ", "  ", "\t", "\u00a0", "\u2028", "\u3000", "\x1c", "\x1f", "\x85", ".", "!\n",
+     "'s", "'LL", "12345", "a", "word", "Ünïcödé", "字", "😀", "-", "/", "\\", "\u200b", "\x0b"]
+)  # fmt: skip
+
+
+@settings(ENGINE)
+@given(parts=st.lists(_TRICKY, max_size=300))
+def test_a_text_counted_line_by_line_counts_as_the_whole_text(parts):
+    text = "".join(parts)
+    whole = len(tokens._encoding().encode_ordinary(text))
+    assert tok.count_lines(text) == whole
+    assert tok.count_lines(text) == whole  # again, from the lines' kept counts
+    assert tok.count_text(text) == whole
+
+
+@settings(ENGINE)
+@given(
+    lines=st.lists(st.text(st.sampled_from("ab.,!'1😀字/-"), min_size=40, max_size=120), min_size=100, max_size=300),
+    run=st.integers(0, 3 * tokens._PIECE),
+)
+def test_a_long_text_cut_at_its_lines_counts_as_the_whole_text(lines, run):
+    # Longer than a piece and no space in it: before, the cuts fell at the limit, inside a token.
+    text = "\n".join(f"{line}x" for line in lines) + "\n" + "y" * run
+    pieces = list(tokens._pieces(text))
+    assert "".join(pieces) == text and all(len(piece) <= tokens._PIECE for piece in pieces)
+    assert tok.count_lines(text) == tok.count_text(text)
+    if run <= tokens._PIECE:  # every line fits a piece: every cut falls where a token starts
+        assert tok.count_text(text) == len(tokens._encoding().encode_ordinary(text))
+
+
 @pytest.mark.data
 def test_the_long_texts_of_the_shared_transcripts_count_as_a_whole(shared_data):
     counted = 0
     for path in sorted((shared_data / "claude_code").glob("*.jsonl"))[:12]:
         for text in re.findall(r'"((?:[^"\\]|\\.){5000,})"', path.read_text()):
             value = json.loads(f'"{text}"')
-            assert tok.count_text(value) == len(tokens._encoding().encode_ordinary(value))
+            whole = len(tokens._encoding().encode_ordinary(value))
+            assert tok.count_text(value) == whole
+            assert tok.count_lines(value) == whole
             counted += 1
     assert counted > 10
 
