@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import DatabaseError
 
 from sessions_app import tasks
+from sessions_app.selectors import budgets as budget_reads
 from sessions_app.services import budgets, demo, handoffs, importing, ingest, proxy, transcript_sync
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
 
     from compaction.messages import NormalizedMessage
-    from sessions_app.models import AgentSession, HandoffDocument
+    from sessions_app.models import AgentSession, HandoffDocument, Project
 
 
 def messages_append(*, session: AgentSession, messages: list[NormalizedMessage]) -> ingest.AppendResult:
@@ -41,7 +42,7 @@ def transcript_import(**kwargs: Any) -> importing.ImportResult:
     """``importing.session_import`` (same arguments), then the follow-up of every session it filled."""
     result = importing.session_import(**kwargs)
     tasks.followup_send(*result.appended_to)
-    spent(result.session.project_id, None)
+    spent(budget_reads.session_project(result.session), None)
     return result
 
 
@@ -51,7 +52,7 @@ def transcript_upload(**kwargs: Any) -> transcript_sync.SyncResult:
     result = transcript_sync.transcript_sync(**kwargs)
     tasks.followup_send(*result.appended_to)
     if result.appended_to:
-        spent(result.session.project_id, None)
+        spent(budget_reads.session_project(result.session), None)
     return result
 
 
@@ -81,18 +82,18 @@ def proxy_exchange_record(**kwargs: Any) -> AgentSession | None:
         tasks.followup_send(recorded)
         answered = kwargs.get("answered")
         if answered is not None:
-            spent(recorded.project_id, answered.api_key_id)
+            spent(budget_reads.session_project(recorded), answered.api_key_id)
     return recorded
 
 
-def spent(project_id: int, api_key_id: int | None) -> None:
+def spent(project: Project | int, api_key_id: int | None) -> None:
     """The step after a provider's request was stored (its ``ProviderRequest`` row committed, so
     concurrent recorders each sum the others' rows): the budgets it crossed are announced
     (``budgets.budgets_check``), their deliveries sent. A transcript's rows carry no key."""
     try:
-        announced = budgets.budgets_check(project_id=project_id, api_key_id=api_key_id)
+        announced = budgets.budgets_check(project=project, api_key_id=api_key_id)
     except DatabaseError as exc:  # what was stored stays; the next stored request announces it
-        log.warning("budgets of project %s not checked: %s", project_id, type(exc).__name__)
+        log.warning("budgets of project %s not checked: %s", getattr(project, "pk", project), type(exc).__name__)
         return
     if announced:
         tasks.webhooks_send()

@@ -29,6 +29,7 @@ from sessions_app.models import (
     Webhook,
 )
 from sessions_app.selectors import session_rows, sql_rows
+from sessions_app.selectors.budgets import BUDGETED
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # AUTH_USER_MODEL
@@ -118,13 +119,19 @@ def _my_projects(user_id: int, where: str, params: list[Any]) -> list[tuple[Proj
     written once (``sql_rows``), as the proxy asks on every request."""
     with sql_rows.prepared_cursor() as cursor:
         cursor.execute(_my_projects_sql(where), [user_id, *params])
-        return [(sql_rows.instance(Project, row[1:]), row[0]) for row in cursor.fetchall()]
+        found = []
+        for row in cursor.fetchall():
+            project = sql_rows.instance(Project, row[2:])
+            setattr(project, BUDGETED, row[1])
+            found.append((project, row[0]))
+        return found
 
 
 @cache
 def _my_projects_sql(where: str) -> str:
     return (
-        f"SELECT m.role, {sql_rows.select_list(Project, 'p')} FROM {sql_rows.table(Membership)} m"
+        f"SELECT m.role, {session_rows.budgeted('p.id')}, {sql_rows.select_list(Project, 'p')}"
+        f" FROM {sql_rows.table(Membership)} m"
         f" JOIN {sql_rows.table(Project)} p ON p.id = m.project_id"
         f" WHERE m.user_id = %s{where} ORDER BY m.project_id LIMIT 2"
     )

@@ -12,12 +12,15 @@ from django.core.cache import cache
 from django.db.models import Q, QuerySet, Sum
 from django.utils import timezone
 
-from sessions_app.models import AgentSession, Budget, BudgetPeriod, DailySpend, cost_from_units
+from sessions_app.models import AgentSession, Budget, BudgetPeriod, DailySpend, Project, cost_from_units
 
 WARN_AT = Decimal("0.8")  # the share of the limit that is announced as ``budget.warning``
 # How long a process may go on believing a project has no budget after another process added one
 # (with Redis, shared and cleared at once; the embedded mode's cache is per process).
 HAS_BUDGETS_SECONDS = 60
+# Set on a Project read with whether it has a budget (``session_rows``, ``access``: an EXISTS beside
+# the row): the hot paths ask ``project_has_budgets`` of the project they hold, with no cache round trip.
+BUDGETED = "has_budgets_read"
 
 
 def period_start(period: str, at: datetime) -> date:
@@ -37,9 +40,14 @@ def as_moment(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
-def project_has_budgets(project_id: int) -> bool:
-    """Whether the project has any budget, from the cache (an EXISTS query when it isn't there): what
-    keeps the recording, STATUS and the proxy free of budget queries in a project without any."""
+def project_has_budgets(project: Project | int) -> bool:
+    """Whether the project has any budget: as its row said when it was read with it (``BUDGETED``),
+    else from the cache (an EXISTS query when it isn't there): what keeps the recording, STATUS and
+    the proxy free of budget queries in a project without any."""
+    read = getattr(project, BUDGETED, None)
+    if read is not None:
+        return bool(read)
+    project_id = project if isinstance(project, int) else project.pk
     key = _has_key(project_id)
     found = cache.get(key)
     if found is None:
@@ -51,6 +59,12 @@ def project_has_budgets(project_id: int) -> bool:
 def forget_project_budgets(project_id: int) -> None:
     """After a budget of the project was added or deleted: the next ``project_has_budgets`` asks again."""
     cache.delete(_has_key(project_id))
+
+
+def session_project(session: AgentSession) -> Project | int:
+    """The session's project when it was read with the session (its ``BUDGETED`` flag may be set),
+    else its id: asking the session's project would read it."""
+    return session.project if AgentSession.project.is_cached(session) else session.project_id
 
 
 def _has_key(project_id: int) -> str:
@@ -123,12 +137,15 @@ def _flagged(field: str, now: datetime) -> Q:
     )
 
 
-def refusing_budget(project_id: int, api_key_id: int | None, *, now: datetime | None = None) -> BudgetState | None:
+def refusing_budget(
+    project: Project | int, api_key_id: int | None, *, now: datetime | None = None
+) -> BudgetState | None:
     """A refusing budget covering the request that reached its limit this period, with its figures;
     None (the common case: none when the project has no budget, else one indexed query, no sum)."""
-    if not project_has_budgets(project_id):
+    if not project_has_budgets(project):
         return None
     now = now or timezone.now()
+    project_id = project if isinstance(project, int) else project.pk
     budget = covering(project_id, api_key_id).filter(_flagged("exceeded_period", now), refuse=True).first()
     return None if budget is None else budget_state(budget, now=now)
 
@@ -137,7 +154,7 @@ def session_budget_warnings(session: AgentSession, *, now: datetime | None = Non
     """STATUS's words for the budgets over 80 % this period that cover the session: its project's, and
         that of the key of its newest request. No query in a project without budgets, one when none is
     over 80 % (the flags the recorders claim)."""
-    if not project_has_budgets(session.project_id):
+    if not project_has_budgets(session_project(session)):
         return []
     now = now or timezone.now()
     flagged = list(

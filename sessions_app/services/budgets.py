@@ -93,15 +93,15 @@ def budget_delete(*, budget: Budget) -> None:
     forget_project_budgets(project_id)
 
 
-def budgets_check(*, project_id: int, api_key_id: int | None, now: datetime | None = None) -> bool:
+def budgets_check(*, project: Project | int, api_key_id: int | None, now: datetime | None = None) -> bool:
     """What a request of ``api_key_id`` just stored in the project sets off: each covering budget's
     crossing of 80 % or 100 % this period, announced once. No query in a project without budgets (a
     cached flag); else one, and a sum per covering budget not yet past its limit. True when a delivery was recorded."""
-    if not project_has_budgets(project_id):
+    if not project_has_budgets(project):
         return False
     now = now or timezone.now()
     announced = False
-    for budget in covering(project_id, api_key_id):
+    for budget in covering(project if isinstance(project, int) else project.pk, api_key_id):
         announced = budget_announce(budget, now=now) or announced
     return announced
 

@@ -302,7 +302,7 @@ def test_a_key_with_a_hostile_name_names_its_budget_and_webhook_readably(team, a
         api_key=row,
         cost_usd=Decimal("0.02"),
     )
-    budgets.budgets_check(project_id=team.project.pk, api_key_id=row.pk)
+    budgets.budgets_check(project=team.project.pk, api_key_id=row.pk)
     listed = api.get(f"/api/v1/projects/{team.project.pk}/budgets/").json()
     assert listed[0]["key"]["name"] == row.name and listed[0]["exceeded"] is True
     assert listed[0]["name"].endswith("…") or row.prefix in listed[0]["name"]

@@ -65,7 +65,7 @@ def announced(event: str | None = None) -> list[dict]:
 
 
 def check(team, key: ApiKey | None, at: datetime = NOW) -> bool:
-    return budgets.budgets_check(project_id=team.project.pk, api_key_id=key.pk if key else None, now=at)
+    return budgets.budgets_check(project=team.project.pk, api_key_id=key.pk if key else None, now=at)
 
 
 def test_a_keys_daily_budget_warns_at_80_and_says_exceeded_at_100_once_each(team, session_of, enabled_hook):
@@ -356,3 +356,25 @@ def test_a_failed_check_leaves_what_was_stored_and_the_next_one_announces(team, 
     assert WebhookDelivery.objects.count() == 0 and ProviderRequest.objects.count() == 1
     steps.spent(team.project.pk, None)
     assert sorted(d.event for d in WebhookDelivery.objects.all()) == ["budget.exceeded", "budget.warning"]
+
+
+def test_the_hot_reads_say_whether_the_project_has_budgets_and_no_cache_is_asked(team, session_of, monkeypatch):
+    from django.core.cache import cache
+
+    from sessions_app.selectors import access, session_rows
+
+    session = session_of()
+    other = budgets.budget_create(project=team.project, period="day", limit_usd="1")[0]
+    for has in (True, False):
+        read = session_rows.session_where("s.id = %s", [session.pk])
+        found = access.project_find_for(team.alice.user, str(team.project.pk))
+        with monkeypatch.context() as patched:
+            patched.setattr(cache, "get", lambda *_: pytest.fail("asked the cache"))
+            assert budget_reads.project_has_budgets(read.project) is has
+            assert budget_reads.project_has_budgets(budget_reads.session_project(read)) is has
+            assert budget_reads.project_has_budgets(found) is has
+        if has:
+            budgets.budget_delete(budget=other)
+    # A session without its project read answers by the project's id, from the cache.
+    bare = type(session).objects.get(pk=session.pk)
+    assert budget_reads.session_project(bare) == session.project_id

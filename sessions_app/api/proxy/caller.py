@@ -52,7 +52,7 @@ def budget_refusal(request: HttpRequest, caller_key: ApiKey, dialect: Dialect) -
     period (one indexed query; the sum only when one did), with ``retry-after`` the seconds to its
     reset; None when none did, or when ctxweb's database can't tell (the request is forwarded)."""
     try:
-        state = budgets.refusing_budget(project_of(request, caller_key.user).pk, caller_key.pk)
+        state = budgets.refusing_budget(project_of(request, caller_key.user), caller_key.pk)
     except (ServiceError, DatabaseError):  # answered where the project is looked up / forwarded
         return None
     if state is None:
