@@ -75,6 +75,9 @@ DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / '
 CTX_DEMO_ADMIN = not env.str("DATABASE_URL", default="") and (DEBUG or SECRET_KEY == _DEV_SECRET)
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's, without the health check of a connection that answered under a second ago (ctxweb/postgres).
+    DATABASES["default"]["ENGINE"] = "ctxweb.postgres"
 # PostgreSQL: the statements every request sends, written once (selectors/sql_rows.py), are prepared
 # on each connection: Postgres parses and plans each once, not on every request. Off behind a pooler
 # in transaction mode that doesn't carry prepared statements (PgBouncer before 1.22, or without

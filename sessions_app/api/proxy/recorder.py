@@ -187,6 +187,8 @@ class Recorder:
         except Exception:  # a job logs its own failures; this keeps the lane alive whatever it does
             log.exception("proxy: an exchange was not recorded")
         finally:
+            if queued:  # and after it, as at a request's end: a connection that answered is not checked again at once
+                close_old_connections()
             with self._changed:
                 self._queued[key] -= queued
                 self._open[key] -= 1
