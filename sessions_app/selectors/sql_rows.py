@@ -51,6 +51,14 @@ def prepared_cursor() -> Iterator[Any]:
         psycopg_connection.prepare_threshold = None  # Django's default: nothing else prepared or counted
 
 
+def any_of(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``column`` among ``values`` (at least one): ``= ANY(%s)`` with one array parameter on PostgreSQL,
+    a statement of one shape however many there are (it can be prepared); an ``IN`` list elsewhere."""
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(%s)", [list(values)]
+    return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
+
+
 @cache
 def _fields(model: type[models.Model], leave_out: frozenset[str]) -> tuple[_Read, ...]:
     """The model's concrete fields read, ``leave_out`` (names) deferred: each with its column and what

@@ -242,12 +242,11 @@ def lock_open_session(session: AgentSession) -> AgentSession:
 
 def stored_by_client_id(session: AgentSession, client_ids: list[str]) -> dict[str, Message]:
     """The session's stored messages with these client ids (SQL written once: most appends ask)."""
+    among, params = sql_rows.any_of("m.client_id", client_ids)
     table = sql_rows.table(Message)
-    marks = ", ".join(["%s"] * len(client_ids))
-    where = f"m.session_id = %s AND m.client_id IN ({marks})"
-    sql = f"SELECT {sql_rows.select_list(Message, 'm')} FROM {table} m WHERE {where}"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [session.pk, *client_ids])
+    sql = f"SELECT {sql_rows.select_list(Message, 'm')} FROM {table} m WHERE m.session_id = %s AND {among}"
+    with sql_rows.prepared_cursor() as cursor:
+        cursor.execute(sql, [session.pk, *params])
         found = [sql_rows.instance(Message, row) for row in cursor.fetchall()]
     return {message.client_id: message for message in found if message.client_id is not None}
 
@@ -257,22 +256,20 @@ def stored_ids_and_contents(session: AgentSession, seqs: list[int]) -> dict[int,
     asks on every exchange where a request's history meets the stored one)."""
     if not seqs:
         return {}
-    table = sql_rows.table(Message)
-    marks = ", ".join(["%s"] * len(seqs))
-    sql = f"SELECT m.seq, m.client_id, m.content FROM {table} m WHERE m.session_id = %s AND m.seq IN ({marks})"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [session.pk, *seqs])
+    among, params = sql_rows.any_of("m.seq", seqs)
+    sql = f"SELECT m.seq, m.client_id, m.content FROM {sql_rows.table(Message)} m WHERE m.session_id = %s AND {among}"
+    with sql_rows.prepared_cursor() as cursor:
+        cursor.execute(sql, [session.pk, *params])
         found = cursor.fetchall()
     return {seq: (cid, sql_rows.converted(Message, "content", value)) for seq, cid, value in found}
 
 
 def _tool_uses_stored(session: AgentSession, tool_use_ids: list[str]) -> set[str]:
     """Which of these tool-call ids the session holds."""
-    table = sql_rows.table(ToolUse)
-    marks = ", ".join(["%s"] * len(tool_use_ids))
-    sql = f"SELECT t.tool_use_id FROM {table} t WHERE t.session_id = %s AND t.tool_use_id IN ({marks})"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [session.pk, *tool_use_ids])
+    among, params = sql_rows.any_of("t.tool_use_id", tool_use_ids)
+    sql = f"SELECT t.tool_use_id FROM {sql_rows.table(ToolUse)} t WHERE t.session_id = %s AND {among}"
+    with sql_rows.prepared_cursor() as cursor:
+        cursor.execute(sql, [session.pk, *params])
         return {tool_use_id for (tool_use_id,) in cursor.fetchall()}
 
 
