@@ -152,21 +152,51 @@ def _update_if_sql(
     return f"UPDATE {table(model)} SET {assignments} WHERE {pk} = %s{conditions}", written, kept
 
 
-def insert_new(instance: models.Model, unique: str) -> bool:
+def insert_new(instance: models.Model, unique: str, computed: Computed | None = None) -> bool:
     """Insert ``instance`` unless a row with its ``unique`` field's value is stored already (then
     nothing is written): True, and the instance's primary key set, when it was inserted. One
-    statement (``INSERT … ON CONFLICT DO NOTHING RETURNING``) where ``get_or_create`` sends four."""
+    statement (``INSERT … ON CONFLICT DO NOTHING RETURNING``) where ``get_or_create`` sends four.
+    ``computed``: one field's value worked out by the statement itself (a subquery, read as the
+    statement starts), set on the instance from what the statement returns."""
     model = type(instance)
+    fields = _inserted_fields(model)
+    params = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
     sql = _insert_sql(model, 1, unique)
-    params = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in _inserted_fields(model)]
+    if computed is not None:
+        at = [field.attname for field in fields].index(computed.field)
+        sql = _insert_computed_sql(model, unique, at, computed.sql)
+        params[at : at + 1] = computed.params
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
         return False
     instance.pk = row[0]
+    if computed is not None:
+        setattr(instance, computed.field, row[1])
     instance._state.adding, instance._state.db = False, connection.alias
     return True
+
+
+class Computed(NamedTuple):
+    """A column an ``INSERT`` works out itself: the field's attribute name, an SQL expression, its parameters."""
+
+    field: str
+    sql: str
+    params: Sequence[Any]
+
+
+@cache
+def _insert_computed_sql(model: type[models.Model], unique: str, at: int, expression: str) -> str:
+    """``_insert_sql`` for one row whose ``at``-th value is ``expression``, returning it after the key."""
+    qn = connection.ops.quote_name
+    fields = _inserted_fields(model)
+    values = ["%s"] * len(fields)
+    values[at] = f"({expression})"
+    columns = ", ".join(qn(str(f.column)) for f in fields)
+    conflict = f" ON CONFLICT ({qn(str(model._meta.get_field(unique).column))}) DO NOTHING"  # type: ignore[union-attr]
+    returned = f"{qn(str(model._meta.pk.column))}, {qn(str(fields[at].column))}"
+    return f"INSERT INTO {table(model)} ({columns}) VALUES ({', '.join(values)}){conflict} RETURNING {returned}"
 
 
 @cache

@@ -13,7 +13,7 @@ from django.db import transaction
 from sessions_app.models import AgentSession, ProviderRequest, RequestSource
 from sessions_app.selectors import sql_rows
 from sessions_app.selectors.prices import price_of
-from sessions_app.selectors.savings import saved_at
+from sessions_app.selectors.savings import saved_at_sql
 from sessions_app.services import ingest, spend_rollup
 from sessions_app.services.provider_usage import Used
 
@@ -68,9 +68,9 @@ def _record(session: AgentSession, answered: Answered, used: Used, model: str, s
         compacted_id=answered.compacted_id,
         source=source,
         estimated=answered.estimated,
-        saved_tokens=saved_at(session.pk, answered.arrived_at, answered.compacted_id),
     )
-    created = sql_rows.insert_new(row, "key")  # one statement; a recording run again writes none
+    # One statement, what the compactions in force saved the request included; a recording run again writes none.
+    created = sql_rows.insert_new(row, "key", saved_at_sql(session.pk, answered.arrived_at, answered.compacted_id))
     if not created:
         return ProviderRequest.objects.get(key=answered.key)
     spend_rollup.rows_added([spend_rollup.row_figures(row)])
