@@ -89,3 +89,27 @@ def test_a_connection_broken_within_the_second_fails_one_request_and_is_replaced
     with connections["default"].cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         assert cursor.fetchone()[0] != pid
+
+
+def test_a_request_that_failed_vouches_for_nothing_newer_than_its_last_use(checks, monkeypatch):
+    request()
+    close_old_connections()
+    with pytest.raises(DatabaseError), connections["default"].cursor() as cursor:
+        cursor.execute("SELECT * FROM no_such_table_here")
+    close_old_connections()  # its end: Django's own check (the connection is usable)
+    used = connections["default"].used_at
+    monkeypatch.setattr(base.time, "monotonic", lambda: used + 20)  # the next request, long after (within CONN_MAX_AGE)
+    request()
+    assert checks == [True, True]  # at the failed request's end, and before the next one's first statement
+
+
+def test_a_request_that_used_the_connection_long_before_it_ended_is_checked_next(checks, monkeypatch):
+    request()
+    close_old_connections()
+    Project.objects.exists()  # then a stream, say, goes on for 20 s with no statement
+    used = connections["default"].used_at
+    monkeypatch.setattr(base.time, "monotonic", lambda: used + 20)
+    close_old_connections()  # the stream's end
+    assert connections["default"].answered_at == used
+    request()
+    assert checks == [True]
