@@ -47,7 +47,7 @@ def project_has_budgets(project: Project | int) -> bool:
     read = getattr(project, BUDGETED, None)
     if read is not None:
         return bool(read)
-    project_id = project if isinstance(project, int) else project.pk
+    project_id = project_pk(project)
     key = _has_key(project_id)
     found = cache.get(key)
     if found is None:
@@ -59,6 +59,10 @@ def project_has_budgets(project: Project | int) -> bool:
 def forget_project_budgets(project_id: int) -> None:
     """After a budget of the project was added or deleted: the next ``project_has_budgets`` asks again."""
     cache.delete(_has_key(project_id))
+
+
+def project_pk(project: Project | int) -> int:
+    return project if isinstance(project, int) else project.pk
 
 
 def session_project(session: AgentSession) -> Project | int:
@@ -145,8 +149,7 @@ def refusing_budget(
     if not project_has_budgets(project):
         return None
     now = now or timezone.now()
-    project_id = project if isinstance(project, int) else project.pk
-    budget = covering(project_id, api_key_id).filter(_flagged("exceeded_period", now), refuse=True).first()
+    budget = covering(project_pk(project), api_key_id).filter(_flagged("exceeded_period", now), refuse=True).first()
     return None if budget is None else budget_state(budget, now=now)
 
 

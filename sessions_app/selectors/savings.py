@@ -49,11 +49,10 @@ def saved_at(session_id: int, created_at: datetime, compacted_id: int | None) ->
     """What a request of the session arriving at ``created_at`` (made from compaction ``compacted_id``,
     if any) is saved by the compactions in force now: the figure a new row starts with. (Every
     recorded exchange asks: SQL written once, as ``saved_by_request``'s filter says it.)"""
-    arrived = connection.ops.adapt_datetimefield_value(created_at)
+    worked_out = saved_at_sql(session_id, created_at, compacted_id)
     with sql_rows.prepared_cursor() as cursor:
-        cursor.execute(_saved_at_sql(), [session_id, CompactionStatus.SUCCEEDED, arrived, compacted_id])
-        row = cursor.fetchone()
-    return int(row[0] or 0) if row else 0
+        cursor.execute(worked_out.sql, worked_out.params)
+        return int(cursor.fetchone()[0])
 
 
 def saved_at_sql(session_id: int, created_at: datetime, compacted_id: int | None) -> sql_rows.Computed:

@@ -161,11 +161,12 @@ def insert_new(instance: models.Model, unique: str, computed: Computed | None = 
     model = type(instance)
     fields = _inserted_fields(model)
     params = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
-    sql = _insert_sql(model, 1, unique)
+    worked_out = None
     if computed is not None:
         at = [field.attname for field in fields].index(computed.field)
-        sql = _insert_computed_sql(model, unique, at, computed.sql)
+        worked_out = (at, computed.sql)
         params[at : at + 1] = computed.params
+    sql = _insert_sql(model, 1, unique, worked_out)
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -184,19 +185,6 @@ class Computed(NamedTuple):
     field: str
     sql: str
     params: Sequence[Any]
-
-
-@cache
-def _insert_computed_sql(model: type[models.Model], unique: str, at: int, expression: str) -> str:
-    """``_insert_sql`` for one row whose ``at``-th value is ``expression``, returning it after the key."""
-    qn = connection.ops.quote_name
-    fields = _inserted_fields(model)
-    values = ["%s"] * len(fields)
-    values[at] = f"({expression})"
-    columns = ", ".join(qn(str(f.column)) for f in fields)
-    conflict = f" ON CONFLICT ({qn(str(model._meta.get_field(unique).column))}) DO NOTHING"  # type: ignore[union-attr]
-    returned = f"{qn(str(model._meta.pk.column))}, {qn(str(fields[at].column))}"
-    return f"INSERT INTO {table(model)} ({columns}) VALUES ({', '.join(values)}){conflict} RETURNING {returned}"
 
 
 @cache
@@ -226,13 +214,22 @@ def insert_rows(instances: Sequence[models.Model]) -> None:
 
 
 @cache
-def _insert_sql(model: type[models.Model], count: int, unique: str = "") -> str:
+def _insert_sql(
+    model: type[models.Model], count: int, unique: str = "", worked_out: tuple[int, str] | None = None
+) -> str:
     """``count`` rows inserted, their primary keys returned; with ``unique``, a row whose value of that
-    field is stored already is not (and returns nothing)."""
+    field is stored already is not (and returns nothing); with ``worked_out`` (a field's index among
+    the inserted ones, an SQL expression), that value is the expression's, returned after the key."""
     qn = connection.ops.quote_name
     fields = _inserted_fields(model)
     columns = ", ".join(qn(str(f.column)) for f in fields)
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    values = ["%s"] * len(fields)
+    returned = [qn(str(model._meta.pk.column))]
+    if worked_out is not None:
+        at, expression = worked_out
+        values[at] = f"({expression})"
+        returned.append(qn(str(fields[at].column)))
+    row = "(" + ", ".join(values) + ")"
     conflict = f" ON CONFLICT ({qn(str(model._meta.get_field(unique).column))}) DO NOTHING" if unique else ""  # type: ignore[union-attr]
-    pk = qn(str(model._meta.pk.column))
-    return f"INSERT INTO {table(model)} ({columns}) VALUES {', '.join([row] * count)}{conflict} RETURNING {pk}"
+    rows = ", ".join([row] * count)
+    return f"INSERT INTO {table(model)} ({columns}) VALUES {rows}{conflict} RETURNING {', '.join(returned)}"

@@ -24,6 +24,7 @@ from sessions_app.selectors.budgets import (
     forget_project_budgets,
     period_start,
     project_has_budgets,
+    project_pk,
 )
 from sessions_app.services.webhook_events import webhook_event_record
 
@@ -101,7 +102,7 @@ def budgets_check(*, project: Project | int, api_key_id: int | None, now: dateti
         return False
     now = now or timezone.now()
     announced = False
-    for budget in covering(project if isinstance(project, int) else project.pk, api_key_id):
+    for budget in covering(project_pk(project), api_key_id):
         announced = budget_announce(budget, now=now) or announced
     return announced
 
