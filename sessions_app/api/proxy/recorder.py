@@ -182,13 +182,12 @@ class Recorder:
                 self._lane.allowance = _GIVE_WAY
                 with connections["default"].execute_wrapper(self._give_way):
                     job()
+                close_old_connections()  # and after it, as at a request's end (ctxweb/postgres keeps when it answered)
             else:
                 job()
         except Exception:  # a job logs its own failures; this keeps the lane alive whatever it does
             log.exception("proxy: an exchange was not recorded")
         finally:
-            if queued:  # and after it, as at a request's end: a connection that answered is not checked again at once
-                close_old_connections()
             with self._changed:
                 self._queued[key] -= queued
                 self._open[key] -= 1
