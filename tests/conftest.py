@@ -160,6 +160,20 @@ def _webhooks_for_tests(settings) -> None:
 
 
 @pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory) -> None:
+    """The embedded mode's SQLite in a file, as ``make run`` keeps it. In memory, Django's live server
+    hands its one connection to every request thread: two requests at once would run inside one
+    transaction, one's rollback taking the other's rows, which no real server does. Durability is
+    not what the tests are about: no fsync."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        database.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("sqlite") / "test.sqlite3")
+        database.setdefault("OPTIONS", {})["init_command"] = "PRAGMA synchronous=OFF"
+
+
+@pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker) -> Iterator[None]:
     """pytest-django's, and what the migrations seeded read for ``seeded_rows`` to put back. At the
     end, the proxy's recorder lanes stopped: they keep their connections, which would hold the test
