@@ -129,6 +129,9 @@ _.reset
 # sessions_app/api/proxy_recorder.Recorder.idle: the tests' SDK client waits on it after each call
 # (tests/proxy_client.py), so a test reads what the proxy recorded in the background.
 _.idle
+# sessions_app/services/exact_usage.forget_calibration_intervals: each test starts with no lesson remembered
+# (tests/conftest.py), as its cache starts cleared.
+_.forget_calibration_intervals
 
 # Django admin options, read by name (sessions_app/admin.py, sessions_app/web/admin_lists.py).
 _.show_full_result_count

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 
 from sessions_app.selectors import usage
-from sessions_app.services import agent_sessions, keys, projects
+from sessions_app.services import agent_sessions, exact_usage, keys, projects
 from tests import seeded_rows
 from tests.seeded_rows import pytest_runtest_teardown  # noqa: F401  # a hook, found by its name
 from tests.shared_data import SHARED_DATA
@@ -188,11 +188,14 @@ def django_db_setup(django_db_setup, django_db_blocker) -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _fresh_model_profiles() -> Iterator[None]:
-    """Model profiles are cached per process for a few seconds; a test's rollback must not leak."""
+    """Model profiles are cached per process for a few seconds, and when a calibration lesson was last
+    taken is remembered per process; a test's rollback and cache clearing must not leak."""
 
     usage.forget_model_profiles()
+    exact_usage.forget_calibration_intervals()
     yield
     usage.forget_model_profiles()
+    exact_usage.forget_calibration_intervals()
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ the SQL with it, and the rows become model instances the way the ORM makes them 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from typing import Any, NamedTuple, TypeVar
@@ -121,9 +121,20 @@ def update(instance: models.Model, fields: Sequence[str]) -> None:
     """``instance.save(update_fields=fields)`` (``auto_now`` fields set as ``save`` sets them), with
     the UPDATE written once per model and set of fields. No signals: the models read here send none."""
     model = type(instance)
-    values = {name: model._meta.get_field(name).pre_save(instance, False) for name in fields}  # type: ignore[union-attr]
-    if update_if(model, instance.pk, values, {}) != 1:  # as ``save`` does: the row is gone
+    if update_if(model, instance.pk, _saved_values(instance, fields), {}) != 1:  # as ``save`` does: the row is gone
         raise DatabaseError(f"{model.__name__} {instance.pk} was not updated: no such row.")
+
+
+def update_statement(instance: models.Model, fields: Sequence[str]) -> Statement:
+    """``update``'s statement, to be sent with others (``rows_with``); its row must be there (locked)."""
+    values = _saved_values(instance, fields)
+    sql, written, _ = _update_if_sql(type(instance), tuple(values), ())
+    return Statement(sql, [*(field.get_db_prep_save(values[field.name], connection) for field in written), instance.pk])
+
+
+def _saved_values(instance: models.Model, fields: Sequence[str]) -> dict[str, Any]:
+    model = type(instance)
+    return {name: model._meta.get_field(name).pre_save(instance, False) for name in fields}  # type: ignore[union-attr]
 
 
 def update_if(model: type[models.Model], pk: Any, values: dict[str, Any], unchanged: dict[str, Any]) -> int:
@@ -152,12 +163,19 @@ def _update_if_sql(
     return f"UPDATE {table(model)} SET {assignments} WHERE {pk} = %s{conditions}", written, kept
 
 
-def insert_new(instance: models.Model, unique: str, computed: Computed | None = None) -> bool:
+def insert_new(
+    instance: models.Model,
+    unique: str,
+    computed: Computed | None = None,
+    then: Callable[[str], Statement] | None = None,
+) -> bool:
     """Insert ``instance`` unless a row with its ``unique`` field's value is stored already (then
     nothing is written): True, and the instance's primary key set, when it was inserted. One
     statement (``INSERT … ON CONFLICT DO NOTHING RETURNING``) where ``get_or_create`` sends four.
     ``computed``: one field's value worked out by the statement itself (a subquery, read as the
-    statement starts), set on the instance from what the statement returns."""
+    statement starts), set on the instance from what the statement returns. ``then`` (PostgreSQL
+    only): a write that reads the inserted row (its key, then ``computed``'s column) from the ``WITH``
+    query it is given the name of, sent in the same statement; it sees no row when none was inserted."""
     model = type(instance)
     fields = _inserted_fields(model)
     params = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
@@ -167,6 +185,10 @@ def insert_new(instance: models.Model, unique: str, computed: Computed | None = 
         worked_out = (at, computed.sql)
         params[at : at + 1] = computed.params
     sql = _insert_sql(model, 1, unique, worked_out)
+    if then is not None:
+        assert connection.vendor == "postgresql", "a write reading an INSERT's rows is PostgreSQL's"
+        after = then("inserted")
+        sql, params = f"WITH inserted AS ({sql}), after AS ({after.sql}) SELECT * FROM inserted", params + after.params
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -193,24 +215,59 @@ def _inserted_fields(model: type[models.Model]) -> tuple[Any, ...]:
 
 
 ROWS_PER_INSERT = 500  # (Postgres takes 65,535 parameters to a statement, SQLite 32,766)
+MAX_PARAMETERS = 65_535
 
 
-def insert_rows(instances: Sequence[models.Model]) -> None:
+def insert_rows(instances: Sequence[models.Model], before: Sequence[Statement] = ()) -> None:
     """``bulk_create(instances)`` (all of one model) with the statement written once per row count: a
-    multi-row ``INSERT … RETURNING`` that sets each instance's primary key, in order."""
+    multi-row ``INSERT … RETURNING`` that sets each instance's primary key, in order. ``before``:
+    statements whose results nobody reads, sent with the first rows (``rows_with``)."""
     if not instances:
+        rows_with(None, before)
         return
-    model = type(instances[0])
-    fields = _inserted_fields(model)
     for start in range(0, len(instances), ROWS_PER_INSERT):
         chunk = instances[start : start + ROWS_PER_INSERT]
-        params = [field.get_db_prep_save(field.pre_save(row, True), connection) for row in chunk for field in fields]
-        with prepared_cursor() as cursor:
-            cursor.execute(_insert_sql(model, len(chunk)), params)
-            keys = [found[0] for found in cursor.fetchall()]
+        keys = [found[0] for found in rows_with(insert_statement(chunk), before)]
+        before = ()
         for row, key in zip(chunk, keys, strict=True):
             row.pk = key
             row._state.adding, row._state.db = False, connection.alias
+
+
+def insert_statement(instances: Sequence[models.Model]) -> Statement:
+    """``insert_rows``' statement for at most ``ROWS_PER_INSERT`` rows of one model."""
+    model = type(instances[0])
+    fields = _inserted_fields(model)
+    params = [field.get_db_prep_save(field.pre_save(row, True), connection) for row in instances for field in fields]
+    return Statement(_insert_sql(model, len(instances)), params)
+
+
+class Statement(NamedTuple):
+    sql: str
+    params: list[Any]
+
+
+def rows_with(main: Statement | None, before: Sequence[Statement]) -> list[tuple[Any, ...]]:
+    """``main``'s rows (none without it), the statements ``before`` it (writes whose results nobody
+    reads) run first. On PostgreSQL in one round trip: each of ``before`` is a data-modifying ``WITH``
+    query of ``main``, run to completion on the statement's one snapshot, so none may write a row
+    another of them writes or read what another wrote. Elsewhere one by one, in order."""
+    together = sum(len(statement.params) for statement in before) + (len(main.params) if main else 0)
+    if connection.vendor != "postgresql" or not before or together > MAX_PARAMETERS:
+        with prepared_cursor() as cursor:
+            for statement in before:
+                cursor.execute(statement.sql, statement.params)
+            if main is None:
+                return []
+            cursor.execute(main.sql, main.params)
+            return list(cursor.fetchall())
+    if main is None:
+        *before, main = before
+    sql = "WITH " + ", ".join(f"w{n} AS ({s.sql})" for n, s in enumerate(before)) + " " + main.sql
+    params = [value for statement in (*before, main) for value in statement.params]
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description is not None else []
 
 
 @cache

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
 from django.conf import settings
 from django.core.cache import cache
@@ -89,8 +90,26 @@ def calibration_observe(*, model: str, exact: int, raw_estimate: int) -> None:
     the model's one profile row (every agent of that model waiting on its lock) and move every figure
     worked out from the factor (the dashboard's cached costs, the stored levels)."""
     model_key = hashlib.sha256(model.encode(errors="replace")).hexdigest()[:24]
-    if cache.add(f"ctx:proxy-calibrated:{model_key}", 1, timeout=settings.CTX_PROXY_CALIBRATION_SECONDS):
+    now, interval = time.monotonic(), settings.CTX_PROXY_CALIBRATION_SECONDS
+    if _interval_taken.get(model_key, 0.0) > now:
+        return
+    if len(_interval_taken) >= _MODELS_REMEMBERED:  # model names are the callers': kept few
+        _interval_taken.clear()
+    # This process asks the cache once an interval: a lesson taken, by it or another process, stands
+    # for the interval (another's may thus come up to an interval late).
+    _interval_taken[model_key] = now + interval
+    if cache.add(f"ctx:proxy-calibrated:{model_key}", 1, timeout=interval):
         counting.model_calibration_update(model=model, exact=exact, raw_estimate=raw_estimate)
+
+
+# Per model key: until when (``time.monotonic``) this process knows the interval's lesson is taken.
+_interval_taken: dict[str, float] = {}
+_MODELS_REMEMBERED = 1024
+
+
+def forget_calibration_intervals() -> None:
+    """What this process remembers of the lessons taken (tests roll back and clear the cache)."""
+    _interval_taken.clear()
 
 
 def _learnt_window_disproved(session: AgentSession, read: int, wrote: int, raw_request: int) -> bool:

@@ -128,9 +128,7 @@ def _rows(session: AgentSession, fresh: list[tuple[NormalizedMessage, int]], now
 def _store(session: AgentSession, rows: list[Message], now: datetime, redacted: Counter[str]) -> None:
     """Insert the rows and their tool calls; move the session's running totals and its redaction
     audit on (under its lock)."""
-    sql_rows.insert_rows(rows)  # (bulk_create's statement, written once)
     uses = [ToolUse(session=session, tool_use_id=tid, seq=row.seq) for row in rows for tid in _tool_use_ids(row)]
-    sql_rows.insert_rows(uses)
     session.last_seq = rows[-1].seq
     session.message_count += len(rows)
     session.active_message_count += len(rows)
@@ -139,7 +137,7 @@ def _store(session: AgentSession, rows: list[Message], now: datetime, redacted: 
     # How full it is now, in the same UPDATE (the level, when it moves, is the next step's: it may
     # announce the change; ``services.webhook_events.session_level_record``).
     session.usage_percent = usage.session_usage(session).usage_percent
-    sql_rows.update(
+    totals = sql_rows.update_statement(
         session,
         [
             "last_seq",
@@ -152,8 +150,13 @@ def _store(session: AgentSession, rows: list[Message], now: datetime, redacted: 
             *redaction.redactions_add(session, redacted),
         ],
     )
-    # Last, so the row lock that every append of the project takes today is held only until the commit.
-    daily_ingest_add(session, day=timezone.localdate(now), tokens=sum(row.tokens for row in rows), messages=len(rows))
+    day = timezone.localdate(now)
+    tokens = sum(row.tokens for row in rows)
+    ingested = sql_rows.Statement(_DAILY_INGEST_SQL, _daily_ingest_params(session, day, tokens, len(rows)))
+    # One round trip on PostgreSQL: the tool calls, the totals and the day's figures go with the rows'
+    # INSERT (the row lock that every append of the project takes on the day's figures is then held
+    # only until the commit that follows).
+    sql_rows.insert_rows(rows, before=[*_chunks(uses), totals, ingested])
 
 
 # The dashboard's per-day figures (models.DailyIngest). Written out: an upsert the ORM has no single
@@ -191,7 +194,16 @@ def stored_message_rewrite(
 def daily_ingest_add(session: AgentSession, *, day: date, tokens: int, messages: int) -> None:
     """Add what a session received on ``day`` to its project's figures (inside the caller's transaction)."""
     with sql_rows.prepared_cursor() as cursor:
-        cursor.execute(_DAILY_INGEST_SQL, [session.project_id, day, session.model, tokens, messages])
+        cursor.execute(_DAILY_INGEST_SQL, _daily_ingest_params(session, day, tokens, messages))
+
+
+def _daily_ingest_params(session: AgentSession, day: date, tokens: int, messages: int) -> list[Any]:
+    return [session.project_id, day, session.model, tokens, messages]
+
+
+def _chunks(uses: list[ToolUse]) -> list[sql_rows.Statement]:
+    step = sql_rows.ROWS_PER_INSERT
+    return [sql_rows.insert_statement(uses[at : at + step]) for at in range(0, len(uses), step)]
 
 
 _UNREAD_UNDER_LOCK = frozenset({"system_prompt", "tools"})

@@ -11,7 +11,6 @@ from datetime import datetime
 from django.db import transaction
 
 from sessions_app.models import AgentSession, ProviderRequest, RequestSource
-from sessions_app.selectors import sql_rows
 from sessions_app.selectors.prices import price_of
 from sessions_app.selectors.savings import saved_at_sql
 from sessions_app.services import ingest, spend_rollup
@@ -70,8 +69,7 @@ def _record(session: AgentSession, answered: Answered, used: Used, model: str, s
         estimated=answered.estimated,
     )
     # One statement, what the compactions in force saved the request included; a recording run again writes none.
-    created = sql_rows.insert_new(row, "key", saved_at_sql(session.pk, answered.arrived_at, answered.compacted_id))
-    if not created:
+    saved = saved_at_sql(session.pk, answered.arrived_at, answered.compacted_id)
+    if not spend_rollup.request_inserted(row, saved):  # its figures added to the rollup with it
         return ProviderRequest.objects.get(key=answered.key)
-    spend_rollup.rows_added([spend_rollup.row_figures(row)])
     return row

@@ -90,6 +90,29 @@ class Deltas:
         self.by_bucket.clear()
 
 
+def request_inserted(row: ProviderRequest, saved: sql_rows.Computed) -> bool:
+    """``row`` inserted unless its key is stored already (``sql_rows.insert_new``), its
+    ``saved_tokens`` worked out by the statement (``saved``); when it was, its figures added to its
+    bucket. On PostgreSQL in one statement, the bucket's upsert reading the saving the row got."""
+    if connection.vendor != "postgresql":
+        created = sql_rows.insert_new(row, "key", saved)
+        if created:
+            rows_added([row_figures(row)])
+        return created
+    deltas = Deltas()
+    deltas.add_row({**row_figures(row), "saved_tokens": 0})
+    ((bucket, sums),) = deltas.by_bucket.items()
+
+    def upsert(inserted: str) -> sql_rows.Statement:
+        project_id, on, user_id, key_id, model = bucket
+        return sql_rows.Statement(
+            _UPSERT_SAVED_FROM.format(inserted=inserted),
+            [project_id, connection.ops.adapt_datefield_value(on), user_id, key_id, model, *sums],
+        )
+
+    return sql_rows.insert_new(row, "key", saved, then=upsert)
+
+
 def cost_units(cost: Decimal) -> int:
     return int((Decimal(cost) * COST_UNITS).to_integral_value())
 
@@ -159,6 +182,15 @@ _TABLE = DailySpend._meta.db_table
 _UPSERT = f"""
     INSERT INTO {_TABLE} (project_id, day, user_id, api_key_id, model, {", ".join(SUMS)})
     VALUES (%s, %s, %s, %s, %s, {", ".join(["%s"] * len(SUMS))})
+    ON CONFLICT (project_id, day, user_id, api_key_id, model) DO UPDATE
+       SET {", ".join(f"{name} = {_TABLE}.{name} + excluded.{name}" for name in SUMS)}
+"""
+# ``_UPSERT`` of one row's figures, its saved tokens added from the ``{inserted}`` query's (the row's
+# INSERT, returning its key and its ``saved_tokens``): no row there, nothing added.
+_UPSERT_SAVED_FROM = f"""
+    INSERT INTO {_TABLE} (project_id, day, user_id, api_key_id, model, {", ".join(SUMS)})
+    SELECT %s, %s::date, %s, %s, %s, {", ".join(["%s"] * (len(SUMS) - 1))}, %s + {{inserted}}.saved_tokens
+      FROM {{inserted}}
     ON CONFLICT (project_id, day, user_id, api_key_id, model) DO UPDATE
        SET {", ".join(f"{name} = {_TABLE}.{name} + excluded.{name}" for name in SUMS)}
 """

@@ -287,3 +287,28 @@ def test_a_real_worker_counts_after_an_append(celery_worker, settings, team, api
     assert status["used"] == fake.count_tokens_for(_request_of(session))
     worker_pid = celery_worker["process"].pid
     assert worker_pid and celery_worker["process"].poll() is None
+
+
+@pytest.mark.django_db
+def test_a_process_asks_the_cache_for_a_models_lesson_once_an_interval(settings, monkeypatch):
+    """Each exchange's reply could teach the calibration: one lesson per model per interval, and a
+    process asks the shared cache about it once an interval, not on every exchange."""
+    from sessions_app.services import exact_usage
+
+    settings.CTX_PROXY_CALIBRATION_SECONDS = 60
+    caches["default"].clear()
+    now = [1_000.0]
+    monkeypatch.setattr(exact_usage.time, "monotonic", lambda: now[0])
+    asked, lessons = [], []
+    add = exact_usage.cache.add
+    monkeypatch.setattr(exact_usage.cache, "add", lambda *a, **k: asked.append(a[0]) or add(*a, **k))
+    monkeypatch.setattr(counting, "model_calibration_update", lambda **k: lessons.append(k["model"]))
+    for seconds in (0, 1, 30, 59):
+        now[0] = 1_000.0 + seconds
+        exact_usage.calibration_observe(model="m-a", exact=5_000, raw_estimate=4_500)
+    exact_usage.calibration_observe(model="m-b", exact=5_000, raw_estimate=4_500)
+    assert lessons == ["m-a", "m-b"] and len(asked) == 2
+    caches["default"].clear()  # the interval over for the cache too
+    now[0] = 1_000.0 + 61
+    exact_usage.calibration_observe(model="m-a", exact=5_000, raw_estimate=4_500)
+    assert lessons == ["m-a", "m-b", "m-a"] and len(asked) == 3
