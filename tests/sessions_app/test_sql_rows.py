@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from sessions_app.errors import Forbidden, NotFound
 from sessions_app.models import AgentSession, ApiKey, CompactionPolicy, Message, Project, ProviderRequest, Role
-from sessions_app.selectors import access, sql_rows
+from sessions_app.selectors import access, session_rows, sql_rows
 from sessions_app.services import ingest
 from tests.hypothesis_budget import DATABASE
 
@@ -173,6 +173,32 @@ def test_a_multi_row_insert_writes_what_bulk_create_writes_in_order(session_of, 
         return [{k: v for k, v in field_values(row).items() if k not in skip} for row in found]
 
     assert stored(mine) == stored(theirs)
+
+
+@DATABASE
+@given(
+    contents=st.lists(st.lists(st.dictionaries(texts, json_values, max_size=3), max_size=2) | texts, max_size=4),
+    ids=st.lists(st.none() | texts, min_size=4, max_size=4),
+)
+def test_a_session_read_with_its_last_two_messages_is_the_session_and_those_rows(session_of, contents, ids):
+    session = session_of()
+    now = timezone.now()
+    rows = [
+        Message(session=session, seq=n, role="user", content=content, tokens=1, created_at=now, client_id=ids[n - 1])
+        for n, content in enumerate(contents, start=1)
+    ]
+    Message.objects.bulk_create(rows)
+    AgentSession.objects.filter(pk=session.pk).update(last_seq=len(rows))
+    found, ends = session_rows.session_and_ends(session.pk) or (None, None)
+    assert found is not None and ends is not None
+    assert field_values(found) == field_values(session_rows.session_where("s.id = %s", [session.pk]))
+    last = len(rows)
+    wanted = [seq for seq in (last - 1, last) if seq > 0]
+    assert ends.covering(found, wanted) == ingest.stored_ids_and_contents(found, wanted)
+    assert ends.covering(found, [last - 2]) is None  # not among them: read
+    found.last_seq += 1
+    assert ends.covering(found, [last]) is None  # the session moved on: read
+    assert session_rows.session_and_ends(session.pk + 10_000) is None
 
 
 @pytest.mark.postgres  # prepared statements are PostgreSQL's

@@ -32,7 +32,8 @@ from sessions_app.models import (
     Project,
     SessionStatus,
 )
-from sessions_app.selectors import access
+from sessions_app.selectors import access, session_rows
+from sessions_app.selectors.session_rows import Ends
 from sessions_app.services import (
     boundaries,
     ingest,
@@ -70,7 +71,12 @@ class Recorded:
 
 
 def proxy_record_request(
-    *, session: AgentSession, body: dict[str, Any], key: str, reply: NormalizedMessage | None = None
+    *,
+    session: AgentSession,
+    body: dict[str, Any],
+    key: str,
+    reply: NormalizedMessage | None = None,
+    ends: Ends | None = None,
 ) -> Recorded:
     """Append what the request holds beyond the session's stored messages, and ``reply`` (the model's
     answer to it) after them in the same append when they end the session. ``key``: the request's
@@ -79,10 +85,12 @@ def proxy_record_request(
 
     Several processes record a conversation's exchanges at once, in any order: the new messages go
     in only where the session was seen to end (``after_seq``), and a recording that stored there
-    first sends this one back to be placed again, so nothing is stored twice or out of its place."""
+    first sends this one back to be placed again, so nothing is stored twice or out of its place.
+    ``ends``: the session's last messages, read with it (``session_rows.session_and_ends``)."""
     messages = as_list(body.get("messages"))
     for _ in range(_PLACINGS):
-        placed = _place(session, messages, key, body)
+        placed = _place(session, messages, key, body, ends)
+        ends = None  # of the session as it was first read
         if placed is None:
             return Recorded(session, 0, _CHANGED)
         if placed.behind:
@@ -139,14 +147,16 @@ class Placed(NamedTuple):
     behind: bool = False  # a request from before the client's last compaction: nothing of it is new
 
 
-def _place(session: AgentSession, messages: list[Any], key: str, body: dict[str, Any]) -> Placed | None:
+def _place(
+    session: AgentSession, messages: list[Any], key: str, body: dict[str, Any], ends: Ends | None = None
+) -> Placed | None:
     """The session the request's messages go into and where its new ones start: this one, if its
     stored history is the request's; else the conversation's current session (it may have moved on to
     a fresh one since this was looked up), if that one's is; else a fresh session continuing it.
     None when even the fresh one holds another history (two rewrites at once)."""
     if session.status == SessionStatus.ACTIVE and _starts_over(session, messages):
         return _rebased(session, messages)
-    if session.status == SessionStatus.ACTIVE and (placed := _new_from(session, messages)) is not None:
+    if session.status == SessionStatus.ACTIVE and (placed := _new_from(session, messages, ends)) is not None:
         return placed
     current = conversation_session(session.project, key)
     movable = current is not None and current.pk != session.pk and current.status == SessionStatus.ACTIVE
@@ -303,15 +313,16 @@ def proxy_record_exchange(
     be; the response's usage as the session's exact count; the requests of the conversation forwarded
     unrecorded before (``gap``: see ``proxy_gap_note``) flagged on it. The session recorded into (a
     rewritten history goes into a fresh one), or None when the session is gone."""
-    session = proxy_session(session_id)
-    if session is None:
+    read = session_rows.session_and_ends(session_id)
+    if read is None:
         return None
+    session, ends = read
     if gap:
         proxy_gaps.gap_flag(session_id, gap)
     reply = reply_message(session, message, complete, after_seq + 1) if message is not None else None
     stored: Message | None = None
     if pending is not None:
-        done = proxy_record_request(session=session, body=pending, key=key, reply=reply)
+        done = proxy_record_request(session=session, body=pending, key=key, reply=reply, ends=ends)
         session, stored = done.session, done.reply
         if done.rejected:  # a reply is stored only after its request
             return session
@@ -346,12 +357,12 @@ def proxy_record_exchange(
     return session
 
 
-def _new_from(session: AgentSession, messages: list[Any]) -> Placed | None:
+def _new_from(session: AgentSession, messages: list[Any], known: Ends | None = None) -> Placed | None:
     """Where the request's new messages start, or None when its history is not the stored one: the
     stored message at the request's end, or at the stored end (and the one before it), must be the
     request's at the same place (its n-th message is seq ``proxy_base`` + n). A request that is behind
     what is stored (a retry; one recorded after the request that followed it) has nothing new. One
-    query, which also reads the replies there."""
+    query, which also reads the replies there (none when ``known`` holds them)."""
     base = _base(session)
     stored = session.last_seq - base
     if stored == 0:
@@ -359,7 +370,10 @@ def _new_from(session: AgentSession, messages: list[Any]) -> Placed | None:
     at = min(stored, len(messages))
     if at == 0:
         return None
-    ends = ingest.stored_ids_and_contents(session, [seq for seq in (base + at - 1, base + at) if seq > base])
+    seqs = [seq for seq in (base + at - 1, base + at) if seq > base]
+    ends = known.covering(session, seqs) if known is not None else None
+    if ends is None:
+        ends = ingest.stored_ids_and_contents(session, seqs)
     found = {seq - base: (cid or "", content) for seq, (cid, content) in ends.items()}
     if not all(_same(cid, n - 1, messages, base) for n, (cid, _) in found.items()):
         return None
