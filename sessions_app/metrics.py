@@ -1,16 +1,22 @@
 """Counters and histograms for Prometheus (``/metrics``, docs/OPERATIONS.md), shared by every process.
 
-Web processes and Celery workers are separate processes (often on separate hosts), so nothing is kept
-in a process's memory: each event is one pipelined round trip to Redis, adding to the fields of one
-hash that a scrape reads whole. The embedded mode (no Redis, one process) keeps them in memory.
-Recording never fails its caller: if Redis is away, the event is dropped and the log says so once.
+Web processes and Celery workers are separate processes (often on separate hosts), so what they
+record goes to Redis, added to the fields of one hash that a scrape reads whole. An event of every
+request (an append, a STATUS) is added up in the process first and sent, with whatever else came
+meanwhile, in one pipelined round trip at most ``FLUSH_SECONDS`` later (a process that scrapes sends
+its own first; one killed outright loses that much); the rarer ones go at once. The embedded mode (no
+Redis, one process) keeps them in memory. Recording never fails its caller: if Redis is away, the
+events are dropped and the log says so once.
 """
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import logging
+import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +35,10 @@ BUCKETS = {
 _local: dict[str, float] = {}
 _lock = threading.Lock()
 _warned = False
+FLUSH_SECONDS = 0.5  # how long a request's events wait in their process to go with others
+_pending: dict[str, float] = {}  # this process's events not sent yet (guarded by ``_lock``)
+_due = threading.Event()  # set when events are pending: the sender wakes, waits FLUSH_SECONDS, sends
+_sender_pid = 0  # the process whose sender thread runs (a forked child starts its own)
 
 
 # ----------------------------------------------------------------------------- recording
@@ -40,12 +50,13 @@ def messages_appended(*, messages: int, tokens: int, seconds: float) -> None:
             _key("ctxweb_messages_appended_total"): messages,
             _key("ctxweb_tokens_ingested_total"): tokens,
             **_observation("ctxweb_append_duration_seconds", {}, seconds),
-        }
+        },
+        soon=True,
     )
 
 
 def status_served(*, seconds: float) -> None:
-    _add(_observation("ctxweb_status_duration_seconds", {}, seconds))
+    _add(_observation("ctxweb_status_duration_seconds", {}, seconds), soon=True)
 
 
 def compaction_finished(*, level: str, outcome: str, seconds: float) -> None:
@@ -74,6 +85,7 @@ def recorded() -> dict[str, float]:
     if client is None:
         with _lock:
             return dict(_local)
+    flush()
     raw = client.hgetall(_hash_key())
     return {k.decode(): float(v) for k, v in raw.items()}
 
@@ -86,10 +98,10 @@ def parse_key(key: str) -> tuple[str, dict[str, str], str]:
 def reset() -> None:
     """Forget everything recorded (tests)."""
     client = _redis()
-    if client is None:
-        with _lock:
-            _local.clear()
-    else:
+    with _lock:
+        _local.clear()
+        _pending.clear()
+    if client is not None:
         client.delete(_hash_key())
 
 
@@ -112,16 +124,31 @@ def _observation(name: str, labels: Mapping[str, str], seconds: float) -> dict[s
     }
 
 
-def _add(amounts: Mapping[str, float]) -> None:
+def _add(amounts: Mapping[str, float], *, soon: bool = False) -> None:
+    """``amounts`` added: in Redis at once, or with ``soon`` within ``FLUSH_SECONDS`` (``flush``)."""
+    with _lock:
+        added = _local if not settings.REDIS_URL else _pending
+        for key, amount in amounts.items():
+            added[key] = added.get(key, 0) + amount
+    if not settings.REDIS_URL:
+        return
+    if soon:
+        _sender_started()
+        _due.set()
+    else:
+        flush()
+
+
+def flush() -> None:
+    """This process's pending events sent, in one pipelined round trip."""
     global _warned
+    with _lock:
+        amounts = dict(_pending)
+        _pending.clear()
+    if not amounts:
+        return
     try:
-        client = _redis()
-        if client is None:
-            with _lock:
-                for key, amount in amounts.items():
-                    _local[key] = _local.get(key, 0) + amount
-            return
-        pipe = client.pipeline(transaction=False)
+        pipe = _redis().pipeline(transaction=False)
         for key, amount in amounts.items():
             if isinstance(amount, int):
                 pipe.hincrby(_hash_key(), key, amount)
@@ -132,6 +159,29 @@ def _add(amounts: Mapping[str, float]) -> None:
         if not _warned:
             log.warning("metrics could not be recorded (%s: %s); dropping them until it works", type(exc).__name__, exc)
             _warned = True
+
+
+def _sender_started() -> None:
+    """The thread that sends this process's pending events, started once per process."""
+    global _sender_pid
+    if _sender_pid == os.getpid():
+        return
+    with _lock:
+        if _sender_pid == os.getpid():
+            return
+        _sender_pid = os.getpid()
+    threading.Thread(target=_send_when_due, name="ctxweb-metrics", daemon=True).start()
+
+
+def _send_when_due() -> None:
+    while True:
+        _due.wait()
+        time.sleep(FLUSH_SECONDS)  # what comes meanwhile goes in the same round trip
+        _due.clear()
+        flush()
+
+
+atexit.register(flush)  # a process that ends cleanly sends what it holds
 
 
 def _redis() -> Any:

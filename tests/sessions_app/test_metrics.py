@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -141,3 +142,33 @@ def test_json_logs_carry_the_figures(caplog, session_of):
     assert line["tokens"] == sum(Message.objects.filter(session=session).values_list("tokens", flat=True))
     assert line["level"] == "INFO" and line["logger"] == "sessions_app.services.ingest"
     assert "\n" not in JsonFormatter().format(record)
+
+
+def test_a_burst_of_request_events_reaches_redis_in_one_round_trip_without_a_scrape(settings, monkeypatch):
+    """Appends and STATUS are every request's: their events wait in the process up to FLUSH_SECONDS
+    and go together, and go without anything reading them (another process scrapes)."""
+    from tests.conftest import _redis_configured, need
+
+    need(_redis_configured(), "REDIS_URL is not set")
+    settings.CTX_METRICS_KEY = f"ctxweb:test-metrics-burst:{id(settings)}"
+    metrics.reset()
+    sent: list[int] = []
+    flush = metrics.flush
+
+    def counted() -> None:
+        with metrics._lock:
+            sent.append(len(metrics._pending))
+        flush()
+
+    monkeypatch.setattr(metrics, "flush", counted)
+    for _ in range(3):
+        metrics.messages_appended(messages=2, tokens=10, seconds=0.01)
+        metrics.status_served(seconds=0.002)
+    client = metrics._redis()
+    deadline = time.monotonic() + 10 * metrics.FLUSH_SECONDS
+    while not client.hget(settings.CTX_METRICS_KEY, "ctxweb_messages_appended_total||") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stored = {k.decode(): float(v) for k, v in client.hgetall(settings.CTX_METRICS_KEY).items()}
+    assert stored["ctxweb_messages_appended_total||"] == 6 and stored["ctxweb_status_duration_seconds||count"] == 3
+    assert [n for n in sent if n] == [len(stored)]  # one round trip carried every series of the burst
+    metrics.reset()

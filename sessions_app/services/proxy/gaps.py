@@ -5,6 +5,7 @@ warning). The messages of those requests come with the agent's next request; the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
@@ -20,6 +21,12 @@ log = logging.getLogger(__name__)
 
 
 GAP_SECONDS = 30 * 24 * 3600  # how long requests forwarded unrecorded wait for their conversation
+# How many conversations have gaps noted and not flagged yet, over every process (a count: a gap that
+# expires unflagged leaves it high until no gap has been noted for GAP_SECONDS, and the recordings ask
+# for their own gaps until then, as they would without it).
+PENDING = "ctx:proxy-gaps-pending"
+PENDING_SECONDS = 1.0  # how long a process goes by the count it read (recordings don't each ask)
+_pending_read: list[float] = [float("-inf"), 1.0]  # when this process read the count, and what it said
 
 
 def gap_key(ctxweb_key: str, conversation: str) -> str:
@@ -36,17 +43,30 @@ def proxy_gap_note(gap: str) -> None:
     next request)."""
     try:
         noted = cache.get(gap) or {"requests": 0, "from": time.time()}
+        first = noted["requests"] == 0
         noted.update(requests=noted["requests"] + 1, to=time.time())
         cache.set(gap, noted, timeout=GAP_SECONDS)
+        if first:
+            cache.add(PENDING, 0, timeout=GAP_SECONDS)
+            cache.incr(PENDING)
+            cache.touch(PENDING, GAP_SECONDS)
+        _pending_read[0] = float("-inf")  # this process's next recording asks
     except Exception as exc:  # the cache is down as well
         log.warning("proxy: a request forwarded unrecorded could not be noted: %s", type(exc).__name__)
 
 
 def gap_flag(session_id: int, gap: str) -> None:
+    """The requests of the conversation forwarded unrecorded (``gap``), flagged on its session. Asked
+    only while some conversation has a gap (``gaps_pending``)."""
+    if not gaps_pending():
+        return
     noted = cache.get(gap)
     if not isinstance(noted, dict) or not noted.get("requests"):
         return
-    cache.delete(gap)
+    if not cache.delete(gap):  # two recordings of the conversation at once: the other flags it
+        return
+    with contextlib.suppress(ValueError):  # the count expired meanwhile
+        cache.decr(PENDING)
     first, last = (datetime.fromtimestamp(noted[k], tz=UTC) for k in ("from", "to"))
     AgentSession.objects.filter(pk=session_id).update(
         unrecorded_requests=F("unrecorded_requests") + int(noted["requests"]),
@@ -54,3 +74,16 @@ def gap_flag(session_id: int, gap: str) -> None:
         unrecorded_to=Value(last),
     )
     log.warning("proxy: session %s: %s request(s) were forwarded unrecorded", session_id, noted["requests"])
+
+
+def gaps_pending() -> bool:
+    """Whether some conversation may have requests forwarded unrecorded: the count (``PENDING``), read
+    at most once every ``PENDING_SECONDS`` in a process, so a recording doesn't ask the cache for its
+    conversation's gap while there is none anywhere. A gap another process noted is seen up to that
+    late (the conversation's next recording flags it); one this process noted, at once."""
+    read_at, count = _pending_read
+    now = time.monotonic()
+    if now - read_at >= PENDING_SECONDS:
+        count = float(cache.get(PENDING) or 0)
+        _pending_read[:] = [now, count]
+    return count > 0
