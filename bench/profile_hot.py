@@ -9,13 +9,15 @@ single appends of agent-like messages (``bench/ingest.py``), then ``--agents`` s
 conversations of ``--turns`` turns through the proxy, each resending its growing history (as
 ``bench/proxy.py``). py-spy samples every thread of the process (the proxy records on threads of
 its own) at 1 kHz, on CPU only; each sample counts for the innermost step it is in (below). Prints,
-per path, CPU ms per request (process time) and each step's share; writes each path's stacks
+per path, CPU ms per request (process time, less what encoding the clients' JSON bodies took: the
+client's work, done in this process) and each step's share; writes each path's stacks
 (py-spy's collapsed format: ``flamegraph.pl`` or speedscope.app draw them) to ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import signal
@@ -133,7 +135,8 @@ def run(args: argparse.Namespace) -> None:
     messages = realistic_messages(2 * args.appends + 20, random.Random(3))
 
     def append(n: int) -> None:
-        answer = api.post(f"/api/v1/sessions/{session}/messages/", messages[n], content_type="application/json")
+        url = f"/api/v1/sessions/{session}/messages/"
+        answer = api.post(url, _encoded(messages[n]), content_type="application/json")
         assert answer.status_code == 201, answer.content[:300]
 
     for n in range(20):  # warm: imports, caches, prepared plans
@@ -156,7 +159,7 @@ def run(args: argparse.Namespace) -> None:
             body = {"model": "claude-sonnet-4-5", "max_tokens": 512, "stream": True, "messages": history}
             answer = proxy.post(
                 "/proxy/anthropic/v1/messages",
-                body,
+                _encoded(body),
                 content_type="application/json",
                 HTTP_CTXWEB_SESSION=f"profile-agent-{agent}",
             )
@@ -178,10 +181,11 @@ def report(label: str, requests: int, work: Callable[[int], Any], out: Path) -> 
     from sessions_app.api.proxy.recorder import RECORDER
 
     queries = _count_queries()
-    cpu0, wall0, queries0 = time.process_time(), time.perf_counter(), queries[0]
+    cpu0, wall0, queries0, client0 = time.process_time(), time.perf_counter(), queries[0], _CLIENT_CPU[0]
     work(0)
     RECORDER.idle(60)  # what the proxy's recorder threads still had to do counts too
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    client = _CLIENT_CPU[0] - client0
+    cpu, wall = time.process_time() - cpu0 - client, time.perf_counter() - wall0
     asked = queries[0] - queries0
     stacks = out / f"{label}.collapsed"
     spy = subprocess.Popen(
@@ -198,7 +202,8 @@ def report(label: str, requests: int, work: Callable[[int], Any], out: Path) -> 
     total = sum(by_step.values()) or 1
     each, wall_each = cpu / requests * 1000, wall / requests * 1000
     print(f"\n{label}: {requests} requests, {each:.2f} ms CPU and {asked / requests:.1f} queries each "
-          f"({wall_each:.2f} ms wall)")  # fmt: skip
+          f"({wall_each:.2f} ms wall; the client's JSON encoding, "
+          f"{client / requests * 1000:.2f} ms, left out)")  # fmt: skip
     for step, count in by_step.most_common():
         print(f"  {step:34} {count / total * 100:5.1f} %   {each * count / total:6.2f} ms")
     print(f"  stacks: {stacks}")
@@ -226,6 +231,15 @@ def _count_queries() -> list[int]:
 
 
 _QUERIES = [0]  # statements sent (``_count_queries``); a list: the threads add to one place
+_CLIENT_CPU = [0.0]  # seconds of CPU this process spent encoding the clients' bodies (not ctxweb's)
+
+
+def _encoded(body: Any) -> bytes:
+    """``body`` as the client sends it: its encoding is the client's work, timed apart (``_CLIENT_CPU``)."""
+    started = time.process_time()
+    encoded = json.dumps(body).encode()
+    _CLIENT_CPU[0] += time.process_time() - started
+    return encoded
 
 
 def steps(stacks: Path) -> Counter[str]:
