@@ -141,6 +141,8 @@ _.search_help_text
 _.route_by_kind
 # ctxweb/celery.py: a receiver of Celery's task_prerun and task_postrun signals.
 _._database_connections_as_in_a_request
+# ctxweb/celery.py: a receiver of Celery's task_postrun signal (metrics sent before a pool process may _exit).
+_._metrics_sent
 # ctxweb/celery.py: a receiver of Celery's worker_init signal.
 _._warm_up
 

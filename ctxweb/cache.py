@@ -20,6 +20,17 @@ from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 log = logging.getLogger(__name__)
 
 
+def redis_client() -> Any:
+    """The Redis client behind the default cache (for what the cache API has no call for: a pipeline,
+    a sorted set), or None in the embedded mode."""
+    from django.conf import settings
+    from django.core.cache import cache
+
+    if not settings.REDIS_URL:
+        return None
+    return cache._cache.get_client(write=True)  # type: ignore[attr-defined]  # Django's RedisCache
+
+
 @runtime_checkable
 class EntryCounting(Protocol):
     def entry_count(self) -> int: ...

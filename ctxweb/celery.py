@@ -50,3 +50,11 @@ def _database_connections_as_in_a_request(task: Any = None, **_: Any) -> None:
     if task is None or getattr(task.request, "is_eager", False):
         return
     close_old_connections()
+
+
+@task_postrun.connect
+def _metrics_sent(**_: Any) -> None:
+    """A pool process can end with ``os._exit`` (no ``atexit``): what its task recorded goes now."""
+    from sessions_app import metrics
+
+    metrics.flush()

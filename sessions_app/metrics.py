@@ -18,9 +18,10 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from django.conf import settings
+
+from ctxweb.cache import redis_client as _redis
 
 log = logging.getLogger(__name__)
 
@@ -181,16 +182,15 @@ def _send_when_due() -> None:
         flush()
 
 
+def _forked() -> None:
+    """A child starts with nothing pending and no sender (the parent's events are the parent's to send)."""
+    global _lock, _due, _sender_pid
+    _lock, _due, _sender_pid = threading.Lock(), threading.Event(), 0
+    _pending.clear()
+
+
 atexit.register(flush)  # a process that ends cleanly sends what it holds
-
-
-def _redis() -> Any:
-    """The Redis client behind the default cache, or None in the embedded mode."""
-    if not settings.REDIS_URL:
-        return None
-    from django.core.cache import cache
-
-    return cache._cache.get_client(write=True)  # type: ignore[attr-defined]  # Django's RedisCache
+os.register_at_fork(after_in_child=_forked)
 
 
 def _hash_key() -> str:

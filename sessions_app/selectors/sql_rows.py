@@ -252,17 +252,17 @@ def rows_with(main: Statement | None, before: Sequence[Statement]) -> list[tuple
     reads) run first. On PostgreSQL in one round trip: each of ``before`` is a data-modifying ``WITH``
     query of ``main``, run to completion on the statement's one snapshot, so none may write a row
     another of them writes or read what another wrote. Elsewhere one by one, in order."""
-    together = sum(len(statement.params) for statement in before) + (len(main.params) if main else 0)
+    if main is None:
+        if not before:
+            return []
+        *before, main = before
+    together = sum(len(statement.params) for statement in (*before, main))
     if connection.vendor != "postgresql" or not before or together > MAX_PARAMETERS:
         with prepared_cursor() as cursor:
             for statement in before:
                 cursor.execute(statement.sql, statement.params)
-            if main is None:
-                return []
             cursor.execute(main.sql, main.params)
-            return list(cursor.fetchall())
-    if main is None:
-        *before, main = before
+            return list(cursor.fetchall()) if cursor.description is not None else []
     sql = "WITH " + ", ".join(f"w{n} AS ({s.sql})" for n, s in enumerate(before)) + " " + main.sql
     params = [value for statement in (*before, main) for value in statement.params]
     with prepared_cursor() as cursor:

@@ -29,6 +29,8 @@ from hypothesis import strategies as st
 from sessions_app import steps
 from sessions_app.api.proxy.dialects import ANTHROPIC
 from sessions_app.models import CONTEXT_STATES, AgentSession, IngestRejection, Message, ToolUse
+from sessions_app.selectors import session_rows
+from sessions_app.selectors.session_rows import Ends
 from sessions_app.services import proxy
 from sessions_app.services.proxy import recording
 from sessions_app.services.proxy.identity import agent_conversation, conversation_key
@@ -88,7 +90,9 @@ class Recording:
     sessions: dict[int, int] = field(default_factory=dict)  # exchange → the session it records into
     lock: threading.Lock = field(default_factory=threading.Lock)
     requested: dict[int, threading.Event] = field(default_factory=dict)  # exchange → its request is recorded
-    seen: list[dict[int, AgentSession]] = field(default_factory=list)  # the sessions as read before each recording
+    seen: list[dict[int, tuple[AgentSession, Ends]]] = field(
+        default_factory=list
+    )  # sessions read before each recording
     request_read: dict[int, int] = field(default_factory=dict)  # exchange → its request's recording, in ``seen``
 
     def __post_init__(self) -> None:
@@ -121,7 +125,7 @@ class Recording:
             assert self.requested[n].wait(30)
             session_id = self.sessions[n]
         if lagging:
-            self.seen.append({pk: s for pk in set(self.sessions.values()) if (s := proxy.proxy_session(pk))})
+            self.seen.append({pk: r for pk in set(self.sessions.values()) if (r := session_rows.session_and_ends(pk))})
             if kind == "reply":  # its job is queued once the answer is out: after its request was recorded
                 lag = min(lag, len(self.seen) - 2 - self.request_read[n])
         read = self.seen[-1 - lag].get(session_id) if lagging and lag < len(self.seen) else None
@@ -145,21 +149,30 @@ class Recording:
 
 
 @contextmanager
-def read_once(session: AgentSession | None) -> Iterator[None]:
-    """The recording's first read of its session gives ``session`` as it was read before."""
-    if session is None:
+def read_once(read: tuple[AgentSession, Ends] | None) -> Iterator[None]:
+    """The recording's first read of its session gives the session (with its last messages) as it
+    was read before."""
+    if read is None:
         yield
         return
-    real, reads = proxy.proxy_session, []
+    session, ends = read
+    real, real_with_ends, reads = proxy.proxy_session, session_rows.session_and_ends, []
+
+    def first(session_id: int) -> bool:
+        reads.append(session_id)
+        return len(reads) == 1 and session_id == session.pk
 
     def first_as_before(session_id: int) -> AgentSession | None:
-        reads.append(session_id)
-        return copy.copy(session) if len(reads) == 1 and session_id == session.pk else real(session_id)
+        return copy.copy(session) if first(session_id) else real(session_id)
+
+    def first_with_ends_as_before(session_id: int) -> tuple[AgentSession, Ends] | None:
+        return (copy.copy(session), ends) if first(session_id) else real_with_ends(session_id)
 
     # Where the recording reads it (``services.proxy.recording``) and where this test's requests do.
     with (
         mock.patch.object(recording, "proxy_session", first_as_before),
         mock.patch.object(proxy, "proxy_session", first_as_before),
+        mock.patch.object(session_rows, "session_and_ends", first_with_ends_as_before),
     ):
         yield
 

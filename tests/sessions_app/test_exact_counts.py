@@ -6,6 +6,7 @@ import io
 import json
 import time
 import uuid
+from types import SimpleNamespace
 
 import anthropic
 import pytest
@@ -298,7 +299,7 @@ def test_a_process_asks_the_cache_for_a_models_lesson_once_an_interval(settings,
     settings.CTX_PROXY_CALIBRATION_SECONDS = 60
     caches["default"].clear()
     now = [1_000.0]
-    monkeypatch.setattr(exact_usage.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(exact_usage, "time", SimpleNamespace(monotonic=lambda: now[0]))
     asked, lessons = [], []
     add = exact_usage.cache.add
     monkeypatch.setattr(exact_usage.cache, "add", lambda *a, **k: asked.append(a[0]) or add(*a, **k))

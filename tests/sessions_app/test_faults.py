@@ -70,20 +70,21 @@ def test_a_batch_cut_off_by_the_database_is_stored_whole_or_not_at_all(api_as, t
         },
         {"role": "user", "client_id": "b3", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
     ]
-    real = sql_rows.insert_rows
+    real = sql_rows.rows_with
+    written: list[int] = []
 
-    def fails_after_the_messages(rows):  # the messages go in; the connection is lost at their tool calls
-        if rows and isinstance(rows[0], ToolUse):
-            raise lost_connection("terminating connection due to administrator command")
-        return real(rows)
+    def lost_after_the_writes(main, before):  # the messages and tool calls go in; the answer never comes
+        written.append(len(real(main, before)))
+        raise lost_connection("terminating connection due to administrator command")
 
-    monkeypatch.setattr(sql_rows, "insert_rows", fails_after_the_messages)
+    monkeypatch.setattr(sql_rows, "rows_with", lost_after_the_writes)
     bob = api_as(team.bob)
     assert bob.post(f"/api/v1/sessions/{session.pk}/messages/", batch).status_code == 503
-    assert not Message.objects.filter(session=session).exists()
+    assert written == [3]  # the three rows were inserted before the connection went
+    assert not Message.objects.filter(session=session).exists() and not ToolUse.objects.filter(session=session).exists()
     session.refresh_from_db()
     assert (session.last_seq, session.message_count, session.message_tokens) == (0, 0, 0)
-    monkeypatch.setattr(sql_rows, "insert_rows", real)
+    monkeypatch.setattr(sql_rows, "rows_with", real)
     assert bob.post(f"/api/v1/sessions/{session.pk}/messages/", batch).status_code == 201
     assert bob.post(f"/api/v1/sessions/{session.pk}/messages/", batch).status_code == 201  # a retry: no doubles
     assert list(Message.objects.filter(session=session).values_list("client_id", flat=True)) == ["b1", "b2", "b3"]

@@ -201,6 +201,19 @@ def test_a_session_read_with_its_last_two_messages_is_the_session_and_those_rows
     assert session_rows.session_and_ends(session.pk + 10_000) is None
 
 
+def test_statements_sent_together_write_what_each_writes(session_of):
+    mine, theirs = session_of(), session_of()
+    assert sql_rows.rows_with(None, []) == []
+    mine.message_tokens, theirs.message_count = 5, 8
+    assert sql_rows.rows_with(None, [sql_rows.update_statement(mine, ["message_tokens"])]) == []
+    assert AgentSession.objects.get(pk=mine.pk).message_tokens == 5
+    mine.message_count = 7
+    writes = [sql_rows.update_statement(mine, ["message_count"]), sql_rows.update_statement(theirs, ["message_count"])]
+    assert sql_rows.rows_with(None, writes) == []
+    assert AgentSession.objects.get(pk=mine.pk).message_count == 7
+    assert AgentSession.objects.get(pk=theirs.pk).message_count == 8
+
+
 @pytest.mark.postgres  # prepared statements are PostgreSQL's
 def test_the_statements_written_once_are_prepared_and_the_orms_are_not(session_of):
     """A statement of ``sql_rows`` is prepared on the connection (Postgres plans it once) and still

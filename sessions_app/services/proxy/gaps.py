@@ -15,18 +15,18 @@ from django.core.cache import cache
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 
+from ctxweb.cache import redis_client
 from sessions_app.models import AgentSession
 
 log = logging.getLogger(__name__)
 
 
 GAP_SECONDS = 30 * 24 * 3600  # how long requests forwarded unrecorded wait for their conversation
-# How many conversations have gaps noted and not flagged yet, over every process (a count: a gap that
-# expires unflagged leaves it high until no gap has been noted for GAP_SECONDS, and the recordings ask
-# for their own gaps until then, as they would without it).
-PENDING = "ctx:proxy-gaps-pending"
-PENDING_SECONDS = 1.0  # how long a process goes by the count it read (recordings don't each ask)
-_pending_read: list[float] = [float("-inf"), 1.0]  # when this process read the count, and what it said
+# Every conversation with a gap, its key scored by when its gap expires (``time.time``): a sorted set
+# in Redis, for what the cache API has no call for (the embedded mode's one process asks its cache).
+GAPS = "ctx:proxy-gaps"
+PENDING_SECONDS = 1.0  # how long a process goes by what it read (recordings don't each ask)
+_pending_read: list[float] = [float("-inf"), 1.0]  # when this process read how many gaps there are, and that
 
 
 def gap_key(ctxweb_key: str, conversation: str) -> str:
@@ -42,14 +42,18 @@ def proxy_gap_note(gap: str) -> None:
     Best effort: with the cache down too, the gap goes unflagged (the messages still come with the
     next request)."""
     try:
-        noted = cache.get(gap) or {"requests": 0, "from": time.time()}
-        first = noted["requests"] == 0
-        noted.update(requests=noted["requests"] + 1, to=time.time())
+        now = time.time()
+        noted = cache.get(gap) or {"requests": 0, "from": now}
+        noted.update(requests=noted["requests"] + 1, to=now)
         cache.set(gap, noted, timeout=GAP_SECONDS)
-        if first:
-            cache.add(PENDING, 0, timeout=GAP_SECONDS)
-            cache.incr(PENDING)
-            cache.touch(PENDING, GAP_SECONDS)
+        # Listed after it is written: a recording that flagged and unlisted it meanwhile (between the read
+        # and the write above) can't leave the request written back unlisted.
+        if (client := redis_client()) is not None:
+            listing = client.pipeline(transaction=False)
+            listing.zadd(GAPS, {gap: now + GAP_SECONDS})
+            listing.zremrangebyscore(GAPS, "-inf", now)
+            listing.expire(GAPS, GAP_SECONDS)
+            listing.execute()
         _pending_read[0] = float("-inf")  # this process's next recording asks
     except Exception as exc:  # the cache is down as well
         log.warning("proxy: a request forwarded unrecorded could not be noted: %s", type(exc).__name__)
@@ -65,8 +69,9 @@ def gap_flag(session_id: int, gap: str) -> None:
         return
     if not cache.delete(gap):  # two recordings of the conversation at once: the other flags it
         return
-    with contextlib.suppress(ValueError):  # the count expired meanwhile
-        cache.decr(PENDING)
+    with contextlib.suppress(Exception):  # Redis gone meanwhile: listed until it expires, a read for each recording
+        if (client := redis_client()) is not None:
+            client.zrem(GAPS, gap)
     first, last = (datetime.fromtimestamp(noted[k], tz=UTC) for k in ("from", "to"))
     AgentSession.objects.filter(pk=session_id).update(
         unrecorded_requests=F("unrecorded_requests") + int(noted["requests"]),
@@ -77,13 +82,20 @@ def gap_flag(session_id: int, gap: str) -> None:
 
 
 def gaps_pending() -> bool:
-    """Whether some conversation may have requests forwarded unrecorded: the count (``PENDING``), read
-    at most once every ``PENDING_SECONDS`` in a process, so a recording doesn't ask the cache for its
-    conversation's gap while there is none anywhere. A gap another process noted is seen up to that
-    late (the conversation's next recording flags it); one this process noted, at once."""
+    """Whether some conversation may have requests forwarded unrecorded (``GAPS`` lists one that has not
+    expired), read at most once every ``PENDING_SECONDS`` in a process: a recording doesn't ask the
+    cache for its conversation's gap while there is none anywhere. A gap another process noted is seen
+    up to that late (the conversation's next recording flags it); one this process noted, at once. With
+    Redis unreachable, yes (the cache's reads then miss anyway)."""
+    client = redis_client()
+    if client is None:
+        return True
     read_at, count = _pending_read
     now = time.monotonic()
     if now - read_at >= PENDING_SECONDS:
-        count = float(cache.get(PENDING) or 0)
+        try:
+            count = float(client.zcount(GAPS, time.time(), "+inf"))
+        except Exception:  # redis raises several kinds
+            count = 1.0
         _pending_read[:] = [now, count]
     return count > 0

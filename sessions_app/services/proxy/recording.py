@@ -313,10 +313,11 @@ def proxy_record_exchange(
     be; the response's usage as the session's exact count; the requests of the conversation forwarded
     unrecorded before (``gap``: see ``proxy_gap_note``) flagged on it. The session recorded into (a
     rewritten history goes into a fresh one), or None when the session is gone."""
-    read = session_rows.session_and_ends(session_id)
+    # Where the request's history meets the stored one is read with the session when there is a request.
+    read = session_rows.session_and_ends(session_id) if pending is not None else proxy_session(session_id)
     if read is None:
         return None
-    session, ends = read
+    session, ends = read if isinstance(read, tuple) else (read, None)
     if gap:
         proxy_gaps.gap_flag(session_id, gap)
     reply = reply_message(session, message, complete, after_seq + 1) if message is not None else None
