@@ -26,7 +26,7 @@ GAP_SECONDS = 30 * 24 * 3600  # how long requests forwarded unrecorded wait for 
 # in Redis, for what the cache API has no call for (the embedded mode's one process asks its cache).
 GAPS = "ctx:proxy-gaps"
 PENDING_SECONDS = 1.0  # how long a process goes by what it read (recordings don't each ask)
-_pending_read: list[float] = [float("-inf"), 1.0]  # when this process read how many gaps there are, and that
+_pending_read: list[float] = [float("-inf"), 1.0]  # when this process last read GAPS, and how many it listed
 
 
 def gap_key(ctxweb_key: str, conversation: str) -> str:
