@@ -234,6 +234,11 @@ def insert_rows(instances: Sequence[models.Model], before: Sequence[Statement] =
             row._state.adding, row._state.db = False, connection.alias
 
 
+def insert_statements(instances: Sequence[models.Model]) -> list[Statement]:
+    """``insert_rows``' statements, ``ROWS_PER_INSERT`` rows each, to be sent with others (their keys unread)."""
+    return [insert_statement(instances[at : at + ROWS_PER_INSERT]) for at in range(0, len(instances), ROWS_PER_INSERT)]
+
+
 def insert_statement(instances: Sequence[models.Model]) -> Statement:
     """``insert_rows``' statement for at most ``ROWS_PER_INSERT`` rows of one model."""
     model = type(instances[0])

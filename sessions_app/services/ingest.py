@@ -156,7 +156,7 @@ def _store(session: AgentSession, rows: list[Message], now: datetime, redacted: 
     # One round trip on PostgreSQL: the tool calls, the totals and the day's figures go with the rows'
     # INSERT (the row lock that every append of the project takes on the day's figures is then held
     # only until the commit that follows).
-    sql_rows.insert_rows(rows, before=[*_chunks(uses), totals, ingested])
+    sql_rows.insert_rows(rows, before=[*sql_rows.insert_statements(uses), totals, ingested])
 
 
 # The dashboard's per-day figures (models.DailyIngest). Written out: an upsert the ORM has no single
@@ -199,11 +199,6 @@ def daily_ingest_add(session: AgentSession, *, day: date, tokens: int, messages:
 
 def _daily_ingest_params(session: AgentSession, day: date, tokens: int, messages: int) -> list[Any]:
     return [session.project_id, day, session.model, tokens, messages]
-
-
-def _chunks(uses: list[ToolUse]) -> list[sql_rows.Statement]:
-    step = sql_rows.ROWS_PER_INSERT
-    return [sql_rows.insert_statement(uses[at : at + step]) for at in range(0, len(uses), step)]
 
 
 _UNREAD_UNDER_LOCK = frozenset({"system_prompt", "tools"})

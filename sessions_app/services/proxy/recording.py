@@ -314,10 +314,13 @@ def proxy_record_exchange(
     unrecorded before (``gap``: see ``proxy_gap_note``) flagged on it. The session recorded into (a
     rewritten history goes into a fresh one), or None when the session is gone."""
     # Where the request's history meets the stored one is read with the session when there is a request.
-    read = session_rows.session_and_ends(session_id) if pending is not None else proxy_session(session_id)
-    if read is None:
+    ends: Ends | None = None
+    if pending is None:
+        session = proxy_session(session_id)
+    else:
+        session, ends = session_rows.session_and_ends(session_id) or (None, None)
+    if session is None:
         return None
-    session, ends = read if isinstance(read, tuple) else (read, None)
     if gap:
         proxy_gaps.gap_flag(session_id, gap)
     reply = reply_message(session, message, complete, after_seq + 1) if message is not None else None
